@@ -1,0 +1,1 @@
+"""Measure whether coding agents can use this repository's library correctly."""
