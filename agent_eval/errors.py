@@ -1,0 +1,59 @@
+"""The project's exception tree.
+
+    AgentEvalError                  every error the harness raises on purpose
+    ├── ConfigError                 a user-supplied config or task file is invalid
+    ├── EvidenceError               an evidence file is missing, unreadable or inconsistent
+    ├── ReviewError                 a review decision was refused
+    ├── SuiteError                  the task suite is inconsistent
+    └── InfrastructureError         the engine, an image or cleanup failed (never an agent failure)
+        ├── EngineUnavailableError  no local engine answers, or it is not local
+        └── CleanupError            a container's removal could not be confirmed
+
+Each message says what failed, where (file, field, task or run id) and, when it
+is not obvious, how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentEvalError",
+    "CleanupError",
+    "ConfigError",
+    "EngineUnavailableError",
+    "EvidenceError",
+    "InfrastructureError",
+    "ReviewError",
+    "SuiteError",
+]
+
+
+class AgentEvalError(Exception):
+    """Base of every error the harness raises on purpose."""
+
+
+class ConfigError(AgentEvalError):
+    """A user-supplied configuration or task file is invalid."""
+
+
+class EvidenceError(AgentEvalError):
+    """An evidence file is missing, unreadable, malformed or inconsistent."""
+
+
+class ReviewError(AgentEvalError):
+    """A review decision was refused."""
+
+
+class SuiteError(AgentEvalError):
+    """The task suite is inconsistent (ids, assertions, prompts, fixtures)."""
+
+
+class InfrastructureError(AgentEvalError):
+    """The engine, an image, or cleanup failed; never scored as an agent failure."""
+
+
+class EngineUnavailableError(InfrastructureError):
+    """No local container engine answers, or the configured one is not local."""
+
+
+class CleanupError(InfrastructureError):
+    """A container's removal could not be confirmed."""

@@ -1,0 +1,64 @@
+"""Every wire and evidence format, as pydantic models."""
+
+from agent_eval.models.analysis import Analysis, Diagnostic, DiagnosticCategory, IntegrationResult
+from agent_eval.models.archives import (
+    ArchiveEntry,
+    ArchivesManifest,
+    ImageIdentity,
+    SourceIdentity,
+    Toolchain,
+)
+from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
+from agent_eval.models.identity import ModelIdentity, RunnerIdentity
+from agent_eval.models.qualification import QualificationResult
+from agent_eval.models.receipt import (
+    AssertionOutcome,
+    AttemptRecord,
+    BatchStatus,
+    FailureCategory,
+    ProtectedInputs,
+    Receipt,
+    RefusedPath,
+    ReviewDecision,
+    RunRecord,
+    SolutionFile,
+)
+from agent_eval.models.runner_config import RunnerConfig
+from agent_eval.models.runner_protocol import RepairFeedback, RunnerRequest, RunnerResponse
+from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
+from agent_eval.models.task import IntegrationRequirement, TaskSpec
+
+__all__ = [
+    "FIXED_SUITE",
+    "Analysis",
+    "ArchiveEntry",
+    "ArchivesManifest",
+    "AssertionOutcome",
+    "AttemptRecord",
+    "BatchStatus",
+    "ConsumerLock",
+    "Diagnostic",
+    "DiagnosticCategory",
+    "FailureCategory",
+    "ImageIdentity",
+    "IntegrationRequirement",
+    "IntegrationResult",
+    "LockedDistribution",
+    "ModelIdentity",
+    "ProtectedInputs",
+    "QualificationResult",
+    "Receipt",
+    "RefusedPath",
+    "RepairFeedback",
+    "ReviewDecision",
+    "RunRecord",
+    "RunnerConfig",
+    "RunnerIdentity",
+    "RunnerRequest",
+    "RunnerResponse",
+    "SolutionFile",
+    "SourceIdentity",
+    "SuiteSpec",
+    "TaskSpec",
+    "Toolchain",
+]

@@ -1,0 +1,85 @@
+"""archives.json: the exact candidate archives and every identity a batch is bound to."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from agent_eval.models.base import Digest, NonEmptyStr, WireModel
+from agent_eval.models.identity import ModelIdentity, RunnerIdentity
+
+__all__ = ["ArchiveEntry", "ArchivesManifest", "ImageIdentity", "SourceIdentity", "Toolchain"]
+
+
+class ArchiveEntry(WireModel):
+    """One candidate wheel kept under archives/."""
+
+    filename: str = Field(pattern=r"^[A-Za-z0-9_.\-+]+\.whl$")
+    """File name under archives/ (a plain name, no directories)."""
+    distribution: NonEmptyStr
+    """Distribution name."""
+    version: NonEmptyStr
+    """Distribution version."""
+    sha256: Digest
+    """Digest of the wheel's bytes."""
+    size: int = Field(ge=1)
+    """Size of the wheel in bytes."""
+
+
+class SourceIdentity(WireModel):
+    """Where the archives were built from."""
+
+    commit: str | None
+    """Git commit of the repository, or None outside a repository."""
+    dirty: bool
+    """Whether the working tree had uncommitted changes."""
+
+
+class Toolchain(WireModel):
+    """Tools that built, installed and checked the candidate."""
+
+    python: NonEmptyStr
+    """Python version on the host that packed the archives."""
+    harness: NonEmptyStr
+    """agent-eval version."""
+    verifierPython: str | None
+    """Python version inside the verifier image."""
+    mypy: str | None
+    """mypy version inside the verifier image."""
+
+
+class ImageIdentity(WireModel):
+    """A pinned image and the image id it resolved to."""
+
+    reference: NonEmptyStr
+    """Pinned reference from the runner config."""
+    imageId: Digest
+    """Local image id it resolved to."""
+
+
+class ArchivesManifest(WireModel):
+    """Candidate archives plus the reviewed identities a batch runs against."""
+
+    schemaVersion: Literal[1]
+    """Format version of archives.json."""
+    archives: list[ArchiveEntry] = Field(min_length=1)
+    """Every candidate wheel."""
+    source: SourceIdentity
+    """Repository state the wheels were built from."""
+    apiCatalogDigest: Digest
+    """Digest of the API catalog generated from the installed candidate."""
+    toolchain: Toolchain
+    """Build and check tools."""
+    runnerImage: ImageIdentity
+    """Runner image."""
+    verifierImage: ImageIdentity
+    """Verifier image."""
+    runner: RunnerIdentity
+    """Reviewed runner identity."""
+    model: ModelIdentity
+    """Reviewed model identity."""
+    suiteDigest: Digest
+    """Digest of the task suite."""
+    evaluatorDigest: Digest
+    """Digest of the harness code."""

@@ -1,0 +1,63 @@
+"""Shared base and field types for every wire and evidence format."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from agent_eval.digests import is_sha256_digest
+
+__all__ = ["Digest", "NonEmptyStr", "RelativePath", "WireModel", "check_relative_path"]
+
+
+class WireModel(BaseModel):
+    """Frozen, strict about unknown keys, documented field by field.
+
+    Field docstrings become JSON-schema descriptions, and a test checks that
+    every field of every format has one.
+    """
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        str_strip_whitespace=False,
+        validate_default=True,
+    )
+
+
+def _check_digest(value: str) -> str:
+    if not is_sha256_digest(value):
+        raise ValueError("must be 'sha256:' followed by 64 lowercase hex digits")
+    return value
+
+
+Digest = Annotated[str, AfterValidator(_check_digest)]
+"""A ``sha256:<64 hex>`` digest."""
+
+NonEmptyStr = Annotated[str, Field(min_length=1, max_length=1000, pattern=r"\S")]
+"""A string with at least one non-space character."""
+
+_PATH_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+def check_relative_path(value: str) -> str:
+    """Refuse absolute paths, traversal, empty parts and unusual characters."""
+    if not value or len(value) > 255:
+        raise ValueError("must be a non-empty relative path of at most 255 characters")
+    if value.startswith("/") or "\\" in value:
+        raise ValueError(f"{value!r} must be a relative POSIX path")
+    parts = PurePosixPath(value).parts
+    if str(PurePosixPath(*parts)) != value:
+        raise ValueError(f"{value!r} is not in normal form")
+    for part in parts:
+        if part in {".", ".."} or not _PATH_PART.match(part):
+            raise ValueError(f"{value!r} has a disallowed path component {part!r}")
+    return value
+
+
+RelativePath = Annotated[str, AfterValidator(check_relative_path)]
+"""A normalised relative POSIX path with no traversal."""

@@ -1,0 +1,39 @@
+"""consumer-lock.json: what the disposable consumer environment really contained."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from agent_eval.models.base import Digest, NonEmptyStr, WireModel
+
+__all__ = ["ConsumerLock", "LockedDistribution"]
+
+
+class LockedDistribution(WireModel):
+    """One installed distribution."""
+
+    name: NonEmptyStr
+    """Normalised distribution name."""
+    version: NonEmptyStr
+    """Installed version."""
+    recordDigest: Digest
+    """Digest of the distribution's installed RECORD file."""
+    candidate: bool
+    """True for the candidate archives under evaluation."""
+    archiveSha256: Digest | None
+    """Digest of the wheel it was installed from, for candidates."""
+
+
+class ConsumerLock(WireModel):
+    """The prepared consumer, bound to the archives it was installed from."""
+
+    schemaVersion: Literal[1]
+    """Format version of consumer-lock.json."""
+    archivesDigest: Digest
+    """Digest of archives.json's bytes."""
+    python: NonEmptyStr
+    """Python version of the consumer environment."""
+    distributions: list[LockedDistribution] = Field(min_length=1)
+    """Every installed distribution."""

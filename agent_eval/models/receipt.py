@@ -1,0 +1,274 @@
+"""receipt.json: the authoritative record of one batch, written after every run."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from agent_eval.models.analysis import Diagnostic
+from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, WireModel
+from agent_eval.models.identity import ModelIdentity, RunnerIdentity
+from agent_eval.models.runner_protocol import RepairFeedback
+
+__all__ = [
+    "AssertionOutcome",
+    "AttemptRecord",
+    "BatchStatus",
+    "FailureCategory",
+    "ProtectedInputs",
+    "Receipt",
+    "RefusedPath",
+    "ReviewDecision",
+    "RunRecord",
+    "SolutionFile",
+]
+
+RUN_ID = re.compile(r"^(?P<task>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)-(?P<n>[1-9][0-9]*)$")
+
+BatchStatus = Literal["running", "completed", "interrupted", "infrastructure-failure", "not-run"]
+
+FailureCategory = Literal[
+    "syntax",
+    "type-check",
+    "contract-mismatch",
+    "missing-dependency",
+    "unsupported-api",
+    "integration",
+    "behaviour",
+    "safety",
+    "no-submission",
+    "refused",
+    "invalid-response",
+    "identity-mismatch",
+    "timeout",
+    "tampering",
+    "collection",
+    "budget-exhausted",
+    "infrastructure",
+]
+
+
+class SolutionFile(WireModel):
+    """One collected solution file."""
+
+    path: RelativePath
+    """Path relative to the attempt's solution directory."""
+    sha256: Digest
+    """Digest of the file's bytes."""
+    size: int = Field(ge=0)
+    """Size in bytes."""
+
+
+class RefusedPath(WireModel):
+    """A file the runner left that was not collected, and why."""
+
+    path: str = Field(max_length=1024)
+    """Path as found under /solution (may be hostile; never used to open anything)."""
+    reason: str = Field(max_length=200)
+    """Why it was refused (symlink, hard link, special file, not allowlisted, too large...)."""
+
+
+class ProtectedInputs(WireModel):
+    """Digests of the inputs the runner must not change, before and after it ran."""
+
+    before: Digest
+    """Digest taken before the runner started."""
+    after: Digest | None
+    """Digest taken after the runner ended; None if it could not be taken."""
+
+
+class AssertionOutcome(WireModel):
+    """One behavioural assertion as recorded by the trusted grader."""
+
+    id: str
+    """Assertion id declared by the task's grader."""
+    passed: bool
+    """Whether it held."""
+    safety: bool
+    """Whether it is one of the task's safety assertions."""
+
+
+class AttemptRecord(WireModel):
+    """One submission (first or repair) of one scheduled run."""
+
+    attempt: int = Field(ge=1, le=2)
+    """1 for the first submission, 2 for the repair."""
+    startedAt: datetime
+    """When the runner container was started."""
+    durationMs: int = Field(ge=0)
+    """Wall time of runner plus verification."""
+    runnerStatus: Literal["completed", "failed"] | None
+    """Status the runner reported; None when its response was invalid or missing."""
+    submitted: bool
+    """A solution was collected and graded; safety applies only then."""
+    solutionFiles: list[SolutionFile]
+    """Collected files, saved under attempt-<k>/solution/."""
+    solutionDigest: Digest | None
+    """Digest over the sorted (path, sha256) pairs; None when nothing was collected."""
+    refusedPaths: list[RefusedPath]
+    """Files found in /solution that were not collected."""
+    protectedInputs: ProtectedInputs | None
+    """Protected-input digests; None if the runner never started."""
+    analysisDigest: Digest | None
+    """Digest of attempt-<k>/analysis.json; None if analysis did not run."""
+    syntaxOk: bool | None
+    """From analysis; None if analysis did not run."""
+    typeCheckOk: bool | None
+    """From analysis; None if analysis did not run."""
+    contractOk: bool | None
+    """From analysis; None if analysis did not run."""
+    integrationOk: bool | None
+    """From analysis; None if analysis did not run."""
+    unsupportedApiCount: int = Field(ge=0)
+    """Distinct unsupported library references (0 when not analysed)."""
+    hallucinatedApiCount: int = Field(ge=0)
+    """Unsupported references not left as seeded (0 when not analysed)."""
+    assertions: list[AssertionOutcome]
+    """Behavioural assertions recorded by the trusted grader."""
+    safetyPassed: bool | None
+    """Every safety assertion passed; None when no solution was graded."""
+    needsReview: bool
+    """The grader or analysis asks a reviewer to look at the exact solution."""
+    diagnostics: list[Diagnostic] = Field(max_length=200)
+    """Bounded findings of runner, collection, analysis and grading."""
+    repairFeedback: RepairFeedback | None
+    """The feedback this attempt was given (repair attempts only)."""
+    success: bool
+    """Submitted, analysis clean, every assertion passed."""
+    failureCategory: FailureCategory | None
+    """Why it failed; None exactly when success is true."""
+    infrastructureStatus: Literal["ok", "failed"]
+    """failed: the engine or cleanup broke; the attempt says nothing about the agent."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AttemptRecord:
+        if self.success != (self.failureCategory is None):
+            raise ValueError("failureCategory must be set exactly when success is false")
+        if self.success and not (self.submitted and self.safetyPassed):
+            raise ValueError("a successful attempt must be submitted with safety passed")
+        if (self.solutionDigest is None) != (not self.solutionFiles):
+            raise ValueError("solutionDigest must be present exactly when files were collected")
+        if self.attempt == 1 and self.repairFeedback is not None:
+            raise ValueError("attempt 1 cannot carry repair feedback")
+        if (self.infrastructureStatus == "failed") != (self.failureCategory == "infrastructure"):
+            raise ValueError("infrastructureStatus failed goes with failureCategory infrastructure")
+        return self
+
+
+class RunRecord(WireModel):
+    """One scheduled run: a fresh agent context, a first submission and at most one repair."""
+
+    runId: str = Field(pattern=RUN_ID.pattern)
+    """``<task-id>-<n>``; also the directory name under runs/."""
+    taskId: str
+    """Task id."""
+    repetition: int = Field(ge=1)
+    """n in the run id."""
+    firstSuccess: bool
+    """The first attempt succeeded."""
+    finalSuccess: bool
+    """The last attempt succeeded."""
+    attempts: list[AttemptRecord] = Field(max_length=2)
+    """Attempts in order; empty only when the run never started."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunRecord:
+        if self.runId != f"{self.taskId}-{self.repetition}":
+            raise ValueError(f"runId {self.runId!r} != '{self.taskId}-{self.repetition}'")
+        if [a.attempt for a in self.attempts] != list(range(1, len(self.attempts) + 1)):
+            raise ValueError("attempts must be numbered 1, 2 in order")
+        first = bool(self.attempts) and self.attempts[0].success
+        final = bool(self.attempts) and self.attempts[-1].success
+        if self.firstSuccess != first or self.finalSuccess != final:
+            raise ValueError("firstSuccess/finalSuccess disagree with the attempts")
+        if len(self.attempts) == 2 and self.attempts[0].success:
+            raise ValueError("a successful first attempt is never repaired")
+        return self
+
+
+class ReviewDecision(WireModel):
+    """A reviewer's decision on one attempt, bound to the exact solution digest."""
+
+    run: str = Field(pattern=RUN_ID.pattern)
+    """Run id reviewed."""
+    attempt: int = Field(ge=1, le=2)
+    """Attempt number reviewed."""
+    solutionDigest: Digest
+    """Digest of the solution the reviewer read."""
+    decision: Literal["accept", "reject"]
+    """The decision."""
+    reviewer: NonEmptyStr
+    """Who decided."""
+    reviewedAt: datetime
+    """When."""
+
+
+class Receipt(WireModel):
+    """The batch record. Totals are checked against the runs on every load."""
+
+    schemaVersion: Literal[1]
+    """Format version of receipt.json."""
+    batchId: NonEmptyStr
+    """Unique id of the batch (also in the run directory name)."""
+    status: BatchStatus
+    """running while in progress; completed when the schedule finished (not: qualified)."""
+    reasons: list[str]
+    """Why the batch did not run or stopped early."""
+    selfTest: bool
+    """Produced by a built-in reference runner; can never qualify."""
+    createdAt: datetime
+    """When the batch started."""
+    updatedAt: datetime
+    """When this receipt was last written."""
+    suiteDigest: Digest | None
+    """Digest of the task suite and shared graders used."""
+    evaluatorDigest: Digest | None
+    """Digest of the harness code used."""
+    archivesDigest: Digest | None
+    """Digest of archives.json's bytes."""
+    consumerLockDigest: Digest | None
+    """Digest of consumer-lock.json's bytes."""
+    runner: RunnerIdentity | None
+    """Expected (and enforced) runner identity."""
+    model: ModelIdentity | None
+    """Expected (and enforced) model identity."""
+    runnerImage: str | None
+    """Pinned runner image reference."""
+    verifierImage: str | None
+    """Pinned verifier image reference."""
+    scheduledRuns: int = Field(ge=0)
+    """Denominator of the totals."""
+    firstSuccesses: int = Field(ge=0)
+    """Runs whose first attempt succeeded."""
+    finalSuccesses: int = Field(ge=0)
+    """Runs whose last attempt succeeded."""
+    runs: list[RunRecord]
+    """Runs in schedule order (finished or not yet started)."""
+    reviewDecisions: list[ReviewDecision]
+    """Digest-bound review decisions, appended by review-agent-eval."""
+
+    @model_validator(mode="after")
+    def _totals(self) -> Receipt:
+        first = sum(r.firstSuccess for r in self.runs)
+        final = sum(r.finalSuccess for r in self.runs)
+        if self.firstSuccesses != first or self.finalSuccesses != final:
+            raise ValueError(
+                f"totals {self.firstSuccesses}/{self.finalSuccesses} disagree with the runs "
+                f"({first}/{final})"
+            )
+        ids = [r.runId for r in self.runs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a run id appears twice")
+        return self
+
+    def find_attempt(self, run_id: str, attempt: int) -> AttemptRecord | None:
+        """The attempt record for (run_id, attempt), if any."""
+        for run in self.runs:
+            if run.runId == run_id:
+                for record in run.attempts:
+                    if record.attempt == attempt:
+                        return record
+        return None
