@@ -7,6 +7,7 @@ half-written receipt.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -36,10 +37,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

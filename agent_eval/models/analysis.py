@@ -8,7 +8,13 @@ from pydantic import Field
 
 from agent_eval.models.base import Digest, WireModel
 
-__all__ = ["MAX_DIAGNOSTIC_CHARS", "Analysis", "Diagnostic", "DiagnosticCategory", "IntegrationResult"]
+__all__ = [
+    "MAX_DIAGNOSTIC_CHARS",
+    "Analysis",
+    "Diagnostic",
+    "DiagnosticCategory",
+    "IntegrationResult",
+]
 
 MAX_DIAGNOSTIC_CHARS = 2000
 
@@ -49,7 +55,7 @@ class IntegrationResult(WireModel):
     symbols: list[str]
     """The entry's candidate symbols."""
     satisfied: bool
-    """True when at least one symbol is used as a value (call, construction, argument, decorator)."""
+    """At least one symbol is used as a value (call, construction, argument, decorator)."""
 
 
 class Analysis(WireModel):

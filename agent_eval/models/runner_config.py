@@ -10,7 +10,12 @@ from pydantic import AfterValidator, Field, JsonValue, field_validator
 from agent_eval.models.base import NonEmptyStr, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
-__all__ = ["MAX_BATCH_TIMEOUT_MS", "MAX_SUBMISSION_TIMEOUT_MS", "RunnerConfig", "check_pinned_image"]
+__all__ = [
+    "MAX_BATCH_TIMEOUT_MS",
+    "MAX_SUBMISSION_TIMEOUT_MS",
+    "RunnerConfig",
+    "check_pinned_image",
+]
 
 MAX_SUBMISSION_TIMEOUT_MS = 600_000
 MAX_BATCH_TIMEOUT_MS = 7_200_000
@@ -97,7 +102,9 @@ def check_pinned_image(value: str) -> str:
 
 def _check_no_secret(value: str) -> str:
     if _SECRET_SHAPES.search(value):
-        raise ValueError("looks like a literal credential; pass credentials by name in envAllowlist")
+        raise ValueError(
+            "looks like a literal credential; pass credentials by name in envAllowlist"
+        )
     return value
 
 
@@ -134,7 +141,7 @@ class RunnerConfig(WireModel):
     concurrency: int | None = Field(default=None, ge=1, le=16)
     """Runs in flight at once; default is sized for the machine."""
     network: Literal["none", "default"] = "none"
-    """Runner container network: none (model endpoint inside the container) or the engine default."""
+    """Runner network: none (model endpoint inside the container) or the engine default."""
 
     @field_validator("executable", "runtimePath")
     @classmethod

@@ -24,7 +24,7 @@ MAX_FEEDBACK_DIAGNOSTICS = 20
 
 
 class RepairFeedback(WireModel):
-    """What a repair attempt is told: diagnostics and failed assertion ids, never expected values."""
+    """What a repair attempt is told: diagnostics and failed assertion ids, no expected values."""
 
     schemaVersion: Literal[1]
     """Format version of the feedback."""
