@@ -1,0 +1,113 @@
+"""Where the embedding repository keeps its library, tasks and evidence.
+
+A repository that embeds the harness declares its layout in its own
+``pyproject.toml`` under ``[tool.agent-eval]``; every key is optional and
+defaults to this repository's layout.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import agent_eval
+from agent_eval.digests import file_sha256, sha256_json, solution_digest
+from agent_eval.errors import ConfigError
+
+__all__ = ["Project", "evaluator_digest", "find_project"]
+
+_KEYS = {"packages", "tasks", "graders", "fixtures", "evidence"}
+_SKIP_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+
+
+@dataclass(frozen=True)
+class Project:
+    """Resolved, absolute locations of one embedding repository."""
+
+    root: Path
+    packages: Path
+    tasks: Path
+    graders: Path
+    fixtures: Path
+    evidence: Path
+
+    def suite_digest(self) -> str:
+        """Digest of every task file and the shared graders.
+
+        Stable across machines and checkouts (relative POSIX paths, file
+        bytes), and changed by any edit, addition or removal of a file.
+        """
+        return sha256_json(
+            {
+                "tasks": _files_digest(self.tasks),
+                "graders": _files_digest(self.graders),
+            }
+        )
+
+
+def _files_digest(root: Path) -> str:
+    if not root.is_dir():
+        raise ConfigError(f"{root}: directory not found")
+    pairs: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in filenames:
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = Path(dirpath) / name
+            pairs.append((path.relative_to(root).as_posix(), file_sha256(path)))
+    return solution_digest(pairs)
+
+
+def evaluator_digest() -> str:
+    """Digest of the harness's own source files (the installed ``agent_eval`` package)."""
+    return _files_digest(Path(agent_eval.__file__).resolve().parent)
+
+
+def find_project(start: Path | None = None) -> Project:
+    """Find the repository root (a pyproject.toml) from *start* upwards and resolve its layout."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file():
+            return _load(candidate, pyproject)
+    raise ConfigError(f"no pyproject.toml found in {here} or any parent; run from the repository")
+
+
+def _load(root: Path, pyproject: Path) -> Project:
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{pyproject}: cannot read: {exc}") from exc
+    section = data.get("tool", {}).get("agent-eval", {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{pyproject}: [tool.agent-eval] must be a table")
+    unknown = set(section) - _KEYS
+    if unknown:
+        raise ConfigError(
+            f"{pyproject}: [tool.agent-eval] has unknown keys {sorted(unknown)}; "
+            f"allowed: {sorted(_KEYS)}"
+        )
+    defaults = {
+        "packages": "packages",
+        "tasks": "tasks",
+        "graders": "graders",
+        "fixtures": "fixtures",
+        "evidence": ".verification/agent-eval",
+    }
+    resolved: dict[str, Path] = {}
+    for key, default in defaults.items():
+        value = section.get(key, default)
+        if (
+            not isinstance(value, str)
+            or not value
+            or Path(value).is_absolute()
+            or ".." in Path(value).parts
+        ):
+            raise ConfigError(
+                f"{pyproject}: [tool.agent-eval].{key} must be a relative path in the repository"
+            )
+        resolved[key] = root / value
+    return Project(root=root, **resolved)
