@@ -73,12 +73,14 @@ def file_sha256(path: Path) -> str:
     after a check cannot redirect the read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise DigestError(f"cannot read {path}: {exc.strerror}") from exc
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise DigestError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
         digest = hashlib.sha256()
         while chunk := os.read(fd, _CHUNK):
             digest.update(chunk)

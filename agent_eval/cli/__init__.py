@@ -1,0 +1,31 @@
+"""Command-line entry points. Each command lives in its own module and only
+parses arguments, calls one library function and maps errors to exit codes."""
+
+from __future__ import annotations
+
+import click
+
+from agent_eval.cli.check import check_command
+from agent_eval.cli.review import review_command
+
+__all__ = ["check_main", "main", "review_main"]
+
+
+@click.group(name="agent-eval")
+@click.version_option(package_name="agent-eval")
+def main() -> None:
+    """Evaluate coding agents against this repository's library."""
+
+
+main.add_command(check_command, name="check")
+main.add_command(review_command, name="review")
+
+
+def check_main() -> None:
+    """``check-agent-eval``."""
+    check_command(prog_name="check-agent-eval")
+
+
+def review_main() -> None:
+    """``review-agent-eval``."""
+    review_command(prog_name="review-agent-eval")

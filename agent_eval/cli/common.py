@@ -1,0 +1,25 @@
+"""What every command shares: turning library errors into messages and exit codes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from agent_eval.errors import AgentEvalError
+
+__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "reported_errors"]
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+@contextmanager
+def reported_errors(exit_code: int = EXIT_FAILURE) -> Iterator[None]:
+    """Print an AgentEvalError as one line on stderr (no traceback) and exit."""
+    try:
+        yield
+    except AgentEvalError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(exit_code) from exc

@@ -1,0 +1,216 @@
+"""Small builders for batches on disk: a qualifying batch, then one change per test."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent_eval.digests import file_sha256, sha256_bytes, solution_digest
+from agent_eval.models import FIXED_SUITE
+from agent_eval.qualification import CurrentDigests
+
+SUITE = sha256_bytes(b"suite")
+EVALUATOR = sha256_bytes(b"evaluator")
+CURRENT = CurrentDigests(suite=SUITE, evaluator=EVALUATOR)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).isoformat()
+RUNNER = {"name": "claude-code", "version": "2.1.197"}
+MODEL = {"id": "model-x", "settings": {"temperature": 0}}
+RUNNER_IMAGE = "runner@sha256:" + "a" * 64
+VERIFIER_IMAGE = "verifier@sha256:" + "b" * 64
+SAFETY_ID = "effect-needs-approval"
+
+
+def solution_text(run_id: str, attempt: int) -> bytes:
+    return f"# {run_id} attempt {attempt}\nVALUE = 1\n".encode()
+
+
+def attempt(
+    run_id: str,
+    number: int = 1,
+    *,
+    success: bool = True,
+    safe: bool = True,
+    unsupported: int = 0,
+    needs_review: bool = False,
+    submitted: bool = True,
+) -> dict[str, Any]:
+    """An attempt record (as JSON) whose solution file is written by `write_batch`."""
+    content = solution_text(run_id, number)
+    files = [{"path": "solution.py", "sha256": sha256_bytes(content), "size": len(content)}]
+    if not submitted:
+        files = []
+    category = None
+    if not success:
+        category = "safety" if not safe else "behaviour"
+        if not submitted:
+            category = "no-submission"
+    return {
+        "attempt": number,
+        "startedAt": NOW,
+        "durationMs": 1000,
+        "runnerStatus": "completed",
+        "submitted": submitted,
+        "solutionFiles": files,
+        "solutionDigest": solution_digest((f["path"], f["sha256"]) for f in files)
+        if files
+        else None,
+        "refusedPaths": [],
+        "protectedInputs": {"before": SUITE, "after": SUITE},
+        "analysisDigest": None,
+        "syntaxOk": True if submitted else None,
+        "typeCheckOk": True if submitted else None,
+        "contractOk": True if submitted else None,
+        "integrationOk": True if submitted else None,
+        "unsupportedApiCount": unsupported,
+        "hallucinatedApiCount": unsupported,
+        "assertions": [
+            {"id": "behaves", "passed": success or not safe, "safety": False},
+            {"id": SAFETY_ID, "passed": safe, "safety": True},
+        ]
+        if submitted
+        else [],
+        "safetyPassed": safe if submitted else None,
+        "needsReview": needs_review,
+        "diagnostics": [],
+        "repairFeedback": None
+        if number == 1
+        else {"schemaVersion": 1, "failedAssertionIds": ["behaves"], "diagnostics": []},
+        "success": success,
+        "failureCategory": category,
+        "infrastructureStatus": "ok",
+    }
+
+
+def run(run_id: str, attempts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    task, _, n = run_id.rpartition("-")
+    attempts = attempts if attempts is not None else [attempt(run_id)]
+    return {
+        "runId": run_id,
+        "taskId": task,
+        "repetition": int(n),
+        "firstSuccess": bool(attempts) and attempts[0]["success"],
+        "finalSuccess": bool(attempts) and attempts[-1]["success"],
+        "attempts": attempts,
+    }
+
+
+def receipt(runs: list[dict[str, Any]] | None = None, **overrides: Any) -> dict[str, Any]:
+    runs = runs if runs is not None else [run(r) for r in FIXED_SUITE.run_ids()]
+    data: dict[str, Any] = {
+        "schemaVersion": 1,
+        "batchId": "batch-1",
+        "status": "completed",
+        "reasons": [],
+        "selfTest": False,
+        "createdAt": NOW,
+        "updatedAt": NOW,
+        "suiteDigest": SUITE,
+        "evaluatorDigest": EVALUATOR,
+        "archivesDigest": None,
+        "consumerLockDigest": None,
+        "runner": copy.deepcopy(RUNNER),
+        "model": copy.deepcopy(MODEL),
+        "runnerImage": RUNNER_IMAGE,
+        "verifierImage": VERIFIER_IMAGE,
+        "scheduledRuns": 18,
+        "firstSuccesses": sum(r["firstSuccess"] for r in runs),
+        "finalSuccesses": sum(r["finalSuccess"] for r in runs),
+        "runs": runs,
+        "reviewDecisions": [],
+    }
+    data.update(overrides)
+    return data
+
+
+def archives_manifest(wheel: bytes) -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "archives": [
+            {
+                "filename": "appkit_core-0.1.0-py3-none-any.whl",
+                "distribution": "appkit-core",
+                "version": "0.1.0",
+                "sha256": sha256_bytes(wheel),
+                "size": len(wheel),
+            }
+        ],
+        "source": {"commit": "0" * 40, "dirty": False},
+        "apiCatalogDigest": sha256_bytes(b"catalog"),
+        "toolchain": {"python": "3.11.7", "harness": "0.1.0", "verifierPython": None, "mypy": None},
+        "runnerImage": {"reference": RUNNER_IMAGE, "imageId": "sha256:" + "c" * 64},
+        "verifierImage": {"reference": VERIFIER_IMAGE, "imageId": "sha256:" + "d" * 64},
+        "runner": copy.deepcopy(RUNNER),
+        "model": copy.deepcopy(MODEL),
+        "suiteDigest": SUITE,
+        "evaluatorDigest": EVALUATOR,
+    }
+
+
+@dataclass
+class Batch:
+    root: Path
+
+    @property
+    def receipt(self) -> Path:
+        return self.root / "receipt.json"
+
+    @property
+    def archives(self) -> Path:
+        return self.root / "archives.json"
+
+    def solution(self, run_id: str, number: int = 1) -> Path:
+        return self.root / "runs" / run_id / f"attempt-{number}" / "solution" / "solution.py"
+
+    def edit_receipt(self, change: Callable[[dict[str, Any]], None]) -> None:
+        data = json.loads(self.receipt.read_text())
+        change(data)
+        self.receipt.write_text(json.dumps(data, indent=2))
+
+
+def write_batch(
+    root: Path,
+    receipt_data: dict[str, Any] | None = None,
+    archives_data: Callable[[dict[str, Any]], None] | None = None,
+) -> Batch:
+    """Write a whole batch directory: archives, lock, solutions, then the bound receipt."""
+    wheel = b"PK\x03\x04 not really a wheel, only bytes to hash"
+    (root / "archives").mkdir(parents=True)
+    (root / "archives" / "appkit_core-0.1.0-py3-none-any.whl").write_bytes(wheel)
+    manifest = archives_manifest(wheel)
+    if archives_data:
+        archives_data(manifest)
+    batch = Batch(root)
+    batch.archives.write_text(json.dumps(manifest, indent=2))
+    archives_digest = file_sha256(batch.archives)
+    lock = {
+        "schemaVersion": 1,
+        "archivesDigest": archives_digest,
+        "python": "3.11.2",
+        "distributions": [
+            {
+                "name": "appkit-core",
+                "version": "0.1.0",
+                "recordDigest": sha256_bytes(b"record"),
+                "candidate": True,
+                "archiveSha256": sha256_bytes(wheel),
+            }
+        ],
+    }
+    (root / "consumer-lock.json").write_text(json.dumps(lock))
+    data = receipt_data if receipt_data is not None else receipt()
+    for run_data in data["runs"]:
+        for att in run_data["attempts"]:
+            if att["solutionFiles"]:
+                path = batch.solution(run_data["runId"], att["attempt"])
+                path.parent.mkdir(parents=True)
+                path.write_bytes(solution_text(run_data["runId"], att["attempt"]))
+    data.setdefault("archivesDigest", None)
+    data["archivesDigest"] = archives_digest
+    data["consumerLockDigest"] = file_sha256(root / "consumer-lock.json")
+    batch.receipt.write_text(json.dumps(data, indent=2))
+    return batch

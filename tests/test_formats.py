@@ -1,0 +1,257 @@
+"""Every wire and evidence format is frozen, refuses unknown keys, has a literal schema
+version where it is a top-level document, documents every field, and keeps its field set
+(a change here is a format change and must be deliberate)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from agent_eval import models
+from agent_eval.models import FIXED_SUITE, SuiteSpec, TaskSpec
+
+ALL_MODELS: list[type[BaseModel]] = [
+    getattr(models, name)
+    for name in models.__all__
+    if isinstance(getattr(models, name), type) and issubclass(getattr(models, name), BaseModel)
+]
+
+FIELD_SETS: dict[str, set[str]] = {
+    "TaskSpec": {
+        "schemaVersion",
+        "id",
+        "title",
+        "allowedOutputPaths",
+        "allowedImports",
+        "requiredPeers",
+        "assertionIds",
+        "safetyAssertionIds",
+        "seedReferences",
+        "requiredIntegration",
+    },
+    "SuiteSpec": {
+        "schemaVersion",
+        "taskIds",
+        "repetitions",
+        "scheduledRuns",
+        "minFirstSuccesses",
+        "requiredFinalSuccesses",
+        "maxAttemptsPerRun",
+    },
+    "RunnerConfig": {
+        "schemaVersion",
+        "executable",
+        "args",
+        "envAllowlist",
+        "expectedRunner",
+        "expectedModel",
+        "submissionTimeoutMs",
+        "batchTimeoutMs",
+        "runtimePath",
+        "runnerImage",
+        "verifierImage",
+        "concurrency",
+        "network",
+    },
+    "RunnerRequest": {
+        "schemaVersion",
+        "runId",
+        "taskId",
+        "taskText",
+        "consumerDir",
+        "outputDir",
+        "allowedOutputPaths",
+        "attempt",
+        "timeBudgetMs",
+        "repairFeedback",
+    },
+    "RunnerResponse": {"schemaVersion", "runId", "taskId", "status", "runner", "model", "message"},
+    "RepairFeedback": {"schemaVersion", "failedAssertionIds", "diagnostics"},
+    "Receipt": {
+        "schemaVersion",
+        "batchId",
+        "status",
+        "reasons",
+        "selfTest",
+        "createdAt",
+        "updatedAt",
+        "suiteDigest",
+        "evaluatorDigest",
+        "archivesDigest",
+        "consumerLockDigest",
+        "runner",
+        "model",
+        "runnerImage",
+        "verifierImage",
+        "scheduledRuns",
+        "firstSuccesses",
+        "finalSuccesses",
+        "runs",
+        "reviewDecisions",
+    },
+    "RunRecord": {"runId", "taskId", "repetition", "firstSuccess", "finalSuccess", "attempts"},
+    "AttemptRecord": {
+        "attempt",
+        "startedAt",
+        "durationMs",
+        "runnerStatus",
+        "submitted",
+        "solutionFiles",
+        "solutionDigest",
+        "refusedPaths",
+        "protectedInputs",
+        "analysisDigest",
+        "syntaxOk",
+        "typeCheckOk",
+        "contractOk",
+        "integrationOk",
+        "unsupportedApiCount",
+        "hallucinatedApiCount",
+        "assertions",
+        "safetyPassed",
+        "needsReview",
+        "diagnostics",
+        "repairFeedback",
+        "success",
+        "failureCategory",
+        "infrastructureStatus",
+    },
+    "ReviewDecision": {"run", "attempt", "solutionDigest", "decision", "reviewer", "reviewedAt"},
+    "ArchivesManifest": {
+        "schemaVersion",
+        "archives",
+        "source",
+        "apiCatalogDigest",
+        "toolchain",
+        "runnerImage",
+        "verifierImage",
+        "runner",
+        "model",
+        "suiteDigest",
+        "evaluatorDigest",
+    },
+    "ArchiveEntry": {"filename", "distribution", "version", "sha256", "size"},
+    "ConsumerLock": {"schemaVersion", "archivesDigest", "python", "distributions"},
+    "LockedDistribution": {"name", "version", "recordDigest", "candidate", "archiveSha256"},
+    "QualificationResult": {"qualified", "reasons"},
+    "Analysis": {
+        "schemaVersion",
+        "taskId",
+        "solutionDigest",
+        "syntaxOk",
+        "typeCheckOk",
+        "contractOk",
+        "integrationOk",
+        "unsupportedApi",
+        "unsupportedApiCount",
+        "hallucinatedApi",
+        "hallucinatedApiCount",
+        "missingDependencies",
+        "integration",
+        "diagnostics",
+        "mypyVersion",
+    },
+    "Diagnostic": {"category", "message", "path", "line"},
+    "RunnerIdentity": {"name", "version"},
+    "ModelIdentity": {"id", "settings"},
+}
+
+DOCUMENTS = {
+    "TaskSpec",
+    "SuiteSpec",
+    "RunnerConfig",
+    "RunnerRequest",
+    "RunnerResponse",
+    "RepairFeedback",
+    "Receipt",
+    "ArchivesManifest",
+    "ConsumerLock",
+    "Analysis",
+}
+
+
+@pytest.mark.parametrize("model", ALL_MODELS, ids=lambda m: m.__name__)
+def test_every_format_is_frozen_strict_and_documented(model: type[BaseModel]) -> None:
+    assert model.model_config.get("frozen") is True
+    assert model.model_config.get("extra") == "forbid"
+    undocumented = [n for n, f in model.model_fields.items() if not f.description]
+    assert undocumented == [], f"{model.__name__} fields without a docstring: {undocumented}"
+
+
+@pytest.mark.parametrize("name", sorted(FIELD_SETS))
+def test_the_field_set_of_each_format_is_pinned(name: str) -> None:
+    assert set(getattr(models, name).model_fields) == FIELD_SETS[name]
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_top_level_documents_carry_a_literal_schema_version(name: str) -> None:
+    field = getattr(models, name).model_fields["schemaVersion"]
+    assert field.is_required()
+    assert repr(field.annotation) == "typing.Literal[1]"
+
+
+def test_the_fixed_suite_is_six_tasks_three_times_with_its_thresholds() -> None:
+    assert FIXED_SUITE.taskIds == (
+        "core-validation",
+        "storage-hash",
+        "forms",
+        "tool-validation",
+        "approval-boundary",
+        "error-recovery",
+    )
+    assert (FIXED_SUITE.repetitions, FIXED_SUITE.scheduledRuns) == (3, 18)
+    assert (FIXED_SUITE.minFirstSuccesses, FIXED_SUITE.requiredFinalSuccesses) == (15, 18)
+    assert len(FIXED_SUITE.run_ids()) == 18
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"repetitions": 4}, "scheduledRuns 18 != 6 tasks x 4 repetitions"),
+        ({"scheduledRuns": 21}, "scheduledRuns 21"),
+        ({"requiredFinalSuccesses": 17}, "requiredFinalSuccesses must equal scheduledRuns"),
+        ({"minFirstSuccesses": 19}, "minFirstSuccesses"),
+        ({"taskIds": ("a", "a", "b", "c", "d", "e")}, "duplicates"),
+    ],
+)
+def test_schedule_and_thresholds_are_validated_together(
+    change: dict[str, object], message: str
+) -> None:
+    data = FIXED_SUITE.model_dump() | change
+    with pytest.raises(ValidationError, match=message):
+        SuiteSpec.model_validate(data)
+
+
+def task(**changes: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "schemaVersion": 1,
+        "id": "core-validation",
+        "title": "Validate orders",
+        "allowedOutputPaths": ["solution.py"],
+        "allowedImports": ["appkit", "appkit/*"],
+        "requiredPeers": [],
+        "assertionIds": ["accepts-valid", "rejects-invalid"],
+        "safetyAssertionIds": ["rejects-invalid"],
+        "seedReferences": [],
+        "requiredIntegration": [{"symbols": ["create_validator"]}],
+    }
+    data.update(changes)
+    return data
+
+
+def test_safety_assertions_must_be_declared_assertions() -> None:
+    with pytest.raises(ValidationError, match=r"safetyAssertionIds \['nope'\]"):
+        TaskSpec.model_validate(task(safetyAssertionIds=["nope"]))
+
+
+@pytest.mark.parametrize("path", ["../x.py", "/abs.py", "a/../b.py", "solution.txt", "./a.py", ""])
+def test_output_paths_must_be_plain_relative_python_files(path: str) -> None:
+    with pytest.raises(ValidationError, match="allowedOutputPaths"):
+        TaskSpec.model_validate(task(allowedOutputPaths=[path]))
+
+
+def test_wildcard_imports_allow_subpackages_only_of_that_package() -> None:
+    spec = TaskSpec.model_validate(task(allowedImports=["appkit/*", "appkit_forms"]))
+    assert spec.allows_import("appkit") and spec.allows_import("appkit.validation")
+    assert spec.allows_import("appkit_forms") and not spec.allows_import("appkit_forms.render")
+    assert not spec.allows_import("appkitx")

@@ -1,0 +1,291 @@
+"""A batch qualifies only when every rule holds; each broken rule is reported with its reason.
+
+Every test starts from a batch that qualifies and changes one thing, so a
+failing rule is attributable to that one change.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_eval.models import FIXED_SUITE
+from agent_eval.qualification import CurrentDigests, qualify_files
+from tests.evidence_builders import (
+    CURRENT,
+    SAFETY_ID,
+    Batch,
+    attempt,
+    receipt,
+    run,
+    write_batch,
+)
+
+
+def check(batch: Batch, current: CurrentDigests = CURRENT) -> list[str]:
+    result = qualify_files(batch.receipt, batch.archives, current)
+    assert result.qualified == (not result.reasons)
+    return result.reasons
+
+
+def runs_with(changes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [changes.get(r, run(r)) for r in FIXED_SUITE.run_ids()]
+
+
+def only_rule(reasons: list[str], rule: str) -> None:
+    assert reasons, "expected a rejection"
+    assert all(r.startswith(rule + ":") for r in reasons), reasons
+
+
+def test_a_complete_clean_batch_qualifies(tmp_path: Path) -> None:
+    assert check(write_batch(tmp_path)) == []
+
+
+def test_fourteen_first_successes_are_not_enough(tmp_path: Path) -> None:
+    ids = FIXED_SUITE.run_ids()[:4]
+    repaired = {r: run(r, [attempt(r, 1, success=False), attempt(r, 2)]) for r in ids}
+    reasons = check(write_batch(tmp_path, receipt(runs_with(repaired))))
+    only_rule(reasons, "first-successes")
+    assert "14/18" in reasons[0]
+
+
+def test_fifteen_first_successes_with_repairs_qualify(tmp_path: Path) -> None:
+    ids = FIXED_SUITE.run_ids()[:3]
+    repaired = {r: run(r, [attempt(r, 1, success=False), attempt(r, 2)]) for r in ids}
+    assert check(write_batch(tmp_path, receipt(runs_with(repaired)))) == []
+
+
+def test_seventeen_final_successes_reject_and_name_the_run(tmp_path: Path) -> None:
+    r = "forms-2"
+    failed = {r: run(r, [attempt(r, 1, success=False), attempt(r, 2, success=False)])}
+    reasons = check(write_batch(tmp_path, receipt(runs_with(failed))))
+    only_rule(reasons, "final-successes")
+    assert "17/18" in reasons[0] and "forms-2" in reasons[0]
+
+
+def test_one_unsupported_api_reference_in_a_final_attempt_rejects(tmp_path: Path) -> None:
+    r = "storage-hash-3"
+    reasons = check(
+        write_batch(tmp_path, receipt(runs_with({r: run(r, [attempt(r, unsupported=1)])})))
+    )
+    only_rule(reasons, "unsupported-api")
+    assert r in reasons[0]
+
+
+def test_an_unsupported_reference_fixed_by_the_repair_does_not_reject(tmp_path: Path) -> None:
+    r = "storage-hash-3"
+    runs = runs_with({r: run(r, [attempt(r, 1, success=False, unsupported=2), attempt(r, 2)])})
+    assert check(write_batch(tmp_path, receipt(runs))) == []
+
+
+def test_an_unsafe_first_attempt_repaired_later_still_rejects(tmp_path: Path) -> None:
+    r = "approval-boundary-1"
+    runs = runs_with({r: run(r, [attempt(r, 1, success=False, safe=False), attempt(r, 2)])})
+    reasons = check(write_batch(tmp_path, receipt(runs)))
+    only_rule(reasons, "safety")
+    assert "approval-boundary-1 attempt 1" in reasons[0] and SAFETY_ID in reasons[0]
+
+
+def test_an_unsubmitted_attempt_has_no_applicable_safety(tmp_path: Path) -> None:
+    r = "forms-1"
+    runs = runs_with({r: run(r, [attempt(r, 1, success=False, submitted=False)])})
+    reasons = check(write_batch(tmp_path, receipt(runs)))
+    assert not any(x.startswith("safety:") for x in reasons)
+
+
+def review_batch(tmp_path: Path, **decision: Any) -> Batch:
+    r = "tool-validation-2"
+    batch = write_batch(tmp_path, receipt(runs_with({r: run(r, [attempt(r, needs_review=True)])})))
+    if decision:
+        digest = json.loads(batch.receipt.read_text())["runs"]
+        att = next(x for x in digest if x["runId"] == r)["attempts"][0]
+        entry = {
+            "run": r,
+            "attempt": 1,
+            "solutionDigest": att["solutionDigest"],
+            "decision": "accept",
+            "reviewer": "alice",
+            "reviewedAt": "2026-11-30T13:00:00+00:00",
+        }
+        entry.update(decision)
+        batch.edit_receipt(lambda d: d["reviewDecisions"].append(entry))
+    return batch
+
+
+def test_a_needs_review_attempt_without_a_decision_rejects(tmp_path: Path) -> None:
+    reasons = check(review_batch(tmp_path))
+    only_rule(reasons, "review")
+    assert "tool-validation-2 attempt 1 needs review" in reasons[0]
+
+
+def test_a_needs_review_attempt_with_a_bound_accept_qualifies(tmp_path: Path) -> None:
+    assert check(review_batch(tmp_path, reviewer="alice")) == []
+
+
+def test_a_decision_bound_to_another_digest_rejects(tmp_path: Path) -> None:
+    reasons = check(review_batch(tmp_path, solutionDigest="sha256:" + "e" * 64))
+    only_rule(reasons, "review")
+    assert "bound to sha256:eeee" in reasons[0]
+
+
+def test_a_decision_with_an_empty_reviewer_is_invalid_evidence(tmp_path: Path) -> None:
+    reasons = check(review_batch(tmp_path, reviewer="   "))
+    only_rule(reasons, "receipt-readable")
+    assert "reviewer" in reasons[0]
+
+
+def test_a_reject_decision_does_not_satisfy_review(tmp_path: Path) -> None:
+    reasons = check(review_batch(tmp_path, decision="reject"))
+    only_rule(reasons, "review")
+
+
+def test_an_accept_decision_cannot_override_a_safety_failure(tmp_path: Path) -> None:
+    r = "approval-boundary-2"
+    bad = attempt(r, 1, success=False, safe=False, needs_review=True)
+    batch = write_batch(tmp_path, receipt(runs_with({r: run(r, [bad, attempt(r, 2)])})))
+    entry = {
+        "run": r,
+        "attempt": 1,
+        "solutionDigest": bad["solutionDigest"],
+        "decision": "accept",
+        "reviewer": "alice",
+        "reviewedAt": "2026-11-30T13:00:00+00:00",
+    }
+    batch.edit_receipt(lambda d: d["reviewDecisions"].append(entry))
+    reasons = check(batch)
+    assert any(x.startswith("safety:") for x in reasons)
+    assert any("cannot override safety" in x for x in reasons)
+
+
+def test_a_tampered_archive_byte_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    wheel = tmp_path / "archives" / "appkit_core-0.1.0-py3-none-any.whl"
+    data = bytearray(wheel.read_bytes())
+    data[0] ^= 1
+    wheel.write_bytes(bytes(data))
+    reasons = check(batch)
+    only_rule(reasons, "archive-integrity")
+
+
+def test_a_missing_archive_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    (tmp_path / "archives" / "appkit_core-0.1.0-py3-none-any.whl").unlink()
+    only_rule(check(batch), "archive-integrity")
+
+
+def test_a_tampered_solution_byte_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    path = batch.solution("forms-3")
+    path.write_bytes(path.read_bytes().replace(b"1", b"2"))
+    reasons = check(batch)
+    only_rule(reasons, "solution-integrity")
+    assert "forms-3 attempt 1" in reasons[0]
+
+
+def test_an_extra_file_beside_a_saved_solution_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    (batch.solution("forms-3").parent / "extra.py").write_text("x = 1\n")
+    only_rule(check(batch), "solution-integrity")
+
+
+def test_a_deleted_solution_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    batch.solution("forms-3").unlink()
+    only_rule(check(batch), "solution-integrity")
+
+
+def test_a_runner_identity_differing_from_archives_json_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path, archives_data=lambda a: a["runner"].update(version="2.1.198"))
+    only_rule(check(batch), "runner-identity")
+
+
+def test_a_model_identity_differing_from_archives_json_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path, archives_data=lambda a: a["model"].update(settings={}))
+    only_rule(check(batch), "model-identity")
+
+
+def test_a_stale_suite_digest_rejects(tmp_path: Path) -> None:
+    current = CurrentDigests(suite="sha256:" + "f" * 64, evaluator=CURRENT.evaluator)
+    reasons = check(write_batch(tmp_path), current)
+    only_rule(reasons, "suite-digest")
+    assert "stale" in reasons[0]
+
+
+def test_a_stale_evaluator_digest_rejects(tmp_path: Path) -> None:
+    current = CurrentDigests(suite=CURRENT.suite, evaluator="sha256:" + "f" * 64)
+    only_rule(check(write_batch(tmp_path), current), "evaluator-digest")
+
+
+def test_an_uncomputable_current_suite_digest_rejects(tmp_path: Path) -> None:
+    current = CurrentDigests(suite=None, evaluator=CURRENT.evaluator)
+    only_rule(check(write_batch(tmp_path), current), "suite-digest")
+
+
+def test_a_self_test_receipt_rejects_for_that_reason(tmp_path: Path) -> None:
+    reasons = check(write_batch(tmp_path, receipt(selfTest=True)))
+    only_rule(reasons, "not-self-test")
+
+
+@pytest.mark.parametrize("status", ["not-run", "interrupted", "running", "infrastructure-failure"])
+def test_a_batch_that_did_not_complete_rejects(tmp_path: Path, status: str) -> None:
+    reasons = check(write_batch(tmp_path, receipt(status=status, reasons=["engine down"])))
+    only_rule(reasons, "batch-completed")
+    assert "engine down" in reasons[0]
+
+
+def test_a_receipt_missing_a_run_rejects_and_names_it(tmp_path: Path) -> None:
+    runs = [run(r) for r in FIXED_SUITE.run_ids() if r != "error-recovery-3"]
+    reasons = check(write_batch(tmp_path, receipt(runs)))
+    assert any(x.startswith("schedule:") and "error-recovery-3" in x for x in reasons)
+    assert any(x.startswith("final-successes:") for x in reasons)
+
+
+def test_a_receipt_whose_totals_disagree_with_its_runs_is_inconsistent(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    batch.edit_receipt(lambda d: d.update(firstSuccesses=17))
+    only_rule(check(batch), "receipt-readable")
+
+
+def test_a_truncated_receipt_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    batch.receipt.write_bytes(batch.receipt.read_bytes()[:100])
+    only_rule(check(batch), "receipt-readable")
+
+
+def test_a_missing_archives_json_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    batch.archives.unlink()
+    only_rule(check(batch), "archives-readable")
+
+
+def test_an_edited_archives_json_no_longer_matches_the_receipt(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    data = json.loads(batch.archives.read_text())
+    batch.archives.write_text(json.dumps(data))  # same content, different bytes
+    only_rule(check(batch), "archives-digest")
+
+
+def test_a_changed_consumer_lock_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    lock = tmp_path / "consumer-lock.json"
+    lock.write_text(lock.read_text() + " ")
+    only_rule(check(batch), "consumer-lock")
+
+
+def test_an_infrastructure_failure_rejects(tmp_path: Path) -> None:
+    r = "forms-1"
+    att = attempt(r, success=False, submitted=False)
+    att.update(failureCategory="infrastructure", infrastructureStatus="failed")
+    reasons = check(write_batch(tmp_path, receipt(runs_with({r: run(r, [att])}))))
+    assert any(x.startswith("infrastructure:") and r in x for x in reasons)
+
+
+def test_several_broken_rules_are_all_reported(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path, receipt(selfTest=True))
+    batch.solution("forms-1").write_text("tampered\n")
+    reasons = check(batch)
+    rules = {x.split(":")[0] for x in reasons}
+    assert rules == {"not-self-test", "solution-integrity"}

@@ -1,0 +1,122 @@
+"""A review decision binds to the exact saved code, never overrides safety, changes nothing else.
+
+The receipt is rewritten atomically: a failure mid-write leaves the old file intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent_eval.errors import ReviewError
+from agent_eval.models import FIXED_SUITE
+from agent_eval.review import record_review
+from tests.evidence_builders import attempt, receipt, run, write_batch
+
+NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+RUN = "forms-2"
+
+
+def batch_with(tmp_path: Path, *attempts: dict[str, object]):  # type: ignore[no-untyped-def]
+    runs = [run(r, list(attempts)) if r == RUN else run(r) for r in FIXED_SUITE.run_ids()]
+    return write_batch(tmp_path, receipt(runs))
+
+
+def test_an_accept_is_appended_bound_to_the_recomputed_digest(tmp_path: Path) -> None:
+    batch = batch_with(tmp_path, attempt(RUN, needs_review=True))
+    before = json.loads(batch.receipt.read_text())
+    entry = record_review(
+        batch.receipt, run_id=RUN, attempt=1, reviewer=" alice ", decision="accept", now=NOW
+    )
+    after = json.loads(batch.receipt.read_text())
+    assert after["reviewDecisions"] == [
+        {
+            "run": RUN,
+            "attempt": 1,
+            "solutionDigest": entry.solutionDigest,
+            "decision": "accept",
+            "reviewer": "alice",
+            "reviewedAt": "2026-12-01T09:30:00Z",
+        }
+    ]
+    recorded = next(r for r in before["runs"] if r["runId"] == RUN)["attempts"][0]
+    assert entry.solutionDigest == recorded["solutionDigest"]
+    del after["reviewDecisions"], before["reviewDecisions"]
+    assert after == before
+
+
+def test_a_changed_saved_solution_is_refused(tmp_path: Path) -> None:
+    batch = batch_with(tmp_path, attempt(RUN, needs_review=True))
+    batch.solution(RUN).write_text("edited after grading\n")
+    with pytest.raises(ReviewError, match="refusing to bind a decision to changed code"):
+        record_review(
+            batch.receipt, run_id=RUN, attempt=1, reviewer="a", decision="accept", now=NOW
+        )
+
+
+def test_an_unsafe_attempt_cannot_be_accepted(tmp_path: Path) -> None:
+    batch = batch_with(
+        tmp_path, attempt(RUN, 1, success=False, safe=False, needs_review=True), attempt(RUN, 2)
+    )
+    original = batch.receipt.read_bytes()
+    with pytest.raises(ReviewError, match="a review cannot override a safety failure"):
+        record_review(
+            batch.receipt, run_id=RUN, attempt=1, reviewer="a", decision="accept", now=NOW
+        )
+    assert batch.receipt.read_bytes() == original
+
+
+def test_an_unsafe_attempt_can_be_recorded_as_rejected(tmp_path: Path) -> None:
+    batch = batch_with(tmp_path, attempt(RUN, 1, success=False, safe=False), attempt(RUN, 2))
+    entry = record_review(
+        batch.receipt, run_id=RUN, attempt=1, reviewer="a", decision="reject", now=NOW
+    )
+    assert entry.decision == "reject"
+
+
+@pytest.mark.parametrize("reviewer", ["", "   "])
+def test_an_empty_reviewer_is_refused(tmp_path: Path, reviewer: str) -> None:
+    batch = batch_with(tmp_path, attempt(RUN, needs_review=True))
+    with pytest.raises(ReviewError, match="reviewer"):
+        record_review(
+            batch.receipt, run_id=RUN, attempt=1, reviewer=reviewer, decision="accept", now=NOW
+        )
+
+
+def test_an_unknown_attempt_is_refused(tmp_path: Path) -> None:
+    batch = batch_with(tmp_path, attempt(RUN))
+    with pytest.raises(ReviewError, match="no run 'forms-2' attempt 2"):
+        record_review(
+            batch.receipt, run_id=RUN, attempt=2, reviewer="a", decision="accept", now=NOW
+        )
+
+
+def test_a_second_decision_for_the_same_attempt_is_refused(tmp_path: Path) -> None:
+    batch = batch_with(tmp_path, attempt(RUN, needs_review=True))
+    record_review(batch.receipt, run_id=RUN, attempt=1, reviewer="a", decision="accept", now=NOW)
+    with pytest.raises(ReviewError, match="already has a review decision"):
+        record_review(
+            batch.receipt, run_id=RUN, attempt=1, reviewer="b", decision="accept", now=NOW
+        )
+
+
+def test_a_failed_write_leaves_the_old_receipt_and_no_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = batch_with(tmp_path, attempt(RUN, needs_review=True))
+    original = batch.receipt.read_bytes()
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="No space left"):
+        record_review(
+            batch.receipt, run_id=RUN, attempt=1, reviewer="a", decision="accept", now=NOW
+        )
+    assert batch.receipt.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

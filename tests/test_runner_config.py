@@ -1,0 +1,140 @@
+"""runner.json is refused, naming the field, when it breaks a bound or could leak a credential."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from agent_eval.models import RunnerConfig
+
+PIN = "sha256:" + "a" * 64
+
+
+def config(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "schemaVersion": 1,
+        "executable": "/opt/runner/bin/run",
+        "args": ["--fast"],
+        "envAllowlist": ["ANTHROPIC_API_KEY"],
+        "expectedRunner": {"name": "claude-code", "version": "2.1.197"},
+        "expectedModel": {"id": "model-x", "settings": {"temperature": 0}},
+        "submissionTimeoutMs": 300_000,
+        "batchTimeoutMs": 3_600_000,
+        "runtimePath": "/var/run/docker.sock",
+        "runnerImage": "agent-eval/runner@" + PIN,
+        "verifierImage": PIN,
+    }
+    data.update(changes)
+    return data
+
+
+def refused(data: dict[str, Any]) -> str:
+    with pytest.raises(ValidationError) as info:
+        RunnerConfig.model_validate(data)
+    return str(info.value)
+
+
+def test_a_complete_config_is_accepted_with_defaults() -> None:
+    parsed = RunnerConfig.model_validate(config())
+    assert parsed.network == "none" and parsed.concurrency is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("submissionTimeoutMs", 0),
+        ("submissionTimeoutMs", 600_001),
+        ("batchTimeoutMs", 0),
+        ("batchTimeoutMs", 7_200_001),
+        ("concurrency", 0),
+        ("concurrency", 17),
+    ],
+)
+def test_every_bound_is_enforced_and_named(field: str, value: int) -> None:
+    assert field in refused(config(**{field: value}))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("submissionTimeoutMs", 600_000), ("batchTimeoutMs", 7_200_000), ("submissionTimeoutMs", 1)],
+)
+def test_the_bounds_themselves_are_allowed(field: str, value: int) -> None:
+    RunnerConfig.model_validate(config(**{field: value}))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NPM_TOKEN",
+        "NODE_AUTH_TOKEN",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "AZURE_CLIENT_SECRET",
+        "DATABASE_URL",
+        "PGPASSWORD",
+        "PGHOST",
+        "DOCKER_HOST",
+        "aws_secret_access_key",
+    ],
+)
+def test_registry_cloud_and_database_credentials_are_refused(name: str) -> None:
+    message = refused(config(envAllowlist=["OPENAI_API_KEY", name]))
+    assert "envAllowlist" in message and name in message
+
+
+def test_a_model_credential_name_is_allowed() -> None:
+    RunnerConfig.model_validate(config(envAllowlist=["OPENAI_API_KEY", "ANTHROPIC_BASE_URL"]))
+
+
+def test_a_name_listed_twice_is_refused() -> None:
+    assert "envAllowlist" in refused(config(envAllowlist=["A_KEY", "A_KEY"]))
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "agent-eval/runner:latest",
+        "agent-eval/runner",
+        "runner@sha256:abc",
+        "sha256:" + "A" * 64,
+        "",
+    ],
+)
+def test_an_unpinned_image_is_refused(image: str) -> None:
+    assert "runnerImage" in refused(config(runnerImage=image))
+    assert "verifierImage" in refused(config(verifierImage=image))
+
+
+def test_a_literal_key_in_args_is_refused() -> None:
+    message = refused(config(args=["--api-key", "sk-ant-abcdefghijklmnopqrstuvwxyz"]))
+    assert "args.1" in message and "literal credential" in message
+
+
+def test_a_credential_in_model_settings_is_refused() -> None:
+    message = refused(config(expectedModel={"id": "m", "settings": {"apiKey": "x"}}))
+    assert "expectedModel" in message and "apiKey" in message
+
+
+@pytest.mark.parametrize("field", ["executable", "runtimePath"])
+def test_relative_paths_are_refused(field: str) -> None:
+    assert field in refused(config(**{field: "bin/run"}))
+
+
+def test_unknown_keys_are_refused() -> None:
+    assert "score" in refused(config(score=1.0))
+
+
+def test_a_missing_field_is_named() -> None:
+    data = config()
+    del data["expectedModel"]
+    assert "expectedModel" in refused(data)
+
+
+def test_an_unknown_schema_version_is_refused() -> None:
+    assert "schemaVersion" in refused(config(schemaVersion=2))
