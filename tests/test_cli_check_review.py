@@ -1,0 +1,80 @@
+"""The release-gate commands speak only through stdout JSON and exit codes:
+check-agent-eval exits 0 qualified, 1 rejected, 2 on usage errors, and never writes;
+review-agent-eval exits 1 with a one-line error (no traceback) when it refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from agent_eval.cli.check import check_command
+from agent_eval.cli.review import review_command
+from agent_eval.models import FIXED_SUITE
+from tests.evidence_builders import attempt, receipt, run, write_batch
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_check_prints_the_decision_as_json_and_exits_one_when_rejected(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path / "b", receipt(selfTest=True))
+    before = tree(tmp_path)
+    result = CliRunner().invoke(
+        check_command, ["--receipt", str(batch.receipt), "--archives", str(batch.archives)]
+    )
+    assert result.exit_code == 1
+    decision = json.loads(result.stdout)
+    assert decision["qualified"] is False
+    assert any(r.startswith("not-self-test:") for r in decision["reasons"])
+    assert tree(tmp_path) == before
+
+
+def test_check_without_a_required_option_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(check_command, ["--receipt", str(tmp_path / "r.json")])
+    assert result.exit_code == 2
+    assert "--archives" in result.output
+
+
+def test_check_of_a_missing_receipt_rejects_rather_than_crashing(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        check_command,
+        ["--receipt", str(tmp_path / "none.json"), "--archives", str(tmp_path / "a.json")],
+    )
+    assert result.exit_code == 1
+    reasons = json.loads(result.stdout)["reasons"]
+    assert reasons[0].startswith("receipt-readable:")
+
+
+def test_review_records_a_decision_and_prints_it(tmp_path: Path) -> None:
+    runs = [run(r, [attempt(r, needs_review=True)]) for r in FIXED_SUITE.run_ids()]
+    batch = write_batch(tmp_path, receipt(runs))
+    args = ["--receipt", str(batch.receipt), "--run", "forms-1", "--attempt", "1"]
+    result = CliRunner().invoke(
+        review_command, [*args, "--reviewer", "bob", "--decision", "accept"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["reviewer"] == "bob"
+    saved = json.loads(batch.receipt.read_text())["reviewDecisions"]
+    assert [(d["run"], d["decision"]) for d in saved] == [("forms-1", "accept")]
+
+
+def test_review_refusal_is_one_line_on_stderr_with_exit_one(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    batch.solution("forms-1").write_text("changed\n")
+    args = ["--receipt", str(batch.receipt), "--run", "forms-1", "--attempt", "1"]
+    result = CliRunner().invoke(
+        review_command, [*args, "--reviewer", "bob", "--decision", "accept"]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: forms-1 attempt 1: the saved solution is")
+    assert "Traceback" not in result.output
+
+
+def test_review_with_an_unknown_decision_is_a_usage_error(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    args = ["--receipt", str(batch.receipt), "--run", "forms-1", "--attempt", "1"]
+    result = CliRunner().invoke(review_command, [*args, "--reviewer", "b", "--decision", "maybe"])
+    assert result.exit_code == 2
