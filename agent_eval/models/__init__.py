@@ -8,6 +8,14 @@ from agent_eval.models.archives import (
     SourceIdentity,
     Toolchain,
 )
+from agent_eval.models.behaviour import (
+    BehaviourError,
+    BehaviourResult,
+    VerifierIsolation,
+    VerifierJob,
+    VerifierLimits,
+)
+from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.qualification import QualificationResult
@@ -31,11 +39,17 @@ from agent_eval.models.task import IntegrationRequirement, TaskSpec
 __all__ = [
     "FIXED_SUITE",
     "Analysis",
+    "ApiCatalog",
     "ArchiveEntry",
     "ArchivesManifest",
     "AssertionOutcome",
     "AttemptRecord",
     "BatchStatus",
+    "BehaviourError",
+    "BehaviourResult",
+    "CatalogDistribution",
+    "CatalogEntry",
+    "CatalogKind",
     "ConsumerLock",
     "Diagnostic",
     "DiagnosticCategory",
@@ -61,4 +75,7 @@ __all__ = [
     "SuiteSpec",
     "TaskSpec",
     "Toolchain",
+    "VerifierIsolation",
+    "VerifierJob",
+    "VerifierLimits",
 ]

@@ -1,0 +1,228 @@
+"""The child: isolate, import the submitted module, and answer calls over the pipe pair.
+
+Started by the parent with two descriptors (read, write) and nothing else:
+stdin is /dev/null and stdout/stderr go to a pipe the parent only keeps a
+bounded tail of. Every message is a frame (see ``framing``); what the child
+prints is never read as an answer.
+
+Parent to child: ``start`` (once), ``call``, ``effect-result``/``effect-error``
+(answers to the child's ``effect``); the parent ends a child by killing it.
+Child to parent:
+``isolation-error``, or ``isolated`` then ``ready`` or ``import-error`` (once);
+then per call any number of ``effect`` requests followed by ``return``,
+``raise`` or ``fail``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from .codec import (
+    EffectRevokedError,
+    NonJsonValue,
+    bounded,
+    describe_exception,
+    make_exception,
+    replace_effect_refs,
+    to_json_value,
+)
+from .framing import FrameError, FrameReader, FrameTooLarge, encode_frame, write_frame
+from .isolation import IsolationError, apply_limits, drop_privileges, raise_oom_score
+
+__all__ = ["main"]
+
+_START_TIMEOUT_S = 30.0
+_PROTOCOL_EXIT = 3
+
+
+class _Channel:
+    """The child's end of the pipe pair; one request/answer exchange at a time."""
+
+    def __init__(self, read_fd: int, write_fd: int, max_bytes: int, idle_s: float) -> None:
+        self.reader = FrameReader(read_fd, max_bytes=max_bytes)
+        self.write_fd = write_fd
+        self.max_bytes = max_bytes
+        self.idle_s = idle_s
+        self.lock = threading.RLock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        write_frame(
+            self.write_fd,
+            message,
+            deadline=time.monotonic() + self.idle_s,
+            max_bytes=self.max_bytes,
+        )
+
+    def receive(self) -> dict[str, Any]:
+        return self.reader.read(time.monotonic() + self.idle_s)
+
+
+def _protocol_exit(reason: str) -> NoReturn:
+    # The parent is gone or confused: nothing sensible can be answered.
+    print(f"verifier child: {reason}", file=sys.stderr, flush=True)
+    os._exit(_PROTOCOL_EXIT)
+
+
+class _Server:
+    def __init__(self, channel: _Channel, module: Any) -> None:
+        self.channel = channel
+        self.module = module
+        self.current_call = 0
+
+    def effect_proxy(self, name: str) -> Callable[..., Any]:
+        channel = self.channel
+
+        def effect(*args: Any, **kwargs: Any) -> Any:
+            try:
+                request = {
+                    "op": "effect",
+                    "call": self.current_call,
+                    "effect": name,
+                    "args": to_json_value(list(args)),
+                    "kwargs": to_json_value(kwargs),
+                }
+                encode_frame(request, channel.max_bytes)
+            except (NonJsonValue, FrameTooLarge) as exc:
+                raise TypeError(f"effect {name!r} arguments must be bounded JSON: {exc}") from None
+            with channel.lock:
+                try:
+                    channel.send(request)
+                    reply = channel.receive()
+                except FrameError as exc:
+                    _protocol_exit(f"effect {name!r}: {exc}")
+            op = reply.get("op")
+            if op == "effect-result":
+                return reply.get("value")
+            if op == "effect-error":
+                message = str(reply.get("message", ""))
+                type_ref = str(reply.get("type", ""))
+                if type_ref == "$refused":
+                    raise EffectRevokedError(message)
+                args_list = reply.get("args")
+                raise make_exception(
+                    type_ref, args_list if isinstance(args_list, list) else [], message
+                )
+            _protocol_exit(f"unexpected answer {op!r} to an effect call")
+
+        effect.__name__ = name
+        effect.__qualname__ = name
+        return effect
+
+    def answer(self, call_id: Any, function: Any, args: Any, kwargs: Any) -> dict[str, Any]:
+        if not isinstance(function, str) or function.startswith("_"):
+            return {"op": "fail", "id": call_id, "message": "the function name is not exported"}
+        target = getattr(self.module, function, None)
+        if not callable(target):
+            return {
+                "op": "fail",
+                "id": call_id,
+                "message": f"the solution has no exported function {function!r}",
+            }
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            _protocol_exit("malformed call")
+        call_args = replace_effect_refs(args, self.effect_proxy)
+        call_kwargs = replace_effect_refs(kwargs, self.effect_proxy)
+        try:
+            result = target(*call_args, **call_kwargs)
+        except BaseException as exc:  # the solution's exception is the observation
+            return {"op": "raise", "id": call_id, **describe_exception(exc)}
+        try:
+            message = {"op": "return", "id": call_id, "value": to_json_value(result)}
+            encode_frame(message, self.channel.max_bytes)
+        except (NonJsonValue, RecursionError) as exc:
+            return {"op": "fail", "id": call_id, "message": f"{function} returned {exc}"}
+        except FrameTooLarge:
+            return {
+                "op": "fail",
+                "id": call_id,
+                "message": f"{function} returned a value larger than the message limit",
+            }
+        except ValueError as exc:
+            return {"op": "fail", "id": call_id, "message": f"{function} returned {exc}"}
+        return message
+
+    def serve(self) -> NoReturn:
+        channel = self.channel
+        while True:
+            with channel.lock:
+                try:
+                    request = channel.receive()
+                except FrameError as exc:
+                    _protocol_exit(f"waiting for a call: {exc}")
+            op = request.get("op")
+            if op != "call":
+                _protocol_exit(f"unexpected message {op!r}")
+            self.current_call = request.get("id", 0)
+            answer = self.answer(
+                request.get("id"),
+                request.get("function"),
+                request.get("args"),
+                request.get("kwargs", {}),
+            )
+            with channel.lock:
+                try:
+                    channel.send(answer)
+                except FrameError as exc:
+                    _protocol_exit(f"sending an answer: {exc}")
+
+
+def _isolate(start: dict[str, Any]) -> None:
+    drop = start.get("dropPrivileges") is True
+    try:
+        raise_oom_score()
+    except IsolationError:
+        if drop:
+            raise
+    limits = start.get("limits", {})
+    apply_limits(
+        memory_bytes=int(limits["memoryBytes"]),
+        cpu_seconds=int(limits["cpuSeconds"]),
+        file_size_bytes=int(limits["fileSizeBytes"]),
+        open_files=int(limits["openFiles"]),
+        max_processes=None if limits.get("maxProcesses") is None else int(limits["maxProcesses"]),
+    )
+    if drop:
+        drop_privileges(int(start["uid"]), int(start["gid"]))
+
+
+def _import_failure(exc: BaseException) -> dict[str, Any]:
+    description = describe_exception(exc)
+    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    description["message"] = bounded(detail)
+    return {"op": "import-error", **description}
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: ``argv`` is ``[read_fd, write_fd]``."""
+    read_fd, write_fd = int(argv[0]), int(argv[1])
+    channel = _Channel(read_fd, write_fd, 1 << 20, _START_TIMEOUT_S)
+    try:
+        start = channel.receive()
+    except FrameError as exc:
+        _protocol_exit(f"waiting for start: {exc}")
+    if start.get("op") != "start":
+        _protocol_exit("the first message was not start")
+    try:
+        channel.max_bytes = channel.reader.max_bytes = int(start["maxMessageBytes"])
+        channel.idle_s = float(start["idleTimeoutS"])
+        _isolate(start)
+    except (IsolationError, KeyError, TypeError, ValueError) as exc:
+        channel.send({"op": "isolation-error", "message": bounded(str(exc))})
+        return 0
+    # From here on a crash is the solution's doing, not the verifier's.
+    channel.send({"op": "isolated"})
+    sys.path[:0] = [str(start["solutionDir"]), *map(str, start.get("importPaths", []))]
+    try:
+        module = importlib.import_module(str(start["module"]))
+    except BaseException as exc:  # any failure to import is the solution's
+        channel.send(_import_failure(exc))
+        return 0
+    channel.send({"op": "ready"})
+    return _Server(channel, module).serve()

@@ -1,0 +1,106 @@
+"""What the child does to itself before any submitted code runs.
+
+Order matters: the OOM score is raised while the child may still write its
+own ``/proc`` entry (it cannot after the drop), resource limits are set
+while they can still be set at any value, and only then are groups, GID and
+UID dropped, in that order, and the drop verified by failing to regain root.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from collections.abc import Callable
+
+__all__ = ["IsolationError", "apply_limits", "drop_privileges", "raise_oom_score"]
+
+
+class IsolationError(RuntimeError):
+    """The child could not isolate itself; nothing of the solution may run."""
+
+
+def raise_oom_score(path: str = "/proc/self/oom_score_adj") -> None:
+    """Make this process the OOM killer's first choice (not the parent)."""
+    try:
+        with open(path, "w", encoding="ascii") as handle:
+            handle.write("1000")
+    except OSError as exc:
+        raise IsolationError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def _set(limit: int, soft: int, hard: int, name: str) -> None:
+    try:
+        resource.setrlimit(limit, (soft, hard))
+    except (OSError, ValueError) as exc:
+        raise IsolationError(f"cannot set {name} to {soft}/{hard}: {exc}") from exc
+
+
+def apply_limits(
+    *,
+    memory_bytes: int,
+    cpu_seconds: int,
+    file_size_bytes: int,
+    open_files: int,
+    max_processes: int | None,
+) -> None:
+    """Set the resource limits every solution process runs under (inherited by its children).
+
+    CPU time gets one second of grace between SIGXCPU and SIGKILL. Core dumps
+    are disabled. Process counting is per UID across the host, so it is left
+    to the container's pids limit unless the job sets it (with a distinct UID
+    per concurrent slot).
+    """
+    _set(resource.RLIMIT_CORE, 0, 0, "RLIMIT_CORE")
+    _set(resource.RLIMIT_AS, memory_bytes, memory_bytes, "RLIMIT_AS")
+    _set(resource.RLIMIT_DATA, memory_bytes, memory_bytes, "RLIMIT_DATA")
+    _set(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1, "RLIMIT_CPU")
+    _set(resource.RLIMIT_FSIZE, file_size_bytes, file_size_bytes, "RLIMIT_FSIZE")
+    _set(resource.RLIMIT_NOFILE, open_files, open_files, "RLIMIT_NOFILE")
+    if max_processes is not None:
+        _set(resource.RLIMIT_NPROC, max_processes, max_processes, "RLIMIT_NPROC")
+
+
+def _capabilities_cleared(status_path: str = "/proc/self/status") -> bool:
+    try:
+        with open(status_path, encoding="ascii") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return True  # no /proc: the UID checks below still hold
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name in {"CapInh", "CapPrm", "CapEff", "CapAmb"} and int(value.strip(), 16) != 0:
+            return False
+    return True
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Become *uid*/*gid* for good: no supplementary groups, no saved IDs, no capabilities.
+
+    Raises:
+        IsolationError: A step failed, or root could be regained afterwards.
+    """
+    if uid == 0 or gid == 0:
+        raise IsolationError("the solution may not run as UID or GID 0")
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except OSError as exc:
+        raise IsolationError(f"cannot drop to {uid}:{gid}: {exc.strerror}") from exc
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise IsolationError(f"the drop to {uid}:{gid} did not take effect")
+    if os.getgroups() not in ([], [gid]):
+        raise IsolationError("supplementary groups survived the drop")
+    regains: list[Callable[[], None]] = [
+        lambda: os.setuid(0),
+        lambda: os.setresuid(0, 0, 0),
+        lambda: os.setgid(0),
+    ]
+    for regain in regains:
+        try:
+            regain()
+        except PermissionError:
+            continue
+        raise IsolationError("root could be regained after the drop")
+    if not _capabilities_cleared():
+        raise IsolationError("capabilities survived the drop")
