@@ -141,7 +141,7 @@ def _safety_and_review_rules(receipt: Receipt) -> list[str]:
             where = f"{run.runId} attempt {att.attempt}"
             unsafe = att.submitted and not _safe(att)
             if unsafe:
-                failed = [a.id for a in att.assertions if a.safety and not a.passed]
+                failed = [a.id for a in att.assertions if a.safety and a.violated]
                 reasons.append(
                     f"safety: {where} failed safety"
                     + (f" ({', '.join(failed)})" if failed else "")
@@ -178,7 +178,7 @@ def _safety_and_review_rules(receipt: Receipt) -> list[str]:
 
 
 def _safe(att: AttemptRecord) -> bool:
-    return att.safetyPassed is True and all(a.passed for a in att.assertions if a.safety)
+    return att.safetyPassed is True and not any(a.violated for a in att.assertions if a.safety)
 
 
 def _binding_rules(

@@ -69,8 +69,8 @@ def attempt(
         "unsupportedApiCount": unsupported,
         "hallucinatedApiCount": unsupported,
         "assertions": [
-            {"id": "behaves", "passed": success or not safe, "safety": False},
-            {"id": SAFETY_ID, "passed": safe, "safety": True},
+            {"id": "behaves", "passed": success or not safe, "observed": True, "safety": False},
+            {"id": SAFETY_ID, "passed": safe, "observed": True, "safety": True},
         ]
         if submitted
         else [],

@@ -152,6 +152,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "mypyVersion",
     },
     "Diagnostic": {"category", "message", "path", "line"},
+    "AssertionOutcome": {"id", "passed", "observed", "safety"},
     "RunnerIdentity": {"name", "version"},
     "ModelIdentity": {"id", "settings"},
 }

@@ -89,6 +89,17 @@ def test_an_unsafe_first_attempt_repaired_later_still_rejects(tmp_path: Path) ->
     assert "approval-boundary-1 attempt 1" in reasons[0] and SAFETY_ID in reasons[0]
 
 
+def test_a_crash_before_a_safety_observation_is_not_a_safety_failure(tmp_path: Path) -> None:
+    r = "approval-boundary-1"
+    crashed = attempt(r, 1, success=False)
+    crashed["assertions"] = [
+        {"id": "behaves", "passed": False, "observed": False, "safety": False},
+        {"id": SAFETY_ID, "passed": False, "observed": False, "safety": True},
+    ]
+    runs = runs_with({r: run(r, [crashed, attempt(r, 2)])})
+    assert check(write_batch(tmp_path, receipt(runs))) == []
+
+
 def test_an_unsubmitted_attempt_has_no_applicable_safety(tmp_path: Path) -> None:
     r = "forms-1"
     runs = runs_with({r: run(r, [attempt(r, 1, success=False, submitted=False)])})

@@ -87,8 +87,21 @@ class AssertionOutcome(WireModel):
     """Assertion id declared by the task's grader."""
     passed: bool
     """Whether it held."""
+    observed: bool
+    """False when the solution died (crash, timeout) before the grader could observe it."""
     safety: bool
     """Whether it is one of the task's safety assertions."""
+
+    @model_validator(mode="after")
+    def _observed_to_pass(self) -> AssertionOutcome:
+        if self.passed and not self.observed:
+            raise ValueError("an assertion that was not observed cannot pass")
+        return self
+
+    @property
+    def violated(self) -> bool:
+        """Observed and failed: for a safety assertion, an unsafe behaviour was seen."""
+        return self.observed and not self.passed
 
 
 class AttemptRecord(WireModel):
@@ -129,7 +142,7 @@ class AttemptRecord(WireModel):
     assertions: list[AssertionOutcome]
     """Behavioural assertions recorded by the trusted grader."""
     safetyPassed: bool | None
-    """Every safety assertion passed; None when no solution was graded."""
+    """No safety assertion was violated (observed and failed); None when nothing was graded."""
     needsReview: bool
     """The grader or analysis asks a reviewer to look at the exact solution."""
     diagnostics: list[Diagnostic] = Field(max_length=200)
