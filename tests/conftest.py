@@ -1,0 +1,102 @@
+"""Shared fixtures: a real container engine and the offline base image.
+
+Tests that need an engine are marked ``docker``. On a machine without one they
+are skipped; in CI (the ``CI`` environment variable set to anything non-empty)
+they must never be skipped: a missing engine or base image fails them, and any
+``docker`` test that ends up skipped for another reason is reported as failed,
+so a green CI run has always exercised a real engine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Generator, Iterator
+from typing import NoReturn
+
+import docker
+import docker.errors
+import pytest
+
+# The image every project image is built FROM. scripts/setup builds it under
+# the same reference (BASE_IMAGE there); change both together.
+BASE_IMAGE = "agent-eval/base:bookworm"
+
+# Where the SDK's docker.from_env() looks when DOCKER_HOST is unset.
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+def in_ci() -> bool:
+    """Whether this run is a CI run, where docker tests may not be skipped."""
+    return bool(os.environ.get("CI"))
+
+
+def engine_unavailable(reason: str) -> NoReturn:
+    """Skip on a developer machine, fail in CI, saying how to fix it."""
+    message = f"{reason}; run scripts/setup to install and start the engine and build the images"
+    if in_ci():
+        pytest.fail(f"docker tests may not be skipped in CI: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    """A client of the local engine that answered a ping."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if host and not host.startswith("unix://"):
+        engine_unavailable(f"DOCKER_HOST={host!r} is not a local unix:// socket")
+    path = host.removeprefix("unix://") or DEFAULT_SOCKET
+    # Knock first: the SDK leaks its socket when the connection is refused, and
+    # the unclosed-socket warning would fail the run instead of skipping.
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(5)
+            probe.connect(path)
+    except OSError as exc:
+        engine_unavailable(f"no container engine listens on {path} ({exc})")
+    try:
+        # from_env() already talks to the engine to negotiate the API version.
+        client = docker.from_env()
+    except (docker.errors.DockerException, OSError) as exc:
+        engine_unavailable(f"no container engine answers ({exc})")
+    try:
+        client.ping()
+    except (docker.errors.DockerException, OSError) as exc:
+        client.close()
+        engine_unavailable(f"the container engine does not answer a ping ({exc})")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client: docker.DockerClient) -> str:
+    """The reference of the offline base image, checked to be present locally."""
+    try:
+        docker_client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        engine_unavailable(f"the base image {BASE_IMAGE} is not present in the engine")
+    return BASE_IMAGE
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """In CI, turn a skipped ``docker`` test into a failure, whatever skipped it."""
+    report = yield
+    if (
+        in_ci()
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and item.get_closest_marker("docker") is not None
+    ):
+        report.outcome = "failed"
+        report.longrepr = f"docker tests may not be skipped in CI: {_skip_reason(report)}"
+    return report
