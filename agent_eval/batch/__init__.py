@@ -1,0 +1,1 @@
+"""The batch: preflight, packing, consumer, schedule, attempts, receipts."""
