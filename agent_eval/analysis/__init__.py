@@ -1,0 +1,18 @@
+"""Static analysis of submitted solutions; standard library only, never executes the solution.
+
+Run inside the verifier as ``python3 -m agent_eval.analysis`` (see ``__main__``)
+or call :func:`analyse_solution`; the result is the ``analysis.json`` dict that
+the host validates with ``agent_eval.models.analysis.Analysis``.
+"""
+
+from agent_eval.analysis.contract import ContractError
+from agent_eval.analysis.report import AnalysisInputError, allows_import, analyse_solution
+from agent_eval.analysis.typecheck import MypyError
+
+__all__ = [
+    "AnalysisInputError",
+    "ContractError",
+    "MypyError",
+    "allows_import",
+    "analyse_solution",
+]

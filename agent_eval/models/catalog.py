@@ -1,0 +1,118 @@
+"""api-catalog.json: every public symbol of the installed library under evaluation.
+
+Generated inside the consumer environment by ``python3 -m agent_eval.catalog``
+(standard library only) and validated here on the host. Its digest (canonical
+JSON) is recorded in archives.json as ``apiCatalogDigest``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from agent_eval.digests import sha256_json
+from agent_eval.models.base import NonEmptyStr, WireModel
+
+__all__ = ["ApiCatalog", "CatalogDistribution", "CatalogEntry", "CatalogKind"]
+
+_DOTTED = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+CatalogKind = Literal[
+    "module",
+    "class",
+    "function",
+    "method",
+    "classmethod",
+    "staticmethod",
+    "property",
+    "attribute",
+    "constant",
+    "type",
+]
+"""What a symbol is; ``type`` is a type alias, TypeVar or NewType."""
+
+
+class CatalogDistribution(WireModel):
+    """One installed distribution the catalog was generated from."""
+
+    name: NonEmptyStr
+    """Distribution name as in its metadata."""
+    version: NonEmptyStr
+    """Installed version."""
+    packages: list[str] = Field(min_length=1)
+    """Top-level import packages it provides, sorted."""
+
+    @model_validator(mode="after")
+    def _packages(self) -> CatalogDistribution:
+        for package in self.packages:
+            if not package.isidentifier():
+                raise ValueError(f"package {package!r} is not an importable name")
+        if self.packages != sorted(set(self.packages)):
+            raise ValueError("packages must be sorted and unique")
+        return self
+
+
+class CatalogEntry(WireModel):
+    """One supported symbol."""
+
+    name: str = Field(pattern=_DOTTED, max_length=300)
+    """Fully qualified public spelling, e.g. ``appkit.validation.Validator.validate``."""
+    kind: CatalogKind
+    """What the symbol is."""
+    module: str = Field(pattern=_DOTTED, max_length=300)
+    """Module that defines the object (for members: that defines the member)."""
+    signature: str | None
+    """Call signature of a class (its constructor), function or method; None otherwise."""
+    type: str | None
+    """Declared type of an attribute, property or constant, or a type alias's definition."""
+    doc: str
+    """First line of the docstring; empty when there is none."""
+    reexportOf: str | None
+    """For a re-export, the spelling where the object is defined (or an outside name)."""
+    returns: str | None
+    """Catalogued class a call or attribute access yields, when statically known."""
+    inherited: bool
+    """A class member found on a base class rather than on the class itself."""
+    bases: list[str]
+    """Base classes of a class entry; empty for other kinds."""
+
+
+class ApiCatalog(WireModel):
+    """The contents of ``api-catalog.json``."""
+
+    schemaVersion: Literal[1]
+    """Format version of the catalog."""
+    distributions: list[CatalogDistribution] = Field(min_length=1)
+    """Distributions the catalog was generated from, sorted by name."""
+    symbols: list[CatalogEntry]
+    """Every supported symbol, sorted by name, each name once."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ApiCatalog:
+        names = [entry.name for entry in self.symbols]
+        if names != sorted(names):
+            raise ValueError("symbols must be sorted by name")
+        if len(set(names)) != len(names):
+            raise ValueError("a symbol name appears twice")
+        packages = {p for dist in self.distributions for p in dist.packages}
+        known = set(names)
+        for entry in self.symbols:
+            if entry.name.split(".", 1)[0] not in packages:
+                raise ValueError(f"{entry.name!r} is outside the catalogued packages")
+            parent = entry.name.rsplit(".", 1)[0]
+            if "." in entry.name and parent not in known:
+                raise ValueError(f"{entry.name!r} has no catalogued parent {parent!r}")
+            target = entry.reexportOf
+            if target is not None and target.split(".", 1)[0] in packages and target not in known:
+                raise ValueError(f"{entry.name!r} re-exports {target!r}, which is not catalogued")
+        return self
+
+    def digest(self) -> str:
+        """Digest of the catalog's canonical JSON (equal to the generator's)."""
+        return sha256_json(self.model_dump(mode="json"))
+
+    def supported(self, symbol: str) -> bool:
+        """Whether *symbol* is a catalogued name."""
+        return any(entry.name == symbol for entry in self.symbols)

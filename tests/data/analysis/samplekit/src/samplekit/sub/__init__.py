@@ -1,0 +1,1 @@
+"""A subpackage, to check that the catalog walks into it."""
