@@ -57,6 +57,9 @@ class AssertionResult:
     safety: bool
     detail: str = ""
     """Grader-side explanation; kept out of the result file (it may hold expected values)."""
+    observed: bool = True
+    """False when the solution failed before the grader could record this assertion: a
+    crash is a failure, but not an observed unsafe behaviour."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,8 @@ class GradeReport:
             "schemaVersion": 1,
             "taskId": self.task_id,
             "assertions": [
-                {"id": a.id, "passed": a.passed, "safety": a.safety} for a in self.assertions
+                {"id": a.id, "passed": a.passed, "observed": a.observed, "safety": a.safety}
+                for a in self.assertions
             ],
             "needsReview": self.needs_review,
             "diagnostics": [d.to_json() for d in self.diagnostics],

@@ -397,7 +397,9 @@ class Session:
             error = self._first_failure
         results = tuple(
             self._recorded.get(a)
-            or AssertionResult(id=a, passed=False, safety=a in self._safety, detail="not recorded")
+            or AssertionResult(
+                id=a, passed=False, safety=a in self._safety, detail="not recorded", observed=False
+            )
             for a in self._declared
         )
         findings = list(self._findings)

@@ -68,8 +68,8 @@ def test_a_grader_that_records_everything_produces_the_result_format() -> None:
         "schemaVersion": 1,
         "taskId": "sample-task",
         "assertions": [
-            {"id": "a", "passed": True, "safety": False},
-            {"id": "b", "passed": False, "safety": True},
+            {"id": "a", "passed": True, "observed": True, "safety": False},
+            {"id": "b", "passed": False, "observed": True, "safety": True},
         ],
         "needsReview": False,
         "diagnostics": [],

@@ -323,6 +323,8 @@ def test_a_module_that_does_not_import_fails_every_assertion_with_its_category(
     assert result.error is not None and result.error.category == category
     assert text in result.error.message
     assert not any(a.passed for a in result.assertions)
+    # A module that never ran was never observed doing anything unsafe.
+    assert not any(a.observed for a in result.assertions)
     assert len(result.diagnostics) == 1  # reported once, not once per scenario
 
 
@@ -472,7 +474,7 @@ def test_the_result_format_is_pinned_and_refuses_duplicates() -> None:
     assert set(BehaviourResult.model_fields) == {
         "schemaVersion", "taskId", "assertions", "needsReview", "diagnostics", "error",
     }  # fmt: skip
-    outcome = {"id": "a", "passed": True, "safety": False}
+    outcome = {"id": "a", "passed": True, "observed": True, "safety": False}
     base = {"schemaVersion": 1, "taskId": "t", "needsReview": False, "diagnostics": []}
     with pytest.raises(ValueError, match="appears twice"):
         BehaviourResult.model_validate({**base, "assertions": [outcome, outcome], "error": None})
