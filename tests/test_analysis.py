@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from agent_eval.analysis import AnalysisInputError, analyse_solution
+from agent_eval.analysis import AnalysisInputError, analyse_solution, seeded_references
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.models.analysis import Analysis
 from agent_eval.models.task import TaskSpec
@@ -57,7 +57,8 @@ from samplekit import RetryError, ValidationResult, create_validator
 from samplekit.retry import traced
 from samplekit.validation import Validator
 
-LIMIT = 5
+from helpers import LIMIT
+
 _validator = create_validator({"id": int})
 _check = _validator.validate
 
@@ -90,6 +91,11 @@ class OrderBook:
 
 def describe_all(rules: list[dict[str, type]]) -> list[str]:
     return list(map(Validator.describe, rules))
+"""
+
+
+HELPERS = """\
+LIMIT = 5
 """
 
 
@@ -191,6 +197,7 @@ def clean(
     tmp_path_factory: pytest.TempPathFactory, sample_catalog: dict[str, Any], scratch: Path
 ) -> dict[str, Any]:
     task = make_task(
+        allowedOutputPaths=["solution.py", "helpers.py"],
         requiredIntegration=[
             {"symbols": ["create_validator"]},
             {"symbols": ["Validator.validate"]},
@@ -198,19 +205,20 @@ def clean(
             {"symbols": ["Validator.describe"]},
             {"symbols": ["samplekit.validation.Validator.empty"]},
             {"symbols": ["RetryError", "Validator"]},
-        ]
+        ],
     )
     return analyse(
         tmp_path_factory.mktemp("clean"),
         sample_catalog,
         scratch,
-        {"solution.py": CLEAN},
+        {"solution.py": CLEAN, "helpers.py": HELPERS},
         task=task,
         contract=CONTRACT,
     )
 
 
 def test_a_clean_solution_passes_every_check_with_no_diagnostic(clean: dict[str, Any]) -> None:
+    # Its LIMIT comes from its own second module: a local import, re-exported.
     assert clean["diagnostics"] == []
     assert Analysis.model_validate(clean).passed
     assert clean["unsupportedApiCount"] == clean["hallucinatedApiCount"] == 0
@@ -225,7 +233,7 @@ def test_calls_aliases_decorators_arguments_and_kept_callables_are_value_uses(
 
 
 def test_the_solution_digest_is_that_of_its_files(clean: dict[str, Any], tmp_path: Path) -> None:
-    solution = write_files(tmp_path, {"solution.py": CLEAN})
+    solution = write_files(tmp_path, {"solution.py": CLEAN, "helpers.py": HELPERS})
     assert clean["solutionDigest"] == solution_digest(solution_files(solution))
 
 
@@ -403,6 +411,17 @@ def seeded(
     )
 
 
+def test_the_starters_references_are_listed_as_the_seed_references_must_be_spelled(
+    tmp_path: Path, sample_catalog: dict[str, Any]
+) -> None:
+    starter = write_files(tmp_path, {"solution.py": STARTER})
+    assert seeded_references(sample_catalog, starter, ["solution.py"]) == [
+        "samplekit.fetch_all",
+        "samplekit.legacy",
+        "samplekit.validation.strict_validator",
+    ]
+
+
 def test_every_unsupported_reference_counts_seeded_or_not(seeded: dict[str, Any]) -> None:
     assert seeded["unsupportedApi"] == [
         "samplekit.fetch_all",
@@ -454,13 +473,14 @@ def not_integrated(
     tmp_path_factory: pytest.TempPathFactory, sample_catalog: dict[str, Any], scratch: Path
 ) -> dict[str, Any]:
     task = make_task(
+        allowedOutputPaths=["solution.py", "helpers.py"],
         requiredIntegration=[
             {"symbols": ["create_validator"]},
             {"symbols": ["Validator"]},
             {"symbols": ["RetryError"]},
             {"symbols": ["retry"]},
             {"symbols": ["Validator.validate"]},
-        ]
+        ],
     )
     return analyse(
         tmp_path_factory.mktemp("integration"),

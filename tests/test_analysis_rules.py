@@ -62,6 +62,11 @@ CATALOG: dict[str, Any] = {
             entry("kit.core.Result.ok", "attribute"),
             entry("kit.core.make", "function", returns="kit.core.Validator"),
             entry("kit.core.trace", "function"),
+            entry("kit.core.Error", "class"),
+            entry("kit.core.Error.code", "attribute"),
+            entry("kit.core.Lazy", "class"),
+            entry("kit.core.Lazy.__getattr__", "method"),
+            entry("kit.json", "module", reexport="json"),
         ],
         key=lambda e: e["name"],
     ),
@@ -123,6 +128,18 @@ def test_a_name_shadowed_by_a_local_binding_is_not_a_library_reference() -> None
         "Mine().anything\n"
         "Validator = object\nValidator.whatever\n"
     )
+    assert unsupported(source) == []
+
+
+def test_a_caught_library_exception_is_an_instance_of_its_class() -> None:
+    source = (
+        "from kit.core import Error\ntry:\n    pass\nexcept Error as e:\n    e.code\n    e.cdoe\n"
+    )
+    assert unsupported(source) == ["kit.core.Error.cdoe"]
+
+
+def test_a_class_with_getattr_and_an_outside_module_accept_any_attribute() -> None:
+    source = "from kit.core import Lazy\nimport kit\nLazy().anything\nkit.json.dumps\n"
     assert unsupported(source) == []
 
 

@@ -10,6 +10,7 @@ gives the same canonical JSON, whose digest the host model reproduces.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -330,7 +331,8 @@ def test_catalog_and_analysis_import_only_the_standard_library() -> None:
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import agent_eval.catalog, agent_eval.analysis, agent_eval.analysis.__main__;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "{'pydantic', 'click', 'docker', 'jinja2', 'tomli_w'}))"
+        "{'pydantic', 'click', 'docker', 'jinja2', 'tomli_w'}));"
+        "print(sorted(m for m in sys.modules if m.startswith('agent_eval')))"
     )
     done = subprocess.run(
         [sys.executable, "-S", "-c", code, str(REPO)],
@@ -340,7 +342,22 @@ def test_catalog_and_analysis_import_only_the_standard_library() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    third_party, ours = done.stdout.splitlines()
+    assert third_party == "[]"
+    # The files a verifier image needs for both entry points.
+    assert ast.literal_eval(ours) == [
+        "agent_eval",
+        "agent_eval.analysis",
+        "agent_eval.analysis.__main__",
+        "agent_eval.analysis.contract",
+        "agent_eval.analysis.references",
+        "agent_eval.analysis.report",
+        "agent_eval.analysis.symbols",
+        "agent_eval.analysis.typecheck",
+        "agent_eval.catalog",
+        "agent_eval.digests",
+        "agent_eval.errors",
+    ]
 
 
 def library_distributions(root: Path) -> list[tuple[str, str, list[str], Path]]:

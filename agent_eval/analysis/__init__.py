@@ -6,7 +6,12 @@ the host validates with ``agent_eval.models.analysis.Analysis``.
 """
 
 from agent_eval.analysis.contract import ContractError
-from agent_eval.analysis.report import AnalysisInputError, allows_import, analyse_solution
+from agent_eval.analysis.report import (
+    AnalysisInputError,
+    allows_import,
+    analyse_solution,
+    seeded_references,
+)
 from agent_eval.analysis.typecheck import MypyError
 
 __all__ = [
@@ -15,4 +20,5 @@ __all__ = [
     "MypyError",
     "allows_import",
     "analyse_solution",
+    "seeded_references",
 ]

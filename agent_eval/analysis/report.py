@@ -60,6 +60,7 @@ __all__ = [
     "AnalysisInputError",
     "allows_import",
     "analyse_solution",
+    "seeded_references",
 ]
 
 MAX_DIAGNOSTIC_CHARS = 2000
@@ -295,6 +296,22 @@ def _starter_occurrences(
     return found
 
 
+def seeded_references(
+    catalog: Mapping[str, Any], starter_dir: Path, outputs: Sequence[str]
+) -> list[str]:
+    """The unsupported library references the starter files make, spelled as the analysis does.
+
+    A task's ``seedReferences`` should equal this list: task verification can
+    compare them, so a seed spelled differently is caught before any run.
+
+    Raises:
+        AnalysisInputError: a starter file does not parse.
+    """
+    index = SymbolIndex(catalog)
+    found = _starter_occurrences(starter_dir, outputs, index)
+    return sorted({o.symbol for o in found if not o.supported})
+
+
 def _starter_lines(starter_dir: Path | None, rel: str) -> set[str]:
     if starter_dir is None or not (starter_dir / rel).is_file():
         return set()
@@ -415,11 +432,13 @@ def _classify(
         quoted = _QUOTED.search(message)
         module = quoted.group(1) if quoted else ""
         if module and index.in_library(module):
-            if index.exists(module):
+            if index.kind(module) == "module":
                 raise MypyError(
                     f"mypy cannot find the library module {module!r} that the API catalog "
                     "lists; install the library for the interpreter that runs mypy"
                 )
+            if index.exists(module):
+                return "unsupported-api", module  # a class or function is not a module
             return "unsupported-api", index.missing_prefix(module)
         return "missing-dependency", None
     if code in {"attr-defined", "name-defined"}:
