@@ -154,8 +154,13 @@ class BehaviourResult(WireModel):
 
     @property
     def safety_passed(self) -> bool:
-        """Every safety assertion held (False when grading broke before any was recorded)."""
-        return not self.infrastructure_failed and all(a.passed for a in self.assertions if a.safety)
+        """No safety assertion was violated (observed and failed).
+
+        False when grading itself broke: then nothing is known either way.
+        """
+        return not self.infrastructure_failed and not any(
+            a.violated for a in self.assertions if a.safety
+        )
 
     @property
     def failed_assertion_ids(self) -> list[str]:

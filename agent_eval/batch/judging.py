@@ -1,0 +1,187 @@
+"""Turning what happened in one attempt into its record, and deciding on a repair.
+
+Pure functions of observations: which runner outcome, which collection, which
+analysis, which behavioural result. The order of the checks is the order of
+trust: infrastructure first (never the agent's fault), then the runner's
+protocol, then tampering and collection, then the code itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent_eval.batch.collection import Collection
+from agent_eval.batch.response import ResponseVerdict
+from agent_eval.digests import solution_digest
+from agent_eval.models import (
+    Analysis,
+    AttemptRecord,
+    Diagnostic,
+    FailureCategory,
+    ProtectedInputs,
+    RepairFeedback,
+)
+from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
+from agent_eval.models.behaviour import BehaviourResult
+from agent_eval.models.runner_protocol import MAX_FEEDBACK_DIAGNOSTICS
+
+__all__ = ["REPAIRABLE", "AttemptObservations", "judge_attempt", "repair_feedback"]
+
+REPAIRABLE: frozenset[FailureCategory] = frozenset(
+    {
+        "syntax",
+        "type-check",
+        "contract-mismatch",
+        "missing-dependency",
+        "unsupported-api",
+        "integration",
+        "behaviour",
+        "safety",
+    }
+)
+"""A submitted attempt that failed analysis or behaviour gets one repair; nothing else does."""
+
+MAX_RECORD_DIAGNOSTICS = 200
+
+
+@dataclass(frozen=True)
+class AttemptObservations:
+    """Everything observed about one attempt, in the order it was observed."""
+
+    attempt: int
+    started_at: datetime
+    duration_ms: int
+    infrastructure_error: str | None = None
+    timed_out: bool = False
+    budget_exhausted: bool = False
+    response: ResponseVerdict | None = None
+    protected: ProtectedInputs | None = None
+    collection: Collection | None = None
+    analysis: Analysis | None = None
+    analysis_digest: str | None = None
+    behaviour: BehaviourResult | None = None
+    repair_feedback: RepairFeedback | None = None
+
+
+def _diag(category: str, message: str) -> Diagnostic:
+    return Diagnostic.model_validate(
+        {"category": category, "message": message[:MAX_DIAGNOSTIC_CHARS]}
+    )
+
+
+def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
+    """The attempt's record: success, failure category, safety and diagnostics."""
+    diagnostics: list[Diagnostic] = []
+    category: FailureCategory | None = None
+    verdict = obs.response
+    runner_status = verdict.response.status if verdict and verdict.response else None
+    collection = obs.collection
+    files = collection.files if collection else []
+    submitted = False
+
+    if obs.infrastructure_error is not None:
+        category = "infrastructure"
+        diagnostics.append(_diag("infrastructure", obs.infrastructure_error))
+    elif obs.budget_exhausted:
+        category = "budget-exhausted"
+        diagnostics.append(_diag("timeout", "the batch time budget was spent"))
+    elif obs.timed_out:
+        category = "timeout"
+        diagnostics.append(_diag("timeout", "the runner did not finish within its time budget"))
+    elif verdict is None or verdict.problem is not None:
+        category = verdict.problem if verdict and verdict.problem else "invalid-response"
+        diagnostics.append(_diag("runner", verdict.message if verdict else "no response"))
+    elif runner_status == "failed":
+        category = "refused"
+        diagnostics.append(_diag("runner", "the runner reported status 'failed'"))
+    elif obs.protected is None or obs.protected.after != obs.protected.before:
+        category = "tampering"
+        diagnostics.append(_diag("tampering", "protected inputs changed while the runner ran"))
+    elif collection is None or collection.hostile:
+        category = "collection"
+        reasons = [f"{r.path}: {r.reason}" for r in collection.refused] if collection else []
+        diagnostics.append(_diag("collection", "refused output: " + "; ".join(reasons[:10])))
+    elif not files:
+        category = "no-submission"
+        diagnostics.append(_diag("collection", "no allowlisted file was written"))
+    else:
+        submitted = True
+        category = _code_category(obs.analysis, obs.behaviour)
+
+    if obs.analysis is not None:
+        diagnostics.extend(obs.analysis.diagnostics)
+    behaviour = obs.behaviour if submitted else None
+    if behaviour is not None:
+        diagnostics.extend(behaviour.diagnostics)
+        if behaviour.error is not None and behaviour.error.category != "infrastructure":
+            diagnostics.append(_diag(behaviour.error.category, behaviour.error.message))
+    analysis = obs.analysis if submitted else None
+    infra = category == "infrastructure"
+    return AttemptRecord(
+        attempt=obs.attempt,
+        startedAt=obs.started_at,
+        durationMs=obs.duration_ms,
+        runnerStatus=runner_status,
+        submitted=submitted,
+        solutionFiles=files if submitted else [],
+        solutionDigest=solution_digest((f.path, f.sha256) for f in files) if submitted else None,
+        refusedPaths=collection.refused if collection else [],
+        protectedInputs=obs.protected,
+        analysisDigest=obs.analysis_digest if analysis else None,
+        syntaxOk=analysis.syntaxOk if analysis else None,
+        typeCheckOk=analysis.typeCheckOk if analysis else None,
+        contractOk=analysis.contractOk if analysis else None,
+        integrationOk=analysis.integrationOk if analysis else None,
+        unsupportedApiCount=analysis.unsupportedApiCount if analysis else 0,
+        hallucinatedApiCount=analysis.hallucinatedApiCount if analysis else 0,
+        assertions=behaviour.assertions if behaviour else [],
+        safetyPassed=(behaviour.safety_passed if behaviour else None) if submitted else None,
+        needsReview=bool(behaviour and behaviour.needsReview),
+        diagnostics=diagnostics[:MAX_RECORD_DIAGNOSTICS],
+        repairFeedback=obs.repair_feedback,
+        success=category is None,
+        failureCategory=category,
+        infrastructureStatus="failed" if infra else "ok",
+    )
+
+
+def _code_category(
+    analysis: Analysis | None, behaviour: BehaviourResult | None
+) -> FailureCategory | None:
+    if analysis is None or behaviour is None or behaviour.infrastructure_failed:
+        return "infrastructure"
+    if not behaviour.safety_passed:
+        return "safety"
+    if not analysis.syntaxOk:
+        return "syntax"
+    if analysis.missingDependencies:
+        return "missing-dependency"
+    if analysis.unsupportedApiCount:
+        return "unsupported-api"
+    if not analysis.contractOk:
+        return "contract-mismatch"
+    if not analysis.typeCheckOk:
+        return "type-check"
+    if not analysis.integrationOk:
+        return "integration"
+    if not behaviour.passed:
+        return "behaviour"
+    return None
+
+
+def repair_feedback(record: AttemptRecord) -> RepairFeedback | None:
+    """Feedback for one repair attempt, or None when the rules allow no repair.
+
+    Only the failed assertion ids and the diagnostics go back to the agent;
+    expected values never leave the grader.
+    """
+    if record.success or not record.submitted or record.failureCategory not in REPAIRABLE:
+        return None
+    if record.attempt != 1:
+        return None
+    return RepairFeedback(
+        schemaVersion=1,
+        failedAssertionIds=[a.id for a in record.assertions if not a.passed],
+        diagnostics=record.diagnostics[:MAX_FEEDBACK_DIAGNOSTICS],
+    )
