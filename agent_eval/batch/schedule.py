@@ -1,0 +1,339 @@
+"""Running the schedule: every scheduled run, its attempts, and a receipt after each run.
+
+Each scheduled run is a fresh agent context: a fresh workspace, a first
+attempt and, when the rules allow, one repair. There is no automatic
+replacement run. The receipt is rewritten atomically after every run, so an
+interrupted or crashed batch leaves a truthful partial receipt.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agent_eval.batch.collection import collect_solution
+from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_feedback
+from agent_eval.batch.ports import RunnerPort, VerifierPort
+from agent_eval.batch.response import judge_response
+from agent_eval.digests import sha256_bytes
+from agent_eval.errors import InfrastructureError
+from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
+from agent_eval.models import (
+    AttemptRecord,
+    BatchStatus,
+    ModelIdentity,
+    ProtectedInputs,
+    Receipt,
+    RepairFeedback,
+    RunnerIdentity,
+    RunnerRequest,
+    RunRecord,
+    TaskSpec,
+)
+from agent_eval.qualification import attempt_dir
+
+__all__ = ["BatchPlan", "ScheduledTask", "run_schedule"]
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class ScheduledTask:
+    """A task as the schedule needs it: its spec, prompt and starter files."""
+
+    spec: TaskSpec
+    prompt: str
+    starter_dir: Path | None
+
+
+@dataclass
+class BatchPlan:
+    """Everything fixed before the first run starts."""
+
+    batch_dir: Path
+    work_dir: Path
+    run_ids: list[str]
+    tasks: dict[str, ScheduledTask]
+    runner: RunnerIdentity
+    model: ModelIdentity
+    submission_timeout_s: float
+    batch_timeout_s: float
+    concurrency: int
+    consumer_dir_in_runner: str
+    output_dir_in_runner: str
+    protected_digest: Callable[[], str]
+    receipt: Receipt
+    progress: Callable[[str], None] = field(default=lambda _line: None)
+
+
+class _Book:
+    """The receipt under construction; every update is written atomically."""
+
+    def __init__(self, plan: BatchPlan, clock: Clock) -> None:
+        self._plan = plan
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._runs: dict[str, RunRecord] = {}
+        self.receipt = plan.receipt
+
+    def finish_run(self, record: RunRecord) -> None:
+        with self._lock:
+            self._runs[record.runId] = record
+            self._write("running", [])
+
+    def close(self, status: BatchStatus, reasons: list[str]) -> Receipt:
+        with self._lock:
+            return self._write(status, reasons)
+
+    def _write(self, status: BatchStatus, reasons: list[str]) -> Receipt:
+        runs = [self._runs[r] for r in self._plan.run_ids if r in self._runs]
+        self.receipt = self.receipt.model_copy(
+            update={
+                "status": status,
+                "reasons": [*self._plan.receipt.reasons, *reasons],
+                "updatedAt": self._clock(),
+                "runs": runs,
+                "firstSuccesses": sum(r.firstSuccess for r in runs),
+                "finalSuccesses": sum(r.finalSuccess for r in runs),
+            }
+        )
+        Receipt.model_validate(self.receipt.model_dump())
+        write_model_atomic(self._plan.batch_dir / "receipt.json", self.receipt)
+        return self.receipt
+
+
+def run_schedule(
+    plan: BatchPlan,
+    runner: RunnerPort,
+    verifier: VerifierPort,
+    *,
+    clock: Clock = lambda: datetime.now(UTC),
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Receipt:
+    """Run every scheduled run with bounded concurrency and return the final receipt.
+
+    Ctrl-C (KeyboardInterrupt) stops the schedule: running containers are
+    killed, the partial receipt is written with status ``interrupted`` and the
+    interrupt is re-raised. An infrastructure failure stops the batch the same
+    way with status ``infrastructure-failure``.
+    """
+    book = _Book(plan, clock)
+    book.close("running", [])
+    deadline = monotonic() + plan.batch_timeout_s
+    stop = threading.Event()
+    pending = list(plan.run_ids)
+    in_flight: dict[Future[RunRecord], str] = {}
+    status: BatchStatus = "completed"
+    reasons: list[str] = []
+    done = 0
+    executor = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="run")
+    try:
+        while pending or in_flight:
+            while pending and len(in_flight) < plan.concurrency and not stop.is_set():
+                run_id = pending.pop(0)
+                if monotonic() >= deadline:
+                    pending.insert(0, run_id)
+                    break
+                future = executor.submit(
+                    _run_one, plan, run_id, runner, verifier, clock, monotonic, deadline, stop
+                )
+                in_flight[future] = run_id
+            if not in_flight:
+                break
+            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in finished:
+                run_id = in_flight.pop(future)
+                record = future.result()
+                book.finish_run(record)
+                done += 1
+                plan.progress(
+                    f"{done}/{len(plan.run_ids)} runs done, "
+                    f"{book.receipt.firstSuccesses} first / {book.receipt.finalSuccesses} final "
+                    f"successes; {run_id}: {'passed' if record.finalSuccess else 'failed'}"
+                )
+                if any(a.infrastructureStatus == "failed" for a in record.attempts):
+                    stop.set()
+                    status = "infrastructure-failure"
+                    reasons.append(f"infrastructure failure in {run_id}; the batch stopped")
+        if pending and status == "completed":
+            reasons.append(
+                f"the batch time budget was spent; {len(pending)} run(s) not started: "
+                + ", ".join(pending)
+            )
+            for run_id in pending:
+                book.finish_run(_not_started(plan, run_id))
+    except KeyboardInterrupt:
+        stop.set()
+        runner.cancel_all()
+        verifier.cancel_all()
+        executor.shutdown(wait=True, cancel_futures=True)
+        for future in in_flight:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                book.finish_run(future.result())
+        book.close("interrupted", ["interrupted by the operator (Ctrl-C)"])
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    return book.close(status, reasons)
+
+
+def _not_started(plan: BatchPlan, run_id: str) -> RunRecord:
+    task = plan.tasks[run_id.rsplit("-", 1)[0]]
+    return RunRecord(
+        runId=run_id,
+        taskId=task.spec.id,
+        repetition=int(run_id.rsplit("-", 1)[1]),
+        firstSuccess=False,
+        finalSuccess=False,
+        attempts=[],
+    )
+
+
+def _run_one(
+    plan: BatchPlan,
+    run_id: str,
+    runner: RunnerPort,
+    verifier: VerifierPort,
+    clock: Clock,
+    monotonic: Callable[[], float],
+    deadline: float,
+    stop: threading.Event,
+) -> RunRecord:
+    task_id, _, repetition = run_id.rpartition("-")
+    task = plan.tasks[task_id]
+    attempts: list[AttemptRecord] = []
+    feedback: RepairFeedback | None = None
+    previous: Path | None = task.starter_dir
+    for number in (1, 2):
+        if stop.is_set():
+            break
+        record = _attempt(
+            plan,
+            run_id,
+            task,
+            number,
+            feedback,
+            previous,
+            runner,
+            verifier,
+            clock,
+            monotonic,
+            deadline,
+        )
+        attempts.append(record)
+        feedback = repair_feedback(record)
+        if feedback is None:
+            break
+        previous = attempt_dir(plan.batch_dir, run_id, number) / "solution"
+    return RunRecord(
+        runId=run_id,
+        taskId=task_id,
+        repetition=int(repetition),
+        firstSuccess=bool(attempts) and attempts[0].success,
+        finalSuccess=bool(attempts) and attempts[-1].success,
+        attempts=attempts,
+    )
+
+
+def _attempt(
+    plan: BatchPlan,
+    run_id: str,
+    task: ScheduledTask,
+    number: int,
+    feedback: RepairFeedback | None,
+    seed_dir: Path | None,
+    runner: RunnerPort,
+    verifier: VerifierPort,
+    clock: Clock,
+    monotonic: Callable[[], float],
+    deadline: float,
+) -> AttemptRecord:
+    started_at = clock()
+    started = monotonic()
+    evidence = attempt_dir(plan.batch_dir, run_id, number)
+    evidence.mkdir(parents=True, exist_ok=False)
+    workspace = plan.work_dir / run_id / f"attempt-{number}"
+    if seed_dir is not None and seed_dir.is_dir():
+        shutil.copytree(seed_dir, workspace, symlinks=True)
+    else:
+        workspace.mkdir(parents=True)
+
+    def observed(**kwargs: object) -> AttemptRecord:
+        return judge_attempt(
+            AttemptObservations(
+                attempt=number,
+                started_at=started_at,
+                duration_ms=int((monotonic() - started) * 1000),
+                repair_feedback=feedback,
+                **kwargs,  # type: ignore[arg-type]
+            )
+        )
+
+    remaining = deadline - monotonic()
+    budget_bound = remaining < plan.submission_timeout_s
+    timeout_s = max(0.0, min(plan.submission_timeout_s, remaining))
+    if timeout_s <= 0:
+        return observed(budget_exhausted=True)
+    request = RunnerRequest(
+        schemaVersion=1,
+        runId=run_id,
+        taskId=task.spec.id,
+        taskText=task.prompt,
+        consumerDir=plan.consumer_dir_in_runner,
+        outputDir=plan.output_dir_in_runner,
+        allowedOutputPaths=task.spec.allowedOutputPaths,
+        attempt=number,
+        timeBudgetMs=max(1, int(timeout_s * 1000)),
+        repairFeedback=feedback,
+    )
+    plan.progress(f"{run_id} attempt {number}: runner started")
+    before = plan.protected_digest()
+    outcome = runner.run_attempt(request, workspace, timeout_s)
+    try:
+        after: str | None = plan.protected_digest()
+    except OSError:
+        after = None
+    protected = ProtectedInputs(before=before, after=after)
+    if outcome.infrastructure_error is not None:
+        return observed(infrastructure_error=outcome.infrastructure_error, protected=protected)
+    if outcome.timed_out:
+        return observed(
+            timed_out=not budget_bound, budget_exhausted=budget_bound, protected=protected
+        )
+    verdict = judge_response(
+        outcome.stdout,
+        truncated=outcome.stdout_truncated,
+        request=request,
+        runner=plan.runner,
+        model=plan.model,
+    )
+    if verdict.response is None or verdict.response.status != "completed" or after != before:
+        return observed(response=verdict, protected=protected)
+    collection = collect_solution(workspace, evidence / "solution", task.spec.allowedOutputPaths)
+    if collection.hostile or not collection.files:
+        return observed(response=verdict, protected=protected, collection=collection)
+    plan.progress(f"{run_id} attempt {number}: verifying")
+    try:
+        verification = verifier.verify(task.spec, evidence / "solution", run_id)
+    except InfrastructureError as exc:
+        return observed(
+            infrastructure_error=str(exc),
+            response=verdict,
+            protected=protected,
+            collection=collection,
+        )
+    write_bytes_atomic(evidence / "analysis.json", verification.analysis_json)
+    return observed(
+        response=verdict,
+        protected=protected,
+        collection=collection,
+        analysis=verification.analysis,
+        analysis_digest=sha256_bytes(verification.analysis_json),
+        behaviour=verification.behaviour,
+    )

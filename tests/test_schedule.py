@@ -1,0 +1,259 @@
+"""The schedule runs every scheduled run once, repairs only what the rules allow,
+writes a truthful receipt after every run, and stops cleanly on a time budget,
+an infrastructure failure or Ctrl-C. Runner and verifier are in-memory fakes here;
+the container-backed ones are tested against a real engine."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_eval.batch.ports import RunnerOutcome, Verification
+from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.digests import sha256_bytes
+from agent_eval.errors import InfrastructureError
+from agent_eval.models import (
+    FIXED_SUITE,
+    Analysis,
+    ModelIdentity,
+    Receipt,
+    RunnerIdentity,
+    RunnerRequest,
+    TaskSpec,
+)
+from agent_eval.models.behaviour import BehaviourResult
+
+RUNNER = RunnerIdentity(name="scripted", version="1")
+MODEL = ModelIdentity(id="m", settings={})
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+
+Script = Callable[[RunnerRequest, Path], RunnerOutcome]
+
+
+def reply(request: RunnerRequest, status: str = "completed", **extra: Any) -> RunnerOutcome:
+    body = {
+        "schemaVersion": 1,
+        "runId": request.runId,
+        "taskId": request.taskId,
+        "status": status,
+        "runner": RUNNER.model_dump(),
+        "model": MODEL.model_dump(),
+        **extra,
+    }
+    return RunnerOutcome(json.dumps(body).encode(), False, False, 0)
+
+
+def writes(content: str) -> Script:
+    def script(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        (workspace / "solution.py").write_text(content)
+        return reply(request)
+
+    return script
+
+
+class FakeRunner:
+    def __init__(self, script: Callable[[RunnerRequest, Path], RunnerOutcome]) -> None:
+        self.script = script
+        self.requests: list[RunnerRequest] = []
+        self.cancelled = False
+        self.lock = threading.Lock()
+
+    def run_attempt(
+        self, request: RunnerRequest, workspace: Path, timeout_s: float
+    ) -> RunnerOutcome:
+        with self.lock:
+            self.requests.append(request)
+        return self.script(request, workspace)
+
+    def cancel_all(self) -> None:
+        self.cancelled = True
+
+
+class FakeVerifier:
+    """GOOD passes; BAD fails behaviour; UNSAFE violates safety; BROKEN breaks the verifier."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        text = (solution_dir / "solution.py").read_text()
+        if "BROKEN" in text:
+            raise InfrastructureError("verifier container removal unconfirmed")
+        good, safe = "GOOD" in text, "UNSAFE" not in text
+        analysis = Analysis.model_validate(
+            {
+                "schemaVersion": 1, "taskId": task.id, "solutionDigest": sha256_bytes(b"s"),
+                "syntaxOk": True, "typeCheckOk": True, "contractOk": True, "integrationOk": True,
+                "unsupportedApi": [], "unsupportedApiCount": 0, "hallucinatedApi": [],
+                "hallucinatedApiCount": 0, "missingDependencies": [], "integration": [],
+                "diagnostics": [], "mypyVersion": "1",
+            }
+        )  # fmt: skip
+        behaviour = BehaviourResult.model_validate(
+            {
+                "schemaVersion": 1, "taskId": task.id, "needsReview": False, "error": None,
+                "diagnostics": [] if good else [{"category": "behaviour", "message": "wrong"}],
+                "assertions": [
+                    {"id": "works", "passed": good, "observed": True, "safety": False},
+                    {"id": "safe", "passed": safe, "observed": True, "safety": True},
+                ],
+            }
+        )  # fmt: skip
+        return Verification(analysis, analysis.model_dump_json().encode(), behaviour)
+
+    def cancel_all(self) -> None:
+        self.cancelled = True
+
+
+def plan(tmp_path: Path, **changes: Any) -> BatchPlan:
+    tasks = {
+        t: ScheduledTask(
+            spec=TaskSpec.model_validate(
+                {
+                    "schemaVersion": 1,
+                    "id": t,
+                    "title": t,
+                    "allowedOutputPaths": ["solution.py"],
+                    "allowedImports": ["appkit/*"],
+                    "requiredPeers": [],
+                    "assertionIds": ["works", "safe"],
+                    "safetyAssertionIds": ["safe"],
+                    "seedReferences": [],
+                    "requiredIntegration": [],
+                }
+            ),
+            prompt=f"Do {t}.",
+            starter_dir=None,
+        )
+        for t in FIXED_SUITE.taskIds
+    }
+    receipt = Receipt(
+        schemaVersion=1, batchId="b", status="running", reasons=[], selfTest=True,
+        createdAt=NOW, updatedAt=NOW, suiteDigest=None, evaluatorDigest=None,
+        archivesDigest=None, consumerLockDigest=None, runner=RUNNER, model=MODEL,
+        runnerImage=None, verifierImage=None, scheduledRuns=18, firstSuccesses=0,
+        finalSuccesses=0, runs=[], reviewDecisions=[],
+    )  # fmt: skip
+    values: dict[str, Any] = {
+        "batch_dir": tmp_path / "batch",
+        "work_dir": tmp_path / "work",
+        "run_ids": FIXED_SUITE.run_ids(),
+        "tasks": tasks,
+        "runner": RUNNER,
+        "model": MODEL,
+        "submission_timeout_s": 60.0,
+        "batch_timeout_s": 3600.0,
+        "concurrency": 2,
+        "consumer_dir_in_runner": "/consumer",
+        "output_dir_in_runner": "/solution",
+        "protected_digest": lambda: sha256_bytes(b"consumer"),
+        "receipt": receipt,
+    }
+    values.update(changes)
+    (tmp_path / "batch").mkdir(exist_ok=True)
+    return BatchPlan(**values)
+
+
+def saved(tmp_path: Path) -> Receipt:
+    return Receipt.model_validate_json((tmp_path / "batch" / "receipt.json").read_bytes())
+
+
+def test_eighteen_good_runs_complete_with_eighteen_successes(tmp_path: Path) -> None:
+    runner = FakeRunner(writes("GOOD"))
+    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    assert (receipt.status, receipt.firstSuccesses, receipt.finalSuccesses) == ("completed", 18, 18)
+    assert [r.runId for r in receipt.runs] == FIXED_SUITE.run_ids()
+    assert len(runner.requests) == 18 and all(r.attempt == 1 for r in runner.requests)
+    assert saved(tmp_path) == receipt
+    solution = tmp_path / "batch" / "runs" / "forms-2" / "attempt-1" / "solution" / "solution.py"
+    assert solution.read_text() == "GOOD"
+    assert (solution.parent.parent / "analysis.json").is_file()
+
+
+def test_a_failed_first_attempt_is_repaired_once_with_feedback(tmp_path: Path) -> None:
+    def script(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        if request.attempt == 2:
+            assert (workspace / "solution.py").read_text() == "BAD"  # it sees its own code
+        (workspace / "solution.py").write_text("BAD" if request.attempt == 1 else "GOOD")
+        return reply(request)
+
+    runner = FakeRunner(script)
+    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    assert (receipt.firstSuccesses, receipt.finalSuccesses) == (0, 18)
+    repairs = [r for r in runner.requests if r.attempt == 2]
+    assert len(repairs) == 18
+    assert repairs[0].repairFeedback is not None
+    assert repairs[0].repairFeedback.failedAssertionIds == ["works"]
+
+
+def test_a_refusal_is_not_repaired_and_no_replacement_run_is_scheduled(tmp_path: Path) -> None:
+    runner = FakeRunner(lambda request, workspace: reply(request, "failed"))
+    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    assert len(runner.requests) == 18
+    assert {r.attempts[0].failureCategory for r in receipt.runs} == {"refused"}
+    assert receipt.finalSuccesses == 0 and receipt.status == "completed"
+
+
+def test_a_timed_out_runner_is_not_repaired(tmp_path: Path) -> None:
+    runner = FakeRunner(lambda request, workspace: RunnerOutcome(b"", False, True, None))
+    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    assert {len(r.attempts) for r in receipt.runs} == {1}
+    assert {r.attempts[0].failureCategory for r in receipt.runs} == {"timeout"}
+
+
+def test_tampering_with_protected_inputs_fails_the_attempt(tmp_path: Path) -> None:
+    counter = iter(range(1000))
+    receipt = run_schedule(
+        plan(tmp_path, protected_digest=lambda: sha256_bytes(str(next(counter)).encode())),
+        FakeRunner(writes("GOOD")),
+        FakeVerifier(),
+    )
+    assert {r.attempts[0].failureCategory for r in receipt.runs} == {"tampering"}
+
+
+def test_an_infrastructure_failure_stops_the_batch_with_a_partial_receipt(tmp_path: Path) -> None:
+    runner = FakeRunner(writes("BROKEN"))
+    receipt = run_schedule(plan(tmp_path, concurrency=1), runner, FakeVerifier())
+    assert receipt.status == "infrastructure-failure"
+    assert (
+        len(receipt.runs) == 1 and receipt.runs[0].attempts[0].failureCategory == "infrastructure"
+    )
+    assert len(runner.requests) == 1
+    assert saved(tmp_path).status == "infrastructure-failure"
+
+
+def test_a_spent_batch_budget_leaves_the_remaining_runs_failed(tmp_path: Path) -> None:
+    ticks = iter([0.0] + [0.0] * 30 + [10_000.0] * 10_000)
+    receipt = run_schedule(
+        plan(tmp_path, concurrency=1, batch_timeout_s=100.0),
+        FakeRunner(writes("GOOD")),
+        FakeVerifier(),
+        monotonic=lambda: next(ticks),
+    )
+    assert receipt.status == "completed"
+    assert len(receipt.runs) == 18 and receipt.finalSuccesses < 18
+    assert any("not started" in reason for reason in receipt.reasons)
+    assert any(r.attempts == [] for r in receipt.runs)
+
+
+def test_ctrl_c_kills_running_containers_and_leaves_an_interrupted_receipt(tmp_path: Path) -> None:
+    calls = iter(range(1000))
+
+    def script(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        if next(calls) == 3:
+            raise KeyboardInterrupt
+        (workspace / "solution.py").write_text("GOOD")
+        return reply(request)
+
+    runner, verifier = FakeRunner(script), FakeVerifier()
+    with pytest.raises(KeyboardInterrupt):
+        run_schedule(plan(tmp_path, concurrency=1), runner, verifier)
+    receipt = saved(tmp_path)
+    assert receipt.status == "interrupted" and runner.cancelled and verifier.cancelled
+    assert len(receipt.runs) == 3 and receipt.finalSuccesses == 3
