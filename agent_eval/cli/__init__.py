@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from agent_eval.cli.check import check_command
+from agent_eval.cli.images import images_group
 from agent_eval.cli.review import review_command
 
 __all__ = ["check_main", "main", "review_main"]
@@ -19,6 +20,7 @@ def main() -> None:
 
 main.add_command(check_command, name="check")
 main.add_command(review_command, name="review")
+main.add_command(images_group, name="images")
 
 
 def check_main() -> None:
