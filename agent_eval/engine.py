@@ -122,6 +122,7 @@ _ENGINE_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
 _FORBIDDEN_TARGETS = ("/proc", "/sys", "/dev", "/tmp")
 _REMOVE_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
 _KILL_WAIT_S = 10.0
+_STDIN_TIMEOUT_S = 30.0
 _LOG_CHUNK = 64 * 1024
 _TAR_OVERHEAD = 64 * 1024
 
@@ -883,6 +884,26 @@ def _api_error(what: str, exc: Exception) -> InfrastructureError:
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.RequestException, OSError)
 
 
+def _close_attached(attached: Any) -> None:
+    """Close an attach socket: the SDK's SocketIO wrapper and the socket under it."""
+    if attached is None:
+        return
+    raw = getattr(attached, "_sock", None)
+    attached.close()
+    if raw is not None:
+        raw.close()
+
+
+def _close_stream(stream: Any) -> None:
+    """Stop a streamed response early and release its socket (the SDK's close alone does not)."""
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        response.close()
+
+
 class DockerEngine(ContainerEngine):
     """:class:`ContainerEngine` over the Docker SDK's low-level API on a local socket."""
 
@@ -908,6 +929,7 @@ class DockerEngine(ContainerEngine):
         try:
             info = self._inspect_image(reference)
         except docker.errors.ImageNotFound:
+            self._refuse_other_digests(reference)
             raise InfrastructureError(
                 f"image {reference} is not present in the local engine, and nothing is ever "
                 "pulled; build it with `agent-eval images build` (or load it) and pin what "
@@ -919,6 +941,18 @@ class DockerEngine(ContainerEngine):
         digests = tuple(str(d) for d in info.get("RepoDigests") or ())
         match_pinned_image(reference, image_id, digests)
         return ImageIdentity(reference, image_id, digests)
+
+    def _refuse_other_digests(self, reference: str) -> None:
+        """Name the digests a local image of the pinned repository does carry, if any."""
+        if reference.startswith("sha256:"):
+            return
+        repository = reference.partition("@")[0]
+        try:
+            local = self._api.images(name=repository)
+        except _ENGINE_ERRORS:
+            return  # the caller's "not present" error stands
+        for item in local:
+            match_pinned_image(reference, str(item["Id"]), item.get("RepoDigests") or [])
 
     def create(self, spec: ContainerSpec) -> str:
         """See :meth:`ContainerEngine.create`."""
@@ -953,19 +987,19 @@ class DockerEngine(ContainerEngine):
                 attached = self._api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
             self._api.start(container_id)
         except _ENGINE_ERRORS as exc:
-            if attached is not None:
-                attached.close()
+            _close_attached(attached)
             raise _api_error(f"starting container {container_id[:12]}", exc) from None
-        if attached is not None and stdin is not None:
-            raw = cast(socket.socket, attached._sock)
-            try:
-                raw.settimeout(30)
-                raw.sendall(stdin)
-                raw.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass  # it exited or stopped reading: its exit status tells
-            finally:
-                attached.close()
+        if attached is None or stdin is None:
+            return
+        raw = cast(socket.socket, attached._sock)
+        try:
+            raw.settimeout(_STDIN_TIMEOUT_S)
+            raw.sendall(stdin)
+            raw.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # it exited or stopped reading: its exit status tells
+        finally:
+            _close_attached(attached)
 
     def wait(self, container_id: str, timeout_s: float) -> WaitResult:
         """See :meth:`ContainerEngine.wait`."""
@@ -1015,9 +1049,7 @@ class DockerEngine(ContainerEngine):
                     truncated = True
                     break
         finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
+            _close_stream(chunks)
         return bytes(kept[:limit]), truncated
 
     def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:

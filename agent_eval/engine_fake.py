@@ -144,6 +144,12 @@ class FakeEngine(ContainerEngine):
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         image = self._find_image(reference)
+        if image is None and not reference.startswith("sha256:"):
+            # As the real engine: name the digests a local image of that repository carries.
+            repository = reference.partition("@")[0]
+            for other in self.images.values():
+                if any(tag.rpartition(":")[0] == repository for tag in other.repo_tags):
+                    match_pinned_image(reference, other.image_id, other.repo_digests)
         if image is None:
             raise InfrastructureError(
                 f"image {reference} is not present in the local engine, and nothing is ever "

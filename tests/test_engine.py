@@ -142,7 +142,7 @@ def test_a_present_image_with_another_digest_is_refused(engine: FakeEngine) -> N
         tags=("127.0.0.1:5000/agent-eval/verifier:local",),
         repo_digests=(f"127.0.0.1:5000/agent-eval/verifier@{OTHER_DIGEST}",),
     )
-    with pytest.raises(InfrastructureError):
+    with pytest.raises(InfrastructureError, match="does not carry that digest"):
         engine.create(spec(VERIFIER_REF))
     assert engine.containers == {}
 
