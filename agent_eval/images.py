@@ -349,6 +349,7 @@ def build_images(
     registry: str | None = None,
     mirror: str | None = None,
     python: str = sys.executable,
+    run: Runner = subprocess.run,
     log: Log = _quiet,
 ) -> BuiltImages:
     """Build the base (when absent), verifier and runner-base images; optionally push them.
@@ -359,6 +360,7 @@ def build_images(
         registry: A loopback registry ``host:port`` to push to, or None.
         mirror: Debian mirror for the base, when it has to be made.
         python: Interpreter whose pip installs the verifier's packages.
+        run: ``subprocess.run`` for pip (replaceable in tests).
         log: Progress messages.
 
     Returns:
@@ -378,7 +380,7 @@ def build_images(
     base = ensure_base_image(engine, work_root, mirror=mirror, log=log)
 
     verifier_context = prepare_verifier_packages(
-        recipes / "verifier" / "requirements.txt", work_root, python=python, log=log
+        recipes / "verifier" / "requirements.txt", work_root, python=python, run=run, log=log
     )
     shutil.copyfile(recipes / "verifier" / "Dockerfile", verifier_context / "Dockerfile")
     ids: dict[str, str] = {"base": base}

@@ -1,0 +1,184 @@
+"""Images built and pushed against a real engine.
+
+Invariants: ``agent-eval images build`` prints the ids of the images that
+are present under their tags, each labelled with its name; a push to a
+loopback registry yields a ``name@sha256:`` reference read back from
+RepoDigests that the engine resolves, and goes on resolving (and
+creating containers from) with the registry stopped; another digest of the
+same repository is refused as a mismatch.
+
+The registry is Debian's ``docker-registry``, started here on a free
+127.0.0.1 port with its storage in a temporary directory; the image pushed is
+a tiny one made FROM scratch, so that a push takes well under a second.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+from agent_eval.engine import ContainerSpec, DockerEngine, connect_local_engine
+from agent_eval.errors import InfrastructureError
+from agent_eval.images import IMAGE_LABEL, RUNNER_BASE_TAG, VERIFIER_TAG
+
+pytestmark = pytest.mark.docker
+
+REGISTRY_BINARY = "docker-registry"
+READY_SECONDS = 15
+
+
+@pytest.fixture(scope="module")
+def engine(docker_client: docker.DockerClient) -> Iterator[DockerEngine]:
+    connected = connect_local_engine()
+    yield connected
+    connected.close()
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+class LoopbackRegistry:
+    """A docker-registry process on 127.0.0.1 that a test can stop."""
+
+    def __init__(self, binary: str, root: Path) -> None:
+        self.port = _free_loopback_port()
+        root.mkdir(parents=True)
+        config = root / "config.yml"
+        config.write_text(
+            "version: 0.1\n"
+            "log:\n  level: error\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {root / 'storage'}\n"
+            f"http:\n  addr: 127.0.0.1:{self.port}\n"
+        )
+        self.process = subprocess.Popen(
+            [binary, "serve", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + READY_SECONDS
+        while not _listening(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"{binary} did not listen on 127.0.0.1:{self.port}")
+            time.sleep(0.05)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[LoopbackRegistry]:
+    binary = shutil.which(REGISTRY_BINARY)
+    if binary is None:
+        pytest.skip(f"{REGISTRY_BINARY} is not installed (apt-get install docker-registry)")
+    running = LoopbackRegistry(binary, tmp_path / "registry")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def tiny_image(
+    engine: DockerEngine, docker_client: docker.DockerClient, tmp_path: Path
+) -> Iterator[str]:
+    context = tmp_path / "tiny"
+    context.mkdir()
+    (context / "Dockerfile").write_text("FROM scratch\nCOPY hello /hello\n")
+    (context / "hello").write_text(uuid.uuid4().hex)
+    image_id = engine.build_image(
+        context,
+        tag=f"agent-eval/test-tiny:{uuid.uuid4().hex[:8]}",
+        buildargs={},
+        labels={"agent-eval.test": "tiny"},
+    )
+    yield image_id
+    docker_client.images.remove(image_id, force=True)
+
+
+def test_images_build_prints_the_ids_of_the_present_images(
+    engine: DockerEngine, base_image: str
+) -> None:
+    result = CliRunner().invoke(main, ["images", "build"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert printed == {
+        "base": engine.image_id(base_image),
+        "verifier": engine.image_id(VERIFIER_TAG),
+        "runnerBase": engine.image_id(RUNNER_BASE_TAG),
+    }
+
+
+def test_images_build_refuses_a_registry_off_this_machine() -> None:
+    result = CliRunner().invoke(main, ["images", "build", "--registry", "10.0.0.1:5000"])
+    assert result.exit_code == 2
+    assert "loopback" in result.output
+
+
+def test_a_pushed_image_is_pinned_by_its_registry_digest_and_resolves_offline(
+    engine: DockerEngine, registry: LoopbackRegistry, tiny_image: str
+) -> None:
+    repository = f"{registry.address}/agent-eval/test-tiny"
+    reference = engine.push_image(tiny_image, repository=repository, tag="local")
+    assert reference.startswith(f"{repository}@sha256:")
+    registry.stop()
+    assert engine.resolve_image(reference).image_id == tiny_image
+    created = engine.create(
+        ContainerSpec(
+            image=reference,
+            command=("/hello",),
+            role="verifier",
+            batch_id=f"test-{uuid.uuid4().hex[:12]}",
+            run_id="push-1",
+        )
+    )
+    engine.remove(created)
+
+
+def test_another_digest_of_a_pushed_repository_is_a_mismatch(
+    engine: DockerEngine, registry: LoopbackRegistry, tiny_image: str
+) -> None:
+    repository = f"{registry.address}/agent-eval/test-tiny"
+    engine.push_image(tiny_image, repository=repository, tag="local")
+    with pytest.raises(InfrastructureError, match="does not carry that digest"):
+        engine.resolve_image(f"{repository}@sha256:{'0' * 64}")
+
+
+def test_built_images_carry_their_image_label(engine: DockerEngine, base_image: str) -> None:
+    client = docker.APIClient(base_url=f"unix://{engine.socket_path}", version="auto")
+    try:
+        for tag, name in ((VERIFIER_TAG, "verifier"), (RUNNER_BASE_TAG, "runner-base")):
+            labels = client.inspect_image(tag)["Config"]["Labels"]
+            assert labels[IMAGE_LABEL] == name
+    finally:
+        client.close()
