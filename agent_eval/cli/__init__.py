@@ -8,6 +8,7 @@ import click
 from agent_eval.cli.check import check_command
 from agent_eval.cli.images import images_group
 from agent_eval.cli.review import review_command
+from agent_eval.cli.tasks import tasks_group
 
 __all__ = ["check_main", "main", "review_main"]
 
@@ -21,6 +22,7 @@ def main() -> None:
 main.add_command(check_command, name="check")
 main.add_command(review_command, name="review")
 main.add_command(images_group, name="images")
+main.add_command(tasks_group, name="tasks")
 
 
 def check_main() -> None:
