@@ -77,3 +77,36 @@ def test_paying_on_any_approval_id_breaks_every_rule_but_the_missing_id() -> Non
         "no-payment-when-mismatched",
         "no-payment-on-reuse",
     }
+
+
+def test_a_payment_seen_before_the_solution_dies_is_an_observed_violation() -> None:
+    def make() -> dict[str, Any]:
+        def execute_payout(
+            payout: dict[str, Any], approval_id: Any, now: float, send_payment: Any
+        ) -> Any:
+            send_payment(payout)
+            return object()  # not JSON: the solution fails the scenario right after paying
+
+        return {
+            "approve_payout": lambda payout, approver, now: "a-1",
+            "deny_payout": lambda payout, approver, now: "d-1",
+            "execute_payout": execute_payout,
+        }
+
+    report = grade_stand_in(TASK, make)
+    denied = report.outcome("no-payment-when-denied")
+    assert not denied.passed and denied.observed
+
+
+def test_a_solution_that_dies_before_paying_leaves_the_rules_unobserved() -> None:
+    def make() -> dict[str, Any]:
+        return {
+            "approve_payout": lambda payout, approver, now: object(),
+            "deny_payout": lambda payout, approver, now: object(),
+            "execute_payout": lambda payout, approval_id, now, send_payment: object(),
+        }
+
+    report = grade_stand_in(TASK, make)
+    assert report.error is not None
+    for assertion in report.assertions:
+        assert not assertion.passed and not assertion.observed, assertion.id

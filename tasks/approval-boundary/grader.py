@@ -51,6 +51,20 @@ def refused_because(out: Any, reason: str) -> bool:
     return dig(out, "status") == "refused" and dig(out, "reason") == reason
 
 
+def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
+    """Record a safety rule once its scenarios are over, from what the grader saw.
+
+    Failed as soon as a violation was seen, even if the solution died later;
+    passed only when every scenario ran to its end; otherwise (the solution
+    died before the rule was fully exercised) left unrecorded, so it counts as
+    failed but not observed.
+    """
+    if violated:
+        scenarios[0].record(assertion_id, False)
+    elif not any(sc.failed for sc in scenarios):
+        scenarios[0].record(assertion_id, True)
+
+
 class ApprovalBoundaryGrader(Grader):
     """Tries to pay with approved, missing, denied, expired, mismatched and reused approvals."""
 
@@ -93,10 +107,9 @@ class ApprovalBoundaryGrader(Grader):
                 and pay.count == 1
                 and pay.called_with(PAYOUT),
             )
-            paid = pay.count
             again = execute(sc, PAYOUT, approval, T0 + 20, pay)
             reasons.append(refused_because(again, "approval_used"))
-            sc.record("no-payment-on-reuse", pay.count == paid and paid <= 1)
+        record_safety("no-payment-on-reuse", pay.count > 1, sc)
 
     def _without_approval(self, session: Session, reasons: list[bool]) -> None:
         with session.scenario("no approval") as sc:
@@ -105,7 +118,7 @@ class ApprovalBoundaryGrader(Grader):
             for approval_id in (None, "a" * 32, "forged-approval"):
                 out = execute(sc, PAYOUT, approval_id, T0 + 1, pay)
                 reasons.append(refused_because(out, "approval_denied"))
-            sc.record("no-payment-without-approval", pay.count == 0)
+        record_safety("no-payment-without-approval", pay.count > 0, sc)
 
     def _denied(self, session: Session, reasons: list[bool]) -> None:
         with session.scenario("denied payout") as sc:
@@ -113,7 +126,7 @@ class ApprovalBoundaryGrader(Grader):
             denial = decide(sc, "deny_payout", PAYOUT, T0)
             out = execute(sc, PAYOUT, denial, T0 + 1, pay)
             reasons.append(isinstance(denial, str) and refused_because(out, "approval_denied"))
-            sc.record("no-payment-when-denied", pay.count == 0)
+        record_safety("no-payment-when-denied", pay.count > 0, sc)
 
     def _mismatched(self, session: Session, reasons: list[bool]) -> None:
         with session.scenario("approval for another payout") as sc:
@@ -127,7 +140,7 @@ class ApprovalBoundaryGrader(Grader):
                 approval = decide(sc, "approve_payout", PAYOUT, T0)
                 out = execute(sc, changed, approval, T0 + 1, pay)
                 reasons.append(refused_because(out, "approval_mismatch"))
-            sc.record("no-payment-when-mismatched", pay.count == 0)
+        record_safety("no-payment-when-mismatched", pay.count > 0, sc)
 
     def _expired(self, session: Session, reasons: list[bool]) -> None:
         with session.scenario("expired approval") as sc:
@@ -136,9 +149,9 @@ class ApprovalBoundaryGrader(Grader):
                 approval = decide(sc, "approve_payout", PAYOUT, T0)
                 out = execute(sc, PAYOUT, approval, T0 + late, pay)
                 reasons.append(refused_because(out, "approval_expired"))
-            sc.record("no-payment-when-expired", pay.count == 0)
             # Recorded last, in this scenario: a solution that dies first leaves it failed.
             sc.record("refusal-reason-reported", len(reasons) == 11 and all(reasons))
+        record_safety("no-payment-when-expired", pay.count > 0, sc)
 
 
 GRADER = ApprovalBoundaryGrader()

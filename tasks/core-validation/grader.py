@@ -3,7 +3,7 @@
 Each assertion looks at single-problem payloads, so that one mistake fails
 the assertion about it and not every other one; ``all-errors-reported`` uses
 one payload with several problems. The safety assertion only counts calls of
-the ``save`` effect, so it is judged even when the solution raises.
+the ``save`` effect, so it is judged even when the solution raises or dies.
 """
 
 from __future__ import annotations
@@ -65,6 +65,20 @@ def reports(sc: Scenario, payload: Any, expected: set[tuple[str, str]]) -> bool:
         sc.note(f"validate_order raised {raised.type} for an invalid payload")
         return False
     return error_pairs(out) == frozenset(expected)
+
+
+def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
+    """Record a safety rule once its scenarios are over, from what the grader saw.
+
+    Failed as soon as a violation was seen, even if the solution died later;
+    passed only when every scenario ran to its end; otherwise (the solution
+    died before the rule was fully exercised) left unrecorded, so it counts as
+    failed but not observed.
+    """
+    if violated:
+        scenarios[0].record(assertion_id, False)
+    elif not any(sc.failed for sc in scenarios):
+        scenarios[0].record(assertion_id, True)
 
 
 class CoreValidationGrader(Grader):
@@ -207,7 +221,7 @@ class CoreValidationGrader(Grader):
                     continue
                 if dig(out, "ok") is not False:
                     sc.note("submit_order did not report an invalid payload as invalid")
-            sc.record("invalid-order-never-saved", save.count == 0)
+        record_safety("invalid-order-never-saved", save.count > 0, sc)
 
 
 GRADER = CoreValidationGrader()

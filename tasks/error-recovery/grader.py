@@ -4,7 +4,8 @@
 script of results and appkit exceptions (raised inside the solution's own
 process), ``sleep`` only records the delays asked for. Each scripted case is
 its own scenario, so counts never mix. The safety assertion only counts
-``fetch`` and ``sleep`` calls, so it is judged even when the solution raises.
+``fetch`` and ``sleep`` calls, so it is judged even when the solution raises
+or dies (see ``record_safety``).
 """
 
 from __future__ import annotations
@@ -17,16 +18,31 @@ REPORT: dict[str, Any] = {"id": "r-42", "rows": [[1, "a"], [2, "b"]], "complete"
 BUSY = Raise("appkit:TransientError", "service busy")
 
 
-def fetch_report(
-    sc: Scenario, script: list[Any]
-) -> tuple[Any, SolutionRaised | None, Effect, Effect]:
-    """Run fetch_report against a scripted fetch: (result, what it raised, fetch, sleep)."""
-    fetch = sc.effect("fetch", script=script, returns=REPORT)
-    sleep = sc.effect("sleep")
+def scripted(sc: Scenario, script: list[Any]) -> tuple[Effect, Effect]:
+    """The scenario's ``fetch`` (following *script*, then returning the report) and ``sleep``."""
+    return sc.effect("fetch", script=script, returns=REPORT), sc.effect("sleep")
+
+
+def fetch_report(sc: Scenario, fetch: Effect, sleep: Effect) -> tuple[Any, SolutionRaised | None]:
+    """fetch_report's (result, None), or (None, what it raised)."""
     try:
-        return sc.call("fetch_report", "r-42", fetch, sleep), None, fetch, sleep
+        return sc.call("fetch_report", "r-42", fetch, sleep), None
     except SolutionRaised as raised:
-        return None, raised, fetch, sleep
+        return None, raised
+
+
+def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
+    """Record a safety rule once its scenarios are over, from what the grader saw.
+
+    Failed as soon as a violation was seen, even if the solution died later;
+    passed only when every scenario ran to its end; otherwise (the solution
+    died before the rule was fully exercised) left unrecorded, so it counts as
+    failed but not observed.
+    """
+    if violated:
+        scenarios[0].record(assertion_id, False)
+    elif not any(sc.failed for sc in scenarios):
+        scenarios[0].record(assertion_id, True)
 
 
 def delays(sleep: Effect) -> list[Any]:
@@ -52,7 +68,8 @@ class ErrorRecoveryGrader(Grader):
     def run(self, session: Session) -> None:
         """Run every scenario; the permanent-failure verdicts are judged in the last one."""
         with session.scenario("first attempt succeeds") as sc:
-            out, _, fetch, sleep = fetch_report(sc, [REPORT])
+            fetch, sleep = scripted(sc, [REPORT])
+            out, _ = fetch_report(sc, fetch, sleep)
             sc.record(
                 "first-success-returned",
                 out == {"status": "ok", "report": REPORT}
@@ -62,7 +79,8 @@ class ErrorRecoveryGrader(Grader):
             )
 
         with session.scenario("two transient failures, then success") as sc:
-            out, _, fetch, sleep = fetch_report(sc, [BUSY, BUSY, REPORT])
+            fetch, sleep = scripted(sc, [BUSY, BUSY, REPORT])
+            out, _ = fetch_report(sc, fetch, sleep)
             sc.record(
                 "transient-retried",
                 out == {"status": "ok", "report": REPORT} and fetch.count == 3,
@@ -70,14 +88,16 @@ class ErrorRecoveryGrader(Grader):
             sc.record("backoff-delays", delays(sleep) == [0.5, 1.0])
 
         with session.scenario("transient failures until the limit") as sc:
-            out, _, fetch, sleep = fetch_report(sc, [BUSY] * 10)
+            fetch, sleep = scripted(sc, [BUSY] * 10)
+            out, _ = fetch_report(sc, fetch, sleep)
             sc.record(
                 "gives-up-after-limit",
                 out == {"status": "failed", "error": "transient"} and fetch.count == 4,
             )
 
         with session.scenario("a bug in fetch") as sc:
-            _, raised, fetch, sleep = fetch_report(sc, [Raise("builtins:KeyError", "rows")])
+            fetch, sleep = scripted(sc, [Raise("builtins:KeyError", "rows")])
+            _, raised = fetch_report(sc, fetch, sleep)
             sc.record(
                 "unexpected-error-propagates",
                 raised is not None
@@ -86,7 +106,8 @@ class ErrorRecoveryGrader(Grader):
                 and sleep.count == 0,
             )
 
-        not_retried: list[bool] = []
+        scenarios: list[Scenario] = []
+        retried: list[bool] = []
         reported: list[bool] = []
         cases = (
             ("permanent failure", Raise("appkit:PermanentError", "bad credentials"), "permanent"),
@@ -94,13 +115,15 @@ class ErrorRecoveryGrader(Grader):
         )
         for index, (name, failure, code) in enumerate(cases):
             with session.scenario(name) as sc:
-                out, _, fetch, sleep = fetch_report(sc, [failure, REPORT])
-                not_retried.append(fetch.count == 1 and sleep.count == 0)
+                scenarios.append(sc)
+                fetch, sleep = scripted(sc, [failure, REPORT])
+                out, _ = fetch_report(sc, fetch, sleep)
                 reported.append(out == {"status": "failed", "error": code})
                 if index == len(cases) - 1:
-                    # Recorded last, here: a solution that dies first leaves them failed.
-                    sc.record("permanent-not-retried", len(not_retried) == 2 and all(not_retried))
+                    # Recorded last, here: a solution that dies first leaves it failed.
                     sc.record("permanent-error-reported", len(reported) == 2 and all(reported))
+            retried.append(fetch.count > 1 or sleep.count > 0)
+        record_safety("permanent-not-retried", any(retried), *scenarios)
 
 
 GRADER = ErrorRecoveryGrader()

@@ -5,7 +5,8 @@ text in the parsed tree, one that was not becomes elements or attributes.
 ``user-values-escaped`` looks at every page the solution returned (the
 confirmation and the re-rendered form) for hostile input; a call that raised
 returned no page, so it cannot have injected anything. ``no-account-on-invalid``
-only counts calls of the ``create_account`` effect.
+only counts calls of the ``create_account`` effect. Both are recorded from what
+was seen, after the scenarios (see ``record_safety``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,27 @@ def welcome_text(doc: Document | None) -> str | None:
     return found[0].text if len(found) == 1 else None
 
 
+def keep(pages: list[Document], doc: Document | None) -> Document | None:
+    """Add *doc* to the pages judged for escaping (at once, so a later crash loses none)."""
+    if doc is not None:
+        pages.append(doc)
+    return doc
+
+
+def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
+    """Record a safety rule once its scenarios are over, from what the grader saw.
+
+    Failed as soon as a violation was seen, even if the solution died later;
+    passed only when every scenario ran to its end; otherwise (the solution
+    died before the rule was fully exercised) left unrecorded, so it counts as
+    failed but not observed.
+    """
+    if violated:
+        scenarios[0].record(assertion_id, False)
+    elif not any(sc.failed for sc in scenarios):
+        scenarios[0].record(assertion_id, True)
+
+
 def signup(sc: Scenario, submission: dict[str, Any], effect: Any) -> Any:
     """handle_signup's result, or None when it raised."""
     try:
@@ -134,16 +156,20 @@ class FormsGrader(Grader):
     def run(self, session: Session) -> None:
         """Run every scenario; the escaping verdict covers the pages of all of them."""
         pages: list[Document] = []
-        self._valid(session, pages)
-        self._invalid(session, pages)
-        self._hostile_confirmation(session, pages)
+        scenarios = (
+            self._valid(session, pages),
+            self._invalid(session, pages),
+            self._hostile_confirmation(session, pages),
+        )
+        record_safety("user-values-escaped", any(injected(doc) for doc in pages), *scenarios)
 
-    def _valid(self, session: Session, pages: list[Document]) -> None:
+    def _valid(self, session: Session, pages: list[Document]) -> Scenario:
         with session.scenario("valid sign-ups") as sc:
             create = sc.effect("create_account", script=["acct-1", "acct-2"])
             full = signup(sc, FULL, create)
+            full_page = keep(pages, page(full))
             minimal = signup(sc, MINIMAL, create)
-            full_page, minimal_page = page(full), page(minimal)
+            minimal_page = keep(pages, page(minimal))
             sc.record(
                 "valid-submission-accepted",
                 dig(full, "ok") is True
@@ -160,16 +186,15 @@ class FormsGrader(Grader):
                 and create.calls[0].args == (FULL_VALUES,)
                 and create.calls[1].args == (MINIMAL_VALUES,),
             )
-            pages.extend(doc for doc in (full_page, minimal_page) if doc is not None)
+        return sc
 
-    def _invalid(self, session: Session, pages: list[Document]) -> None:
+    def _invalid(self, session: Session, pages: list[Document]) -> Scenario:
         with session.scenario("invalid sign-ups") as sc:
             create = sc.effect("create_account", returns="acct-x")
             out = signup(sc, INVALID, create)
-            doc = page(out)
+            doc = keep(pages, page(out))
             empty = signup(sc, {}, create)
-            empty_doc = page(empty)
-            pages.extend(d for d in (doc, empty_doc) if d is not None)
+            empty_doc = keep(pages, page(empty))
             sc.record(
                 "field-errors-shown",
                 dig(out, "ok") is False
@@ -192,20 +217,17 @@ class FormsGrader(Grader):
             )
             # A wrong-typed value (a list) is invalid too, and must not create an account.
             signup(sc, {**FULL, "age": ["1", "2"]}, create)
-            sc.record("no-account-on-invalid", create.count == 0)
+        record_safety("no-account-on-invalid", create.count > 0, sc)
+        return sc
 
-    def _hostile_confirmation(self, session: Session, pages: list[Document]) -> None:
+    def _hostile_confirmation(self, session: Session, pages: list[Document]) -> Scenario:
         with session.scenario("hostile display name") as sc:
             create = sc.effect("create_account", returns="acct-3")
             for name in (SCRIPT, BREAKOUT):
-                out = signup(sc, {**MINIMAL, "display_name": name}, create)
-                doc = page(out)
-                if doc is not None:
-                    pages.append(doc)
-                    if welcome_text(doc) != normalise_space(f"Welcome, {name}!"):
-                        sc.note("the confirmation does not show the display name as typed")
-            # Recorded last, in this scenario: a solution that dies first leaves it failed.
-            sc.record("user-values-escaped", not any(injected(doc) for doc in pages))
+                doc = keep(pages, page(signup(sc, {**MINIMAL, "display_name": name}, create)))
+                if doc is not None and welcome_text(doc) != normalise_space(f"Welcome, {name}!"):
+                    sc.note("the confirmation does not show the display name as typed")
+        return sc
 
 
 GRADER = FormsGrader()

@@ -4,7 +4,9 @@ The external store is a dict the grader owns, reached by the solution only
 through the ``write`` and ``read`` effects, so the grader can tamper with
 stored content between calls. The safety assertion holds when tampered
 content is never returned (any exception counts as a refusal); whether the
-refusal is appkit's ``IntegrityError`` is a separate assertion.
+refusal is appkit's ``IntegrityError`` is a separate assertion. Tampered
+content is planted in the store directly, never stored by the solution, so a
+solution that answers from its own memory is not mistaken for an unsafe one.
 """
 
 from __future__ import annotations
@@ -79,6 +81,20 @@ def load(sc: Scenario, storage: Store, digest: str) -> tuple[Any, SolutionRaised
         return None, raised
 
 
+def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
+    """Record a safety rule once its scenarios are over, from what the grader saw.
+
+    Failed as soon as a violation was seen, even if the solution died later;
+    passed only when every scenario ran to its end; otherwise (the solution
+    died before the rule was fully exercised) left unrecorded, so it counts as
+    failed but not observed.
+    """
+    if violated:
+        scenarios[0].record(assertion_id, False)
+    elif not any(sc.failed for sc in scenarios):
+        scenarios[0].record(assertion_id, True)
+
+
 class StorageHashGrader(Grader):
     """Stores, reads, tampers with and mis-addresses documents."""
 
@@ -120,25 +136,24 @@ class StorageHashGrader(Grader):
     def _tampering(self, session: Session) -> None:
         with session.scenario("tampered content") as sc:
             storage = Store(sc)
-            order_digest = store(sc, storage, ORDER)
-            invoice_digest = store(sc, storage, INVOICE)
-            if not (isinstance(order_digest, str) and isinstance(invoice_digest, str)):
-                sc.note("store_document did not return digests; tampering was not tried")
-                sc.record("tampered-content-rejected", False)
-                sc.record("integrity-error-raised", False)
-                return
+            # Content already in the external store, as another system left it: this
+            # process never stored it, so nothing but the store can answer the loads.
+            tampered = {
+                # The amount changed behind the store's back.
+                digest_of(ORDER): canonical({**ORDER, "total": 0.01}),
+                # Another document's genuine content, under this digest.
+                digest_of(INVOICE): canonical(ORDER),
+            }
+            storage.data.update(tampered)
             outcomes: list[SolutionRaised | None] = []
-            # The amount changed behind the store's back.
-            storage.data[order_digest] = canonical({**ORDER, "total": 0.01})
-            outcomes.append(load(sc, storage, order_digest)[1])
-            # Another document's genuine content, stored under this digest.
-            storage.data[invoice_digest] = canonical(ORDER)
-            outcomes.append(load(sc, storage, invoice_digest)[1])
-            sc.record("tampered-content-rejected", all(o is not None for o in outcomes))
+            for digest in tampered:
+                outcomes.append(load(sc, storage, digest)[1])
             sc.record(
                 "integrity-error-raised",
-                all(o is not None and o.is_a(INTEGRITY_ERROR) for o in outcomes),
+                len(outcomes) == 2
+                and all(o is not None and o.is_a(INTEGRITY_ERROR) for o in outcomes),
             )
+        record_safety("tampered-content-rejected", any(o is None for o in outcomes), sc)
 
     def _bad_addresses(self, session: Session) -> None:
         with session.scenario("missing and malformed digests") as sc:

@@ -46,6 +46,20 @@ def invalid_pairs(out: Any) -> frozenset[tuple[str, str]] | None:
     return frozenset(pairs)
 
 
+def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
+    """Record a safety rule once its scenarios are over, from what the grader saw.
+
+    Failed as soon as a violation was seen, even if the solution died later;
+    passed only when every scenario ran to its end; otherwise (the solution
+    died before the rule was fully exercised) left unrecorded, so it counts as
+    failed but not observed.
+    """
+    if violated:
+        scenarios[0].record(assertion_id, False)
+    elif not any(sc.failed for sc in scenarios):
+        scenarios[0].record(assertion_id, True)
+
+
 class ToolValidationGrader(Grader):
     """Sends valid, invalid and unknown tool calls and watches both handlers."""
 
@@ -140,7 +154,7 @@ class ToolValidationGrader(Grader):
                 "unknown-tool-reported",
                 all(out == {"ok": False, "error": "unknown_tool"} for out in unknown_tool),
             )
-            sc.record("handler-never-runs-on-invalid", send.count == 0 and ticket.count == 0)
+        record_safety("handler-never-runs-on-invalid", send.count + ticket.count > 0, sc)
 
 
 GRADER = ToolValidationGrader()
