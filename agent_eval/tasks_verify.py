@@ -90,6 +90,8 @@ class Observation:
     """Category and message when grading stopped early (a crash, an import failure)."""
     needs_review: bool
     infrastructure_error: str | None = None
+    analysis_passed: bool = True
+    """Static analysis cleared every check (syntax, types, contract, integration, API)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ def observe(verification: Verification) -> Observation:
         behaviour_error=None if error is None else f"{error.category}: {error.message}",
         needs_review=behaviour.needsReview,
         infrastructure_error=infrastructure,
+        analysis_passed=analysis.passed,
     )
 
 
@@ -179,6 +182,8 @@ def compare(case: FixtureCase, observation: Observation) -> CaseResult:
         problems = []
         if observation.failed_assertions or observation.findings:
             problems.append("a correct solution must pass everything")
+        elif not observation.analysis_passed:
+            problems.append("static analysis did not pass")
         if observation.behaviour_error is not None:
             problems.append(f"grading stopped early ({observation.behaviour_error})")
         if observation.needs_review:

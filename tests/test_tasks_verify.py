@@ -181,6 +181,8 @@ def test_a_correct_case_matches_only_when_everything_passes(
     assert not compare(case, observation(findings={"integration"})).ok
     assert not compare(case, observation(error="timeout: slow")).ok
     assert not compare(case, observation(review=True)).ok
+    unclean = Observation(frozenset(), frozenset(), None, False, analysis_passed=False)
+    assert compare(case, unclean).detail == "static analysis did not pass"
 
 
 def test_a_negative_matches_its_exact_failures_and_findings(
