@@ -55,7 +55,7 @@ __all__ = [
     "verify_tasks",
 ]
 
-SUITE_ROW = "(references)"
+REFERENCES_ROW = "(references)"
 COVERAGE_ROW = "(coverage)"
 COLUMN_WIDTH = 48
 """Expected and observed cells wider than this wrap onto continuation lines."""
@@ -251,7 +251,7 @@ def check_catalog_references(tasks: Sequence[Task], catalog: Mapping[str, Any]) 
         rows.append(
             CaseResult(
                 task.id,
-                SUITE_ROW,
+                REFERENCES_ROW,
                 "library references and seeds valid",
                 "ok" if not problems else "mismatch",
                 ok=not problems,
