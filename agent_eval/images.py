@@ -141,10 +141,32 @@ def check_loopback_registry(registry: str) -> str:
 # --- Verifier packages ----------------------------------------------------------------
 
 
+_WHEELHOUSE_PLATFORMS = ("manylinux2014_x86_64", "manylinux2014_aarch64")
+
+
+def _download_wheelhouse(lock: Path, dest: Path, python: str, run: Runner, log: Log) -> None:
+    """Download the lock's wheels for every supported platform (hashes required)."""
+    log(f"downloading the consumer's dependency wheels from {lock.name} (pip, on the host)")
+    for platform_tag in _WHEELHOUSE_PLATFORMS:
+        command = [
+            python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+            "--no-input", "--no-deps", "--require-hashes", "--only-binary=:all:",
+            "--implementation", "cp", "--python-version", TARGET_PYTHON,
+            "--platform", platform_tag, "-d", str(dest), "-r", str(lock),
+        ]  # fmt: skip
+        done = run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise InfrastructureError(
+                f"pip could not download {lock} for {platform_tag} "
+                f"(exit {done.returncode}):\n{_tail(done.stderr or done.stdout)}"
+            )
+
+
 def prepare_verifier_packages(
     requirements: Path,
     cache_root: Path,
     *,
+    wheelhouse_lock: Path | None = None,
     python: str = sys.executable,
     run: Runner = subprocess.run,
     log: Log = _quiet,
@@ -157,12 +179,14 @@ def prepare_verifier_packages(
     Args:
         requirements: images/verifier/requirements.txt (every line pinned and hashed).
         cache_root: Where the keyed directories live (under .verification/).
+        wheelhouse_lock: The library's hash-pinned third-party dependencies; their wheels
+            are downloaded into ``wheelhouse/`` so that consumers install offline.
         python: Interpreter whose pip installs the packages.
         run: ``subprocess.run`` (replaceable in tests).
         log: Progress messages.
 
     Returns:
-        A build context directory holding ``site-packages/``.
+        A build context directory holding ``site-packages/`` and ``wheelhouse/``.
 
     Raises:
         ConfigError: The requirements file is unreadable.
@@ -170,8 +194,10 @@ def prepare_verifier_packages(
     """
     try:
         wanted = requirements.read_bytes()
+        if wheelhouse_lock is not None:
+            wanted += b"|" + wheelhouse_lock.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{requirements}: cannot read ({exc.strerror})") from None
+        raise ConfigError(f"{exc.filename}: cannot read ({exc.strerror})") from None
     key = hashlib.sha256(wanted + f"|{TARGET_PYTHON}|{platform.machine()}".encode()).hexdigest()
     context = cache_root / f"verifier-{key[:16]}"
     if (context / "site-packages").is_dir():
@@ -209,6 +235,9 @@ def prepare_verifier_packages(
             )
         # Console scripts carry the host interpreter's path; the image uses python3 -m.
         shutil.rmtree(staging / "site-packages" / "bin", ignore_errors=True)
+        (staging / "wheelhouse").mkdir()
+        if wheelhouse_lock is not None:
+            _download_wheelhouse(wheelhouse_lock, staging / "wheelhouse", python, run, log)
         staging.rename(context)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -379,8 +408,14 @@ def build_images(
     work_root = project_root / ".verification" / "images"
     base = ensure_base_image(engine, work_root, mirror=mirror, log=log)
 
+    lock = project_root / "packages" / "requirements.lock"
     verifier_context = prepare_verifier_packages(
-        recipes / "verifier" / "requirements.txt", work_root, python=python, run=run, log=log
+        recipes / "verifier" / "requirements.txt",
+        work_root,
+        wheelhouse_lock=lock if lock.is_file() else None,
+        python=python,
+        run=run,
+        log=log,
     )
     shutil.copyfile(recipes / "verifier" / "Dockerfile", verifier_context / "Dockerfile")
     ids: dict[str, str] = {"base": base}
