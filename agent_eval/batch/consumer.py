@@ -1,0 +1,217 @@
+"""The disposable consumer project: prepared once per batch, offline, in the verifier image.
+
+Layout (mounted read-only into every runner and verifier container):
+
+    /consumer/pyproject.toml       the consumer project, depending on the exact archives
+    /consumer/requirements.txt     every distribution pinned by version and sha256
+    /consumer/site/                the archives and their dependencies, installed by pip
+    /consumer/docs/                the library's guides, API.md and api-catalog.json
+    /consumer/tasks/<id>/          prompt.md and task-contract.pyi of each task
+
+``consumer-lock.json`` binds every installed distribution (its RECORD digest)
+and the archives.json it came from. Nothing is reinstalled per attempt.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+
+import tomli_w
+
+import agent_eval
+from agent_eval.digests import file_sha256
+from agent_eval.engine import ContainerEngine, ContainerSpec, Mount, ResourceLimits, run_container
+from agent_eval.errors import EvidenceError, InfrastructureError
+from agent_eval.evidence_io import read_model
+from agent_eval.models import ArchiveEntry, ConsumerLock, LockedDistribution
+from agent_eval.models.catalog import ApiCatalog
+
+__all__ = [
+    "CONSUMER_MOUNT",
+    "PreparedConsumer",
+    "TaskMaterial",
+    "prepare_consumer",
+    "stage_stdlib_modules",
+]
+
+CONSUMER_MOUNT = "/consumer"
+_SETUP_TIMEOUT_S = 600.0
+_LOG_LIMIT = 64 * 1024
+# The stdlib-only modules that run inside the verifier image.
+STDLIB_MODULES = (
+    "__init__.py",
+    "digests.py",
+    "errors.py",
+    "catalog.py",
+    "batch/__init__.py",
+    "batch/consumer_setup.py",
+)
+
+
+@dataclass(frozen=True)
+class TaskMaterial:
+    """What the agent may read about one task."""
+
+    task_id: str
+    prompt: str
+    contract: str
+
+
+@dataclass(frozen=True)
+class PreparedConsumer:
+    """A consumer ready to be mounted read-only."""
+
+    root: Path
+    lock: ConsumerLock
+    catalog: ApiCatalog
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def stage_stdlib_modules(stage: Path, modules: tuple[str, ...] = STDLIB_MODULES) -> Path:
+    """Copy the named stdlib-only harness modules into ``stage/agent_eval``."""
+    source = Path(agent_eval.__file__).resolve().parent
+    for rel in modules:
+        target = stage / "agent_eval" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / rel, target)
+    for path in [stage, *stage.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return stage
+
+
+def write_project(
+    root: Path,
+    archives: list[ArchiveEntry],
+    dependency_lock: Path | None,
+    guides: dict[str, Path],
+    tasks: list[TaskMaterial],
+) -> None:
+    """Write the consumer project's files on the host (before installation)."""
+    root.mkdir(parents=True)
+    project = {
+        "project": {
+            "name": "agent-eval-consumer",
+            "version": "0.0.0",
+            "requires-python": ">=3.11",
+            "dependencies": [f"{a.distribution}=={a.version}" for a in archives],
+        },
+        "tool": {
+            "agent-eval": {
+                "archives": {a.filename: a.sha256 for a in archives},
+            }
+        },
+    }
+    (root / "pyproject.toml").write_text(tomli_w.dumps(project), encoding="utf-8")
+    lines = [
+        f"{a.distribution}=={a.version} --hash=sha256:{a.sha256.removeprefix('sha256:')}"
+        for a in archives
+    ]
+    if dependency_lock is not None:
+        lines.append(dependency_lock.read_text(encoding="utf-8"))
+    (root / "requirements.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, guide in sorted(guides.items()):
+        shutil.copyfile(guide, docs / f"{name}-GUIDE.md")
+    for task in tasks:
+        folder = root / "tasks" / task.task_id
+        folder.mkdir(parents=True)
+        (folder / "prompt.md").write_text(task.prompt, encoding="utf-8")
+        (folder / "task-contract.pyi").write_text(task.contract, encoding="utf-8")
+    (root / "site").mkdir()
+
+
+def prepare_consumer(
+    engine: ContainerEngine,
+    *,
+    verifier_image: str,
+    root: Path,
+    stage: Path,
+    archives_dir: Path,
+    archives: list[ArchiveEntry],
+    archives_digest: str,
+    dependency_lock: Path | None,
+    guides: dict[str, Path],
+    tasks: list[TaskMaterial],
+    batch_id: str,
+) -> PreparedConsumer:
+    """Write, install (in a consumer container) and lock the consumer.
+
+    Raises:
+        InfrastructureError: the installation or the catalog failed, or cleanup did.
+    """
+    write_project(root, archives, dependency_lock, guides, tasks)
+    stage_stdlib_modules(stage)
+    spec = ContainerSpec(
+        image=verifier_image,
+        command=(
+            "/usr/bin/python3",
+            "-B",
+            "-m",
+            "agent_eval.batch.consumer_setup",
+            *[arg for a in archives for arg in ("--distribution", a.distribution)],
+        ),
+        role="consumer",
+        batch_id=batch_id,
+        run_id="consumer",
+        mounts=(
+            Mount(stage, "/verifier"),
+            Mount(archives_dir, "/archives"),
+            Mount(root, CONSUMER_MOUNT, read_only=False),
+        ),
+        environment={"PYTHONPATH": "/verifier"},
+        limits=ResourceLimits(pids=128, memory_bytes=1024 * 1024 * 1024, tmp_bytes=256 << 20),
+    )
+    done = run_container(engine, spec, timeout_s=_SETUP_TIMEOUT_S, log_limit_bytes=_LOG_LIMIT)
+    if done.wait.timed_out or done.wait.exit_code != 0:
+        tail = done.output.stderr.decode("utf-8", "replace")[-2000:]
+        raise InfrastructureError(
+            f"preparing the consumer failed (exit {done.wait.exit_code}, "
+            f"timed out: {done.wait.timed_out}): {tail}"
+        )
+    try:
+        catalog = read_model(root / "docs" / "api-catalog.json", ApiCatalog, what="API catalog")
+    except EvidenceError as exc:
+        raise InfrastructureError(str(exc)) from exc
+    python = (root / "python-version").read_text(encoding="utf-8").strip()
+    lock = read_lock(root / "site", archives, archives_digest, python)
+    return PreparedConsumer(root=root, lock=lock, catalog=catalog)
+
+
+def read_lock(
+    site: Path, archives: list[ArchiveEntry], archives_digest: str, python: str
+) -> ConsumerLock:
+    """Describe every distribution installed under *site*."""
+    candidates = {_normalise(a.distribution): a for a in archives}
+    found: list[LockedDistribution] = []
+    for info in sorted(site.glob("*.dist-info")):
+        metadata = Parser().parsestr((info / "METADATA").read_text(encoding="utf-8"))
+        name = _normalise(metadata["Name"])
+        archive = candidates.get(name)
+        if archive is not None and metadata["Version"] != archive.version:
+            raise InfrastructureError(
+                f"the consumer has {name} {metadata['Version']}, not the candidate "
+                f"{archive.version}"
+            )
+        found.append(
+            LockedDistribution(
+                name=name,
+                version=metadata["Version"],
+                recordDigest=file_sha256(info / "RECORD"),
+                candidate=archive is not None,
+                archiveSha256=archive.sha256 if archive else None,
+            )
+        )
+    missing = sorted(set(candidates) - {d.name for d in found})
+    if missing:
+        raise InfrastructureError(f"the consumer lacks the candidate distributions {missing}")
+    return ConsumerLock(
+        schemaVersion=1, archivesDigest=archives_digest, python=python, distributions=found
+    )

@@ -1,0 +1,60 @@
+"""Inside the verifier image: install the consumer offline and generate its API catalog.
+
+    python3 -m agent_eval.batch.consumer_setup --distribution NAME [...]
+
+Runs as the consumer container's command with the candidate archives at
+/archives, the consumer project at /consumer (writable) and the image's
+wheelhouse at /opt/agent-eval/wheelhouse. pip installs exactly the pinned,
+hashed requirements (no index, no network) into /consumer/site; the catalog is
+generated from what was installed. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+CONSUMER = "/consumer"
+ARCHIVES = "/archives"
+WHEELHOUSE = "/opt/agent-eval/wheelhouse"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="consumer_setup")
+    parser.add_argument("--distribution", action="append", required=True)
+    args = parser.parse_args(argv)
+    with open(f"{CONSUMER}/python-version", "w", encoding="utf-8") as handle:
+        handle.write(sys.version.split()[0] + "\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/tmp",
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    install = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--no-index",
+        "--require-hashes", "--only-binary=:all:", "--no-compile",
+        "--find-links", WHEELHOUSE, "--find-links", ARCHIVES,
+        "--target", f"{CONSUMER}/site", "-r", f"{CONSUMER}/requirements.txt",
+    ]  # fmt: skip
+    done = subprocess.run(install, env=env, check=False)
+    if done.returncode != 0:
+        print(f"pip install failed with exit {done.returncode}", file=sys.stderr)
+        return 3
+    catalog = [sys.executable, "-m", "agent_eval.catalog", "--output-dir", f"{CONSUMER}/docs"]
+    for name in args.distribution:
+        catalog += ["--distribution", name]
+    paths = f"{CONSUMER}/site:{os.environ.get('PYTHONPATH', '/verifier')}"
+    done = subprocess.run(catalog, env={**env, "PYTHONPATH": paths}, check=False)
+    if done.returncode != 0:
+        print(f"catalog generation failed with exit {done.returncode}", file=sys.stderr)
+        return 4
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
