@@ -200,6 +200,16 @@ def test_a_refusal_is_not_repaired_and_no_replacement_run_is_scheduled(tmp_path:
     assert receipt.finalSuccesses == 0 and receipt.status == "completed"
 
 
+def test_a_runner_that_exits_non_zero_gave_an_invalid_response(tmp_path: Path) -> None:
+    def script(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        good = reply(request)
+        return RunnerOutcome(good.stdout, False, False, 3)
+
+    receipt = run_schedule(plan(tmp_path), FakeRunner(script), FakeVerifier())
+    assert {r.attempts[0].failureCategory for r in receipt.runs} == {"invalid-response"}
+    assert "exited with status 3" in receipt.runs[0].attempts[0].diagnostics[0].message
+
+
 def test_a_timed_out_runner_is_not_repaired(tmp_path: Path) -> None:
     runner = FakeRunner(lambda request, workspace: RunnerOutcome(b"", False, True, None))
     receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())

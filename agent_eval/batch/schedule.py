@@ -20,7 +20,7 @@ from pathlib import Path
 from agent_eval.batch.collection import collect_solution
 from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_feedback
 from agent_eval.batch.ports import RunnerPort, VerifierPort
-from agent_eval.batch.response import judge_response
+from agent_eval.batch.response import ResponseVerdict, judge_response
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import InfrastructureError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
@@ -306,6 +306,11 @@ def _attempt(
         return observed(
             timed_out=not budget_bound, budget_exhausted=budget_bound, protected=protected
         )
+    if outcome.exit_code != 0:
+        exited = ResponseVerdict(
+            None, "invalid-response", f"the runner exited with status {outcome.exit_code}"
+        )
+        return observed(response=exited, protected=protected)
     verdict = judge_response(
         outcome.stdout,
         truncated=outcome.stdout_truncated,

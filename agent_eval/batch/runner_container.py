@@ -1,0 +1,114 @@
+"""The runner port backed by the container engine: one hardened container per attempt.
+
+The runner image is pinned; the command is ``executable`` + ``args`` with no
+shell; the request goes to stdin; only allowlisted environment variables are
+passed (their values are never written anywhere by the harness); the consumer
+is read-only and the workspace, mounted at /solution, is the only writable
+place besides a bounded tmpfs. The time limit is enforced from outside.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from agent_eval.batch.ports import RunnerOutcome
+from agent_eval.engine import (
+    RUNNER_USER,
+    ContainerEngine,
+    ContainerSpec,
+    Mount,
+    ResourceLimits,
+    remove_leftovers,
+    run_container,
+)
+from agent_eval.errors import InfrastructureError
+from agent_eval.models import RunnerConfig, RunnerRequest
+from agent_eval.models.runner_protocol import MAX_RESPONSE_BYTES
+
+__all__ = ["OUTPUT_MOUNT", "ContainerRunner"]
+
+OUTPUT_MOUNT = "/solution"
+CONSUMER_MOUNT = "/consumer"
+_RUNNER_UID, _RUNNER_GID = (int(part) for part in RUNNER_USER.split(":"))
+
+
+class ContainerRunner:
+    """Runs each attempt in a fresh runner container."""
+
+    def __init__(
+        self,
+        engine: ContainerEngine,
+        *,
+        config: RunnerConfig,
+        image_id: str,
+        consumer_dir: Path,
+        batch_id: str,
+        environment: Mapping[str, str],
+        limits: ResourceLimits | None = None,
+    ) -> None:
+        self._engine = engine
+        self._config = config
+        self._image = image_id
+        self._consumer = consumer_dir
+        self._batch = batch_id
+        self._environment = dict(environment)
+        self._limits = limits or ResourceLimits(pids=512, memory_bytes=2 << 30, tmp_bytes=512 << 20)
+        self._cancelled = threading.Event()
+
+    def run_attempt(
+        self, request: RunnerRequest, workspace: Path, timeout_s: float
+    ) -> RunnerOutcome:
+        """Run one attempt; infrastructure problems are returned, not raised."""
+        if self._cancelled.is_set():
+            return RunnerOutcome(b"", False, False, None, "the batch was interrupted")
+        _hand_over(workspace)
+        spec = ContainerSpec(
+            image=self._image,
+            command=(self._config.executable, *self._config.args),
+            role="runner",
+            batch_id=self._batch,
+            run_id=request.runId,
+            mounts=(
+                Mount(self._consumer, CONSUMER_MOUNT),
+                Mount(workspace, OUTPUT_MOUNT, read_only=False),
+            ),
+            environment={**self._environment, "HOME": "/tmp"},
+            working_dir=OUTPUT_MOUNT,
+            limits=self._limits,
+            network=self._config.network,
+            stdin=True,
+        )
+        try:
+            done = run_container(
+                self._engine,
+                spec,
+                timeout_s=timeout_s,
+                log_limit_bytes=MAX_RESPONSE_BYTES + 1,
+                stdin=request.model_dump_json().encode("utf-8") + b"\n",
+            )
+        except InfrastructureError as exc:
+            return RunnerOutcome(b"", False, False, None, f"runner container: {exc}")
+        return RunnerOutcome(
+            stdout=done.output.stdout,
+            stdout_truncated=done.output.stdout_truncated,
+            timed_out=done.wait.timed_out,
+            exit_code=done.wait.exit_code,
+        )
+
+    def cancel_all(self) -> None:
+        """Kill and remove this batch's runner containers."""
+        self._cancelled.set()
+        remove_leftovers(self._engine, self._batch)
+
+
+def _hand_over(workspace: Path) -> None:
+    """Give the runner's user the workspace (and only the workspace)."""
+    for dirpath, _dirnames, filenames in os.walk(workspace):
+        os.chown(dirpath, _RUNNER_UID, _RUNNER_GID, follow_symlinks=False)
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            os.chown(path, _RUNNER_UID, _RUNNER_GID, follow_symlinks=False)
