@@ -38,6 +38,7 @@ from agent_eval.errors import ConfigError, InfrastructureError
 __all__ = [
     "BASE_REFERENCE",
     "IMAGE_LABEL",
+    "REFERENCE_RUNNER_TAG",
     "RUNNER_BASE_TAG",
     "VERIFIER_MOUNTS",
     "VERIFIER_TAG",
@@ -53,6 +54,7 @@ BASE_REFERENCE = "agent-eval/base:bookworm"
 BASE_SUITE = "bookworm"
 VERIFIER_TAG = "agent-eval/verifier:local"
 RUNNER_BASE_TAG = "agent-eval/runner-base:local"
+REFERENCE_RUNNER_TAG = "agent-eval/reference-runner:local"
 IMAGE_LABEL = "agent-eval.image"
 """Label every image built here carries: base, verifier or runner-base."""
 TARGET_PYTHON = "3.11"
@@ -86,11 +88,18 @@ class BuiltImages:
     """The verifier image."""
     runner_base: str
     """The runner base image, the FROM of every runner image."""
+    reference_runner: str
+    """The built-in reference runners (self-test only), FROM the runner base."""
 
     def to_json(self) -> str:
-        """``{"base": …, "verifier": …, "runnerBase": …}`` with sorted keys."""
+        """``{"base", "verifier", "runnerBase", "referenceRunner"}`` with sorted keys."""
         return json.dumps(
-            {"base": self.base, "verifier": self.verifier, "runnerBase": self.runner_base},
+            {
+                "base": self.base,
+                "verifier": self.verifier,
+                "runnerBase": self.runner_base,
+                "referenceRunner": self.reference_runner,
+            },
             sort_keys=True,
         )
 
@@ -428,11 +437,48 @@ def build_images(
             context, tag=tag, buildargs={"BASE": base}, labels={IMAGE_LABEL: name}
         )
         log(f"built {tag} ({ids[name]}) in {time.monotonic() - started:.1f} s")
+    ids["reference-runner"] = _build_reference_runner(
+        engine, project_root, work_root, ids["runner-base"], log
+    )
     if registry is not None:
-        for name in ("base", "verifier", "runner-base"):
+        for name in ("base", "verifier", "runner-base", "reference-runner"):
             started = time.monotonic()
             ids[name] = engine.push_image(
                 ids[name], repository=f"{registry}/agent-eval/{name}", tag="local"
             )
             log(f"pushed {ids[name]} in {time.monotonic() - started:.1f} s")
-    return BuiltImages(base=ids["base"], verifier=ids["verifier"], runner_base=ids["runner-base"])
+    return BuiltImages(
+        base=ids["base"],
+        verifier=ids["verifier"],
+        runner_base=ids["runner-base"],
+        reference_runner=ids["reference-runner"],
+    )
+
+
+def _build_reference_runner(
+    engine: ContainerEngine, project_root: Path, work_root: Path, runner_base: str, log: Log
+) -> str:
+    """Stage the reference runners with the fixtures and build them FROM the runner base."""
+    context = work_root / "reference-runner"
+    shutil.rmtree(context, ignore_errors=True)
+    context.mkdir(parents=True)
+    shutil.copyfile(
+        project_root / "images" / "reference-runner" / "Dockerfile", context / "Dockerfile"
+    )
+    shutil.copyfile(
+        Path(__file__).resolve().parent / "reference_runner.py", context / "reference_runner.py"
+    )
+    shutil.copytree(
+        project_root / "fixtures",
+        context / "fixtures",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    started = time.monotonic()
+    image = engine.build_image(
+        context,
+        tag=REFERENCE_RUNNER_TAG,
+        buildargs={"BASE": runner_base},
+        labels={IMAGE_LABEL: "reference-runner"},
+    )
+    log(f"built {REFERENCE_RUNNER_TAG} ({image}) in {time.monotonic() - started:.1f} s")
+    return image

@@ -24,6 +24,7 @@ from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.images import (
     BASE_REFERENCE,
     IMAGE_LABEL,
+    REFERENCE_RUNNER_TAG,
     RUNNER_BASE_TAG,
     VERIFIER_TAG,
     BuiltImages,
@@ -59,6 +60,8 @@ class FakePip:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     shutil.copytree(IMAGES, tmp_path / "images")
+    (tmp_path / "fixtures" / "forms" / "correct").mkdir(parents=True)
+    (tmp_path / "fixtures" / "forms" / "correct" / "solution.py").write_text("x = 1\n")
     return tmp_path
 
 
@@ -161,19 +164,24 @@ def test_images_are_built_from_the_base_id_and_printed_as_ids(
     base_id = engine.image_id(BASE_REFERENCE)
     built = build_images(engine, project, run=FakePip())
     assert built.base == base_id
-    (verifier_context, verifier_tag, verifier_args), (runner_context, runner_tag, runner_args) = (
-        engine.builds
-    )
+    verifier, runner, reference = engine.builds
+    (verifier_context, verifier_tag, verifier_args) = verifier
+    (runner_context, runner_tag, runner_args) = runner
+    (reference_context, reference_tag, reference_args) = reference
     assert (verifier_tag, runner_tag) == (VERIFIER_TAG, RUNNER_BASE_TAG)
+    assert reference_tag == REFERENCE_RUNNER_TAG
     assert verifier_args == runner_args == {"BASE": base_id}
+    assert reference_args == {"BASE": built.runner_base}
+    assert (reference_context / "fixtures" / "forms" / "correct" / "solution.py").is_file()
+    assert (reference_context / "reference_runner.py").is_file()
     assert (verifier_context / "Dockerfile").read_bytes() == (
         IMAGES / "verifier" / "Dockerfile"
     ).read_bytes()
     assert (verifier_context / "site-packages").is_dir()
     assert runner_context == project / "images" / "runner-base"
     assert engine.images[built.verifier].labels == {IMAGE_LABEL: "verifier"}
-    for reference in (built.base, built.verifier, built.runner_base):
-        assert re.fullmatch(r"sha256:[0-9a-f]{64}", reference)
+    for pinned in (built.base, built.verifier, built.runner_base, built.reference_runner):
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", pinned)
 
 
 def test_a_rebuild_with_nothing_changed_gives_the_same_ids_without_pip(
@@ -192,15 +200,19 @@ def test_with_a_loopback_registry_the_pushed_digests_are_printed(
     assert built.verifier.startswith("127.0.0.1:5000/agent-eval/verifier@sha256:")
     assert built.runner_base.startswith("127.0.0.1:5000/agent-eval/runner-base@sha256:")
     assert built.base.startswith("127.0.0.1:5000/agent-eval/base@sha256:")
+    assert built.reference_runner.startswith("127.0.0.1:5000/agent-eval/reference-runner@sha256:")
     assert engine.resolve_image(built.verifier).image_id == engine.image_id(VERIFIER_TAG)
 
 
-def test_the_printed_json_has_exactly_base_verifier_and_runner_base() -> None:
-    built = BuiltImages(base="sha256:" + "a" * 64, verifier="v", runner_base="r")
+def test_the_printed_json_names_exactly_the_four_images() -> None:
+    built = BuiltImages(
+        base="sha256:" + "a" * 64, verifier="v", runner_base="r", reference_runner="rr"
+    )
     assert json.loads(built.to_json()) == {
         "base": "sha256:" + "a" * 64,
         "verifier": "v",
         "runnerBase": "r",
+        "referenceRunner": "rr",
     }
 
 

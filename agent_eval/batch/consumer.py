@@ -68,6 +68,7 @@ class PreparedConsumer:
     root: Path
     lock: ConsumerLock
     catalog: ApiCatalog
+    mypy_version: str
 
 
 def _normalise(name: str) -> str:
@@ -181,8 +182,9 @@ def prepare_consumer(
     except EvidenceError as exc:
         raise InfrastructureError(str(exc)) from exc
     python = (root / "python-version").read_text(encoding="utf-8").strip()
+    mypy_version = (root / "mypy-version").read_text(encoding="utf-8").strip()
     lock = read_lock(root / "site", archives, archives_digest, python)
-    return PreparedConsumer(root=root, lock=lock, catalog=catalog)
+    return PreparedConsumer(root=root, lock=lock, catalog=catalog, mypy_version=mypy_version)
 
 
 def read_lock(

@@ -27,6 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with open(f"{CONSUMER}/python-version", "w", encoding="utf-8") as handle:
         handle.write(sys.version.split()[0] + "\n")
+    try:
+        import mypy.version  # the verifier image's type checker, recorded as toolchain
+
+        mypy_version = mypy.version.__version__
+    except ImportError:
+        mypy_version = "absent"
+    with open(f"{CONSUMER}/mypy-version", "w", encoding="utf-8") as handle:
+        handle.write(mypy_version + "\n")
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": "/tmp",
