@@ -5,7 +5,7 @@ Layout (mounted read-only into every runner and verifier container):
     /consumer/pyproject.toml       the consumer project, depending on the exact archives
     /consumer/requirements.txt     every distribution pinned by version and sha256
     /consumer/site/                the archives and their dependencies, installed by pip
-    /consumer/docs/                the library's guides, API.md and api-catalog.json
+    /consumer/docs/                <distribution>/GUIDE.md, API.md and api-catalog.json
     /consumer/tasks/<id>/          prompt.md and task-contract.pyi of each task
 
 ``consumer-lock.json`` binds every installed distribution (its RECORD digest)
@@ -32,6 +32,8 @@ from agent_eval.models.catalog import ApiCatalog
 
 __all__ = [
     "CONSUMER_MOUNT",
+    "DOCS_DIR",
+    "SITE_DIR",
     "PreparedConsumer",
     "TaskMaterial",
     "prepare_consumer",
@@ -39,6 +41,10 @@ __all__ = [
 ]
 
 CONSUMER_MOUNT = "/consumer"
+DOCS_DIR = f"{CONSUMER_MOUNT}/docs"
+"""What prompts call the consumer directory: the guides and the API catalog."""
+SITE_DIR = f"{CONSUMER_MOUNT}/site"
+"""Where the library is installed; on PYTHONPATH of runners and verifiers."""
 _SETUP_TIMEOUT_S = 600.0
 _LOG_LIMIT = 64 * 1024
 # The stdlib-only modules that run inside the verifier image.
@@ -120,7 +126,8 @@ def write_project(
     docs = root / "docs"
     docs.mkdir()
     for name, guide in sorted(guides.items()):
-        shutil.copyfile(guide, docs / f"{name}-GUIDE.md")
+        (docs / name).mkdir()
+        shutil.copyfile(guide, docs / name / "GUIDE.md")
     for task in tasks:
         folder = root / "tasks" / task.task_id
         folder.mkdir(parents=True)

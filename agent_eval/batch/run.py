@@ -22,6 +22,7 @@ from pathlib import Path
 
 from agent_eval.batch.consumer import (
     CONSUMER_MOUNT,
+    DOCS_DIR,
     PreparedConsumer,
     TaskMaterial,
     prepare_consumer,
@@ -158,7 +159,7 @@ def run_batch(
         work_dir=work_dir / "runs",
         run_ids=suite.spec.run_ids(),
         tasks={
-            t.id: ScheduledTask(t.spec, t.render_prompt(CONSUMER_MOUNT), t.starter_dir)
+            t.id: ScheduledTask(t.spec, t.render_prompt(DOCS_DIR), t.starter_dir)
             for t in suite.tasks
         },
         runner=config.expectedRunner,
@@ -256,9 +257,7 @@ def _consumer(
         if (p / "GUIDE.md").is_file()
     }
     lock = project.packages / "requirements.lock"
-    tasks = [
-        TaskMaterial(t.id, t.render_prompt(CONSUMER_MOUNT), t.contract_text) for t in suite.tasks
-    ]
+    tasks = [TaskMaterial(t.id, t.render_prompt(DOCS_DIR), t.contract_text) for t in suite.tasks]
     try:
         return prepare_consumer(
             engine,

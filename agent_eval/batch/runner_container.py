@@ -14,6 +14,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from agent_eval.batch.consumer import CONSUMER_MOUNT, SITE_DIR
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.engine import (
     RUNNER_USER,
@@ -31,7 +32,6 @@ from agent_eval.models.runner_protocol import MAX_RESPONSE_BYTES
 __all__ = ["OUTPUT_MOUNT", "ContainerRunner"]
 
 OUTPUT_MOUNT = "/solution"
-CONSUMER_MOUNT = "/consumer"
 _RUNNER_UID, _RUNNER_GID = (int(part) for part in RUNNER_USER.split(":"))
 
 
@@ -75,7 +75,8 @@ class ContainerRunner:
                 Mount(self._consumer, CONSUMER_MOUNT),
                 Mount(workspace, OUTPUT_MOUNT, read_only=False),
             ),
-            environment={**self._environment, "HOME": "/tmp"},
+            # The agent's own code must import the installed library too.
+            environment={**self._environment, "HOME": "/tmp", "PYTHONPATH": SITE_DIR},
             working_dir=OUTPUT_MOUNT,
             limits=self._limits,
             network=self._config.network,

@@ -7,6 +7,7 @@ import click
 
 from agent_eval.cli.check import check_command
 from agent_eval.cli.images import images_group
+from agent_eval.cli.reference import reference_config_command
 from agent_eval.cli.review import review_command
 from agent_eval.cli.tasks import tasks_group
 
@@ -23,6 +24,7 @@ main.add_command(check_command, name="check")
 main.add_command(review_command, name="review")
 main.add_command(images_group, name="images")
 main.add_command(tasks_group, name="tasks")
+main.add_command(reference_config_command, name="reference-config")
 
 
 def check_main() -> None:

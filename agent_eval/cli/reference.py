@@ -1,0 +1,31 @@
+"""``agent-eval reference-config``: write a runner config for a built-in reference runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agent_eval.batch.reference import write_reference_config
+from agent_eval.cli.common import reported_errors
+from agent_eval.engine import connect_local_engine
+
+__all__ = ["reference_config_command"]
+
+
+@click.command()
+@click.argument("mode")
+@click.option("--output", required=True, type=click.Path(path_type=Path, dir_okay=False))
+def reference_config_command(mode: str, output: Path) -> None:
+    """Write runner.json for reference runner MODE (oracle, mutant, null, misbehave:<how>).
+
+    The config pins the locally built reference-runner and verifier images by
+    image id. Receipts from reference runners are self-test and never qualify.
+    """
+    with reported_errors():
+        engine = connect_local_engine()
+        try:
+            write_reference_config(engine, mode, output)
+        finally:
+            engine.close()
+    click.echo(str(output))
