@@ -1,0 +1,177 @@
+"""Against a real engine: a runner that breaks the protocol or the sandbox fails its own
+attempt with the right category, is never repaired, never reaches the verifier, and
+leaves no container behind. The consumer stays untouched (it is mounted read-only)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import docker
+import pytest
+
+from agent_eval.batch.consumer import CONSUMER_MOUNT, PreparedConsumer, prepare_consumer
+from agent_eval.batch.packing import build_archives
+from agent_eval.batch.ports import Verification
+from agent_eval.batch.reference import reference_config
+from agent_eval.batch.runner_container import OUTPUT_MOUNT, ContainerRunner
+from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.digests import solution_digest, solution_files
+from agent_eval.engine import ContainerEngine, connect_local_engine, list_leftovers
+from agent_eval.models import Receipt, TaskSpec
+from agent_eval.project import find_project
+from agent_eval.suite import load_suite
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[1]
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
+    connected = connect_local_engine()
+    yield connected
+    connected.close()
+
+
+@pytest.fixture(scope="module")
+def consumer(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) -> PreparedConsumer:
+    work = tmp_path_factory.mktemp("consumer")
+    archives = build_archives(ROOT / "packages", work / "archives")
+    verifier = reference_config(engine, "oracle", runtime_path="/var/run/docker.sock")
+    return prepare_consumer(
+        engine,
+        verifier_image=verifier.verifierImage,
+        root=work / "consumer",
+        stage=work / "stage",
+        archives_dir=work / "archives",
+        archives=archives,
+        archives_digest="sha256:" + "0" * 64,
+        dependency_lock=ROOT / "packages" / "requirements.lock",
+        guides={},
+        tasks=[],
+        batch_id="boundary-tests",
+    )
+
+
+class NoVerifier:
+    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        raise AssertionError(f"{run_id} must never reach the verifier")
+
+    def cancel_all(self) -> None:
+        pass
+
+
+def run_once(
+    engine: ContainerEngine,
+    consumer: PreparedConsumer,
+    tmp_path: Path,
+    mode: str,
+    timeout_s: float = 30.0,
+) -> Receipt:
+    project = find_project(ROOT)
+    task = load_suite(project.tasks, graders_dir=project.graders).task("forms")
+    config = reference_config(engine, mode, runtime_path="/var/run/docker.sock")
+    batch_id = f"boundary-{tmp_path.name[-20:]}".replace("_", "-")
+    runner = ContainerRunner(
+        engine,
+        config=config,
+        image_id=config.runnerImage,
+        consumer_dir=consumer.root,
+        batch_id=batch_id,
+        environment={},
+    )
+    (tmp_path / "batch").mkdir()
+    receipt = Receipt(
+        schemaVersion=1, batchId=batch_id, status="running", reasons=[], selfTest=True,
+        createdAt=NOW, updatedAt=NOW, suiteDigest=None, evaluatorDigest=None,
+        archivesDigest=None, consumerLockDigest=None, runner=config.expectedRunner,
+        model=config.expectedModel, runnerImage=None, verifierImage=None, scheduledRuns=1,
+        firstSuccesses=0, finalSuccesses=0, runs=[], reviewDecisions=[],
+    )  # fmt: skip
+    plan = BatchPlan(
+        batch_dir=tmp_path / "batch",
+        work_dir=tmp_path / "work",
+        run_ids=["forms-1"],
+        tasks={"forms": ScheduledTask(task.spec, "Build the form.", None)},
+        runner=config.expectedRunner,
+        model=config.expectedModel,
+        submission_timeout_s=timeout_s,
+        batch_timeout_s=600.0,
+        concurrency=1,
+        consumer_dir_in_runner=CONSUMER_MOUNT,
+        output_dir_in_runner=OUTPUT_MOUNT,
+        protected_digest=lambda: solution_digest(solution_files(consumer.root)),
+        receipt=receipt,
+    )
+    try:
+        return run_schedule(plan, runner, NoVerifier())
+    finally:
+        assert list_leftovers(engine, batch_id) == []
+        shutil.rmtree(tmp_path / "work", ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("how", "category", "message"),
+    [
+        ("silent", "invalid-response", "printed nothing"),
+        ("two-objects", "invalid-response", "a second JSON value"),
+        ("trailing-text", "invalid-response", "trailing text"),
+        ("wrong-ids", "invalid-response", "not forms/forms-1"),
+        ("oversized", "invalid-response", "larger than"),
+        ("early-exit", "invalid-response", "exited with status 3"),
+        ("score", "invalid-response", "score"),
+        ("wrong-runner", "identity-mismatch", "runner reported"),
+        ("wrong-model", "identity-mismatch", "model reported fallback-model"),
+        ("symlink", "collection", "symbolic link"),
+        ("hardlink", "collection", "hard link"),
+        ("fifo", "collection", "special file"),
+        ("traversal", "collection", "symbolic link"),
+    ],
+)
+def test_a_misbehaving_runner_fails_its_attempt_without_a_repair(
+    engine: ContainerEngine,
+    consumer: PreparedConsumer,
+    tmp_path: Path,
+    how: str,
+    category: str,
+    message: str,
+) -> None:
+    receipt = run_once(engine, consumer, tmp_path, f"misbehave:{how}")
+    (run,) = receipt.runs
+    assert len(run.attempts) == 1 and not run.finalSuccess
+    attempt = run.attempts[0]
+    assert attempt.failureCategory == category
+    assert any(message in d.message for d in attempt.diagnostics), attempt.diagnostics
+    assert attempt.solutionFiles == [] and attempt.safetyPassed is None
+
+
+def test_a_runner_past_its_time_limit_is_killed_from_outside(
+    engine: ContainerEngine, consumer: PreparedConsumer, tmp_path: Path
+) -> None:
+    receipt = run_once(engine, consumer, tmp_path, "misbehave:sleep", timeout_s=2.0)
+    attempt = receipt.runs[0].attempts[0]
+    assert attempt.failureCategory == "timeout" and len(receipt.runs[0].attempts) == 1
+    assert attempt.durationMs < 30_000
+
+
+def test_a_runner_cannot_write_to_the_consumer(
+    engine: ContainerEngine, consumer: PreparedConsumer, tmp_path: Path
+) -> None:
+    before = solution_digest(solution_files(consumer.root))
+    receipt = run_once(engine, consumer, tmp_path, "misbehave:tamper")
+    attempt = receipt.runs[0].attempts[0]
+    assert attempt.protectedInputs is not None
+    assert attempt.protectedInputs.before == attempt.protectedInputs.after == before
+    assert not (consumer.root / "planted.txt").exists()
+    assert attempt.failureCategory == "no-submission"
+
+
+def test_the_null_runner_submits_nothing(
+    engine: ContainerEngine, consumer: PreparedConsumer, tmp_path: Path
+) -> None:
+    receipt = run_once(engine, consumer, tmp_path, "null")
+    assert receipt.runs[0].attempts[0].failureCategory == "no-submission"
