@@ -34,7 +34,13 @@ from .codec import (
     to_json_value,
 )
 from .framing import FrameError, FrameReader, FrameTooLarge, encode_frame, write_frame
-from .isolation import IsolationError, apply_limits, drop_privileges, raise_oom_score
+from .isolation import (
+    IsolationError,
+    apply_limits,
+    drop_privileges,
+    make_workdir,
+    raise_oom_score,
+)
 
 __all__ = ["main"]
 
@@ -190,6 +196,7 @@ def _isolate(start: dict[str, Any]) -> None:
     )
     if drop:
         drop_privileges(int(start["uid"]), int(start["gid"]))
+    make_workdir(str(start["workDir"]))
 
 
 def _import_failure(exc: BaseException) -> dict[str, Any]:

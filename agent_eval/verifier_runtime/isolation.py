@@ -4,6 +4,8 @@ Order matters: the OOM score is raised while the child may still write its
 own ``/proc`` entry (it cannot after the drop), resource limits are set
 while they can still be set at any value, and only then are groups, GID and
 UID dropped, in that order, and the drop verified by failing to regain root.
+Last, the child makes its private working directory as its own UID: the
+parent keeps no CAP_CHOWN, so it could not hand over a directory it made.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ import os
 import resource
 from collections.abc import Callable
 
-__all__ = ["IsolationError", "apply_limits", "drop_privileges", "raise_oom_score"]
+__all__ = [
+    "IsolationError",
+    "apply_limits",
+    "drop_privileges",
+    "make_workdir",
+    "raise_oom_score",
+]
 
 
 class IsolationError(RuntimeError):
@@ -104,3 +112,16 @@ def drop_privileges(uid: int, gid: int) -> None:
         raise IsolationError("root could be regained after the drop")
     if not _capabilities_cleared():
         raise IsolationError("capabilities survived the drop")
+
+
+def make_workdir(path: str) -> None:
+    """Create *path* (mode 0700, owned by whoever runs this) and make it the working directory.
+
+    It must not exist yet: a directory that is already there may have been
+    planted by an earlier process of the solution.
+    """
+    try:
+        os.mkdir(path, 0o700)
+        os.chdir(path)
+    except OSError as exc:
+        raise IsolationError(f"cannot make the working directory {path}: {exc.strerror}") from exc

@@ -18,6 +18,7 @@ import importlib.util
 import itertools
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -45,7 +46,15 @@ from .framing import (
 )
 from .job import Job
 
-__all__ = ["ChildOpener", "ChildProcess", "load_grader", "run_and_write", "run_job"]
+__all__ = [
+    "ChildOpener",
+    "ChildProcess",
+    "load_grader",
+    "run_and_write",
+    "run_job",
+    "write_bytes",
+    "write_result",
+]
 
 _BOOTSTRAP = (
     "import sys,importlib;r=sys.argv[1];sys.path.insert(0,r);"
@@ -108,12 +117,9 @@ class ChildProcess:
             VerifierBroken: The child could not be started or isolated.
         """
         limits, isolation = self.job.limits, self.job.isolation
-        try:
-            self.workdir.mkdir(mode=0o700)
-            if isolation.drop_privileges:
-                os.chown(self.workdir, isolation.child_uid, isolation.child_gid)
-        except OSError as exc:
-            raise VerifierBroken(f"cannot prepare the working directory: {exc}") from exc
+        # The child makes its own working directory once it runs as its UID: the
+        # parent keeps no CAP_CHOWN in the container, and a directory the child
+        # creates is its own without one. The parent only removes it afterwards.
         root, package = _runtime_root()
         to_child_r, to_child_w = os.pipe2(os.O_CLOEXEC)
         to_parent_r, to_parent_w = os.pipe2(os.O_CLOEXEC)
@@ -151,7 +157,7 @@ class ChildProcess:
                 pass_fds=(to_child_r, to_parent_w),
                 close_fds=True,
                 start_new_session=True,
-                cwd=self.workdir,
+                cwd=self.job.scratch_dir,
                 env=environment,
             )
         except OSError as exc:
@@ -163,6 +169,7 @@ class ChildProcess:
             "op": "start",
             "module": self.module,
             "solutionDir": str(self.job.solution_dir),
+            "workDir": str(self.workdir),
             "importPaths": [str(p) for p in self.job.solution_import_paths],
             "limits": {
                 "memoryBytes": limits.memory_bytes,
@@ -447,6 +454,8 @@ class ChildProcess:
                     raise VerifierBroken(
                         f"the solution process {proc.pid} could not be stopped"
                     ) from None
+            if self.job.isolation.kill_all_on_cleanup:
+                _await_only_us()
             self._drain_output()
         finally:
             self._proc = None
@@ -463,6 +472,39 @@ class ChildProcess:
         self._write_fd = self._out_fd = -1
 
 
+def _other_processes(proc_root: str = "/proc") -> list[int]:
+    """Processes of this PID namespace but this one and PID 1 (the container's init)."""
+    me = os.getpid()
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return []
+    return [int(n) for n in names if n.isdigit() and int(n) not in (1, me)]
+
+
+def _await_only_us() -> None:
+    """Kill and wait until no solution process is left, so the next scenario can start.
+
+    A fork bomb fills the container's pids limit; until its processes are gone
+    (and reaped by init) the next child could not even be spawned, which would
+    look like the verifier's failure. A process forked while kill(-1) ran may
+    escape one round, so every round kills again.
+    """
+    deadline = time.monotonic() + _REAP_TIMEOUT_S
+    while True:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        left = _other_processes()
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise VerifierBroken(
+                f"{len(left)} solution process(es) survived kill(-1) for "
+                f"{_REAP_TIMEOUT_S:g} s (pids {left[:8]})"
+            )
+        time.sleep(0.01)
+
+
 class ChildOpener:
     """Starts a fresh child per scenario; an import failure is remembered, not retried."""
 
@@ -477,9 +519,10 @@ class ChildOpener:
             failure = self._import_failure
             raise SolutionFailed(failure.category, failure.message, whole_solution=True)
         self.started += 1
-        process = ChildProcess(
-            self.job, self.module, self.job.scratch_dir / f"scenario-{self.started}"
-        )
+        # An unguessable name: an earlier scenario's process could otherwise have
+        # planted this one's directory (the scratch root is shared with it).
+        workdir = self.job.scratch_dir / f"scenario-{self.started}-{secrets.token_hex(8)}"
+        process = ChildProcess(self.job, self.module, workdir)
         try:
             process.start(deadline)
         except SolutionFailed as failure:
@@ -582,6 +625,11 @@ def run_job(job: Job) -> GradeReport:
 def write_result(path: Path, result: dict[str, Any]) -> None:
     """Write the result file atomically, readable by its owner only."""
     data = (json.dumps(result, ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode()
+    write_bytes(path, data)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write *data* to *path* atomically (a fresh temporary file, then a rename), mode 0600."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
