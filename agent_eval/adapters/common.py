@@ -1,0 +1,235 @@
+"""What every adapter shares: the request, the prompt, running a CLI, the response."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "AdapterOptions",
+    "CliResult",
+    "Request",
+    "build_prompt",
+    "main",
+    "parse_options",
+    "read_request",
+    "run_cli",
+]
+
+MAX_STDERR_BYTES = 256 * 1024
+"""What the adapter forwards of the CLI's output to its own stderr."""
+_SAFETY_MARGIN_S = 2.0
+"""Time kept back from the budget to print the response before being killed."""
+VERSION_FILE = "/opt/agent-eval/runner-version"
+"""Written when the image is built: the CLI's real version as installed."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """The fields of the runner request an adapter uses."""
+
+    run_id: str
+    task_id: str
+    task_text: str
+    consumer_dir: str
+    output_dir: Path
+    allowed_output_paths: tuple[str, ...]
+    attempt: int
+    time_budget_s: float
+    failed_assertion_ids: tuple[str, ...]
+    diagnostics: tuple[Mapping[str, Any], ...]
+
+
+def read_request(text: str) -> Request:
+    """Parse the request (validated again by nothing else here: fail loudly)."""
+    data = json.loads(text)
+    if data.get("schemaVersion") != 1:
+        raise ValueError("unsupported runner request schemaVersion")
+    feedback = data.get("repairFeedback") or {}
+    return Request(
+        run_id=str(data["runId"]),
+        task_id=str(data["taskId"]),
+        task_text=str(data["taskText"]),
+        consumer_dir=str(data["consumerDir"]),
+        output_dir=Path(data["outputDir"]),
+        allowed_output_paths=tuple(str(p) for p in data["allowedOutputPaths"]),
+        attempt=int(data["attempt"]),
+        time_budget_s=int(data["timeBudgetMs"]) / 1000,
+        failed_assertion_ids=tuple(str(i) for i in feedback.get("failedAssertionIds", ())),
+        diagnostics=tuple(feedback.get("diagnostics", ())),
+    )
+
+
+def build_prompt(request: Request) -> str:
+    """The task text, the output rules and, on a repair, the feedback.
+
+    The feedback holds failed assertion ids and diagnostics only: expected
+    values never reach the runner, so they cannot reach the model.
+    """
+    parts = [
+        request.task_text.rstrip(),
+        "",
+        f"Write only these files in {request.output_dir}: "
+        + ", ".join(request.allowed_output_paths)
+        + ". Work non-interactively; nobody will answer questions.",
+    ]
+    if request.attempt > 1:
+        parts += [
+            "",
+            "Your previous submission (still in the working directory) failed verification.",
+        ]
+        if request.failed_assertion_ids:
+            parts.append("Failed checks: " + ", ".join(request.failed_assertion_ids))
+        for diagnostic in request.diagnostics[:20]:
+            where = diagnostic.get("path") or ""
+            if diagnostic.get("line"):
+                where += f":{diagnostic['line']}"
+            text = str(diagnostic.get("message", ""))[:2000]
+            parts.append(f"- [{diagnostic.get('category', '?')}] {where} {text}".rstrip())
+        parts.append("Fix the solution so that it passes.")
+    return "\n".join(parts) + "\n"
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """How the CLI ended."""
+
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+
+
+def _pump(source: Any, budget: list[int]) -> None:
+    """Copy the CLI's output to our stderr, at most MAX_STDERR_BYTES in all."""
+    while chunk := source.read(4096):
+        if budget[0] > 0:
+            sys.stderr.buffer.write(chunk[: budget[0]])
+            sys.stderr.buffer.flush()
+            budget[0] -= len(chunk)
+
+
+def run_cli(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    stdin_text: str | None = None,
+) -> CliResult:
+    """Run *argv* in its own process group; kill the whole group at the deadline.
+
+    The CLI's stdout and stderr are forwarded to the adapter's stderr (bounded);
+    the adapter's stdout stays reserved for the one response object.
+    """
+    started = time.monotonic()
+    process = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    budget = [MAX_STDERR_BYTES]
+    pump = threading.Thread(target=_pump, args=(process.stdout, budget), daemon=True)
+    pump.start()
+    if stdin_text is not None and process.stdin is not None:
+        try:
+            process.stdin.write(stdin_text.encode("utf-8"))
+            process.stdin.close()
+        except BrokenPipeError:
+            pass
+    timed_out = False
+    try:
+        process.wait(timeout=max(0.1, timeout_s))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    # Whatever happened, nothing of the CLI outlives it.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    exit_code = process.wait()
+    pump.join(timeout=2)
+    if process.stdout is not None:
+        process.stdout.close()
+    return CliResult(None if timed_out else exit_code, timed_out, time.monotonic() - started)
+
+
+@dataclass(frozen=True)
+class AdapterOptions:
+    """What the runner config passes to an adapter in ``args``."""
+
+    model: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    endpoint_env: str | None = None
+    extra: tuple[str, ...] = ()
+
+
+def parse_options(argv: Sequence[str]) -> AdapterOptions:
+    """``--model ID [--setting KEY=JSON]... [--endpoint-env NAME] [-- EXTRA...]``."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--setting", action="append", default=[])
+    parser.add_argument("--endpoint-env", default=None)
+    parser.add_argument("extra", nargs="*")
+    args = parser.parse_args(list(argv))
+    settings: dict[str, Any] = {}
+    for item in args.setting:
+        key, _, raw = item.partition("=")
+        try:
+            settings[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            settings[key] = raw
+    return AdapterOptions(args.model, settings, args.endpoint_env, tuple(args.extra))
+
+
+def runner_version(default: str = "unknown") -> str:
+    """The installed CLI's version, recorded in the image when it was built."""
+    try:
+        return Path(VERSION_FILE).read_text(encoding="utf-8").strip() or default
+    except OSError:
+        return default
+
+
+Run = Callable[[Request, AdapterOptions, str, float], bool]
+"""(request, options, prompt, seconds left) -> whether the agent completed."""
+
+
+def main(name: str, run: Run, argv: Sequence[str] | None = None) -> int:
+    """Drive one attempt with *run* and print the single response object."""
+    options = parse_options(sys.argv[1:] if argv is None else argv)
+    started = time.monotonic()
+    request = read_request(sys.stdin.read())
+    budget = request.time_budget_s - _SAFETY_MARGIN_S
+    completed = False
+    message = None
+    try:
+        completed = run(request, options, build_prompt(request), budget)
+    except Exception as exc:  # the agent failed; the harness must still get one answer
+        message = f"{type(exc).__name__}: {exc}"[:2000]
+        print(f"adapter: {message}", file=sys.stderr)
+    response = {
+        "schemaVersion": 1,
+        "runId": request.run_id,
+        "taskId": request.task_id,
+        "status": "completed" if completed else "failed",
+        "runner": {"name": name, "version": runner_version()},
+        "model": {"id": options.model, "settings": options.settings},
+    }
+    if message:
+        response["message"] = message
+    print(f"adapter: {name} finished in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    sys.stdout.write(json.dumps(response) + "\n")
+    sys.stdout.flush()
+    return 0
