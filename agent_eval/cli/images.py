@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -11,6 +12,7 @@ from agent_eval.engine import connect_local_engine
 from agent_eval.errors import ConfigError
 from agent_eval.images import build_images, check_loopback_registry
 from agent_eval.project import find_project
+from agent_eval.runner_images import build_runner_image
 
 __all__ = ["images_group"]
 
@@ -40,15 +42,26 @@ def images_group() -> None:
     help="Debian mirror for debootstrap, used only when the base image has to be made.",
 )
 @click.option(
+    "--runner",
+    "runners",
+    multiple=True,
+    metavar="AGENT",
+    help="Also build the runner image of AGENT (images/runners/AGENT); repeatable.",
+)
+@click.option(
     "--project",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
     help="Repository holding images/ (default: the current one).",
 )
 def build_command(
-    registry: str | None, runtime_path: str | None, debian_mirror: str | None, project: Path | None
+    registry: str | None,
+    runtime_path: str | None,
+    debian_mirror: str | None,
+    runners: tuple[str, ...],
+    project: Path | None,
 ) -> None:
-    """Build (quick when cached) and print {"base", "verifier", "runnerBase"} pinned references."""
+    """Build (quick when cached); print the pinned references (and "runners" with --runner)."""
     if registry is not None:
         try:
             check_loopback_registry(registry)
@@ -57,15 +70,20 @@ def build_command(
     with reported_errors():
         root = find_project(project).root
         engine = connect_local_engine(runtime_path)
+
+    def log(message: str) -> None:
+        click.echo(f"images: {message}", err=True)
+
     try:
         with reported_errors():
-            built = build_images(
-                engine,
-                root,
-                registry=registry,
-                mirror=debian_mirror,
-                log=lambda message: click.echo(f"images: {message}", err=True),
-            )
+            built = build_images(engine, root, registry=registry, mirror=debian_mirror, log=log)
+            agents = {
+                agent: build_runner_image(engine, root, agent, built.runner_base, log)
+                for agent in runners
+            }
     finally:
         engine.close()
-    click.echo(built.to_json())
+    printed = json.loads(built.to_json())
+    if agents:
+        printed["runners"] = agents
+    click.echo(json.dumps(printed, sort_keys=True))
