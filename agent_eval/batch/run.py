@@ -14,9 +14,10 @@ import os
 import platform
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,13 +50,27 @@ from agent_eval.models import (
 from agent_eval.project import Project, evaluator_digest
 from agent_eval.suite import Suite, load_suite
 
-__all__ = ["BatchOutcome", "VerifierFactory", "run_batch"]
+__all__ = ["BatchOutcome", "VerifierContext", "VerifierFactory", "run_batch"]
 
 REFERENCE_RUNNER_PREFIX = "agent-eval-"
 """Identity names of the built-in reference runners; their receipts are self-test."""
 
-VerifierFactory = Callable[[ContainerEngine, str, PreparedConsumer, Suite, str], VerifierPort]
-"""(engine, verifier image id, consumer, suite, batch id) -> a verifier port."""
+
+@dataclass(frozen=True)
+class VerifierContext:
+    """What a verifier needs from the batch to verify its attempts."""
+
+    engine: ContainerEngine
+    image_id: str
+    consumer: PreparedConsumer
+    suite: Suite
+    batch_id: str
+    slots: int
+    work_dir: Path
+
+
+VerifierFactory = Callable[[VerifierContext], VerifierPort]
+"""Builds the verifier port once the consumer is ready."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,8 @@ class BatchOutcome:
     receipt: Path
     first_successes: int
     final_successes: int
+    phase_seconds: Mapping[str, float] = field(default_factory=dict)
+    """Wall time of each phase that ran: preflight, pack, consumer, schedule."""
 
     @property
     def exit_code(self) -> int:
@@ -101,18 +118,30 @@ def run_batch(
     work_dir = project.evidence / ".work" / batch_id
     receipt_path = batch_dir / "receipt.json"
     engine: ContainerEngine | None = None
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        phases[name] = now - mark
+        mark = now
+
     try:
         config = _load_config(config_path)
         env = _allowlisted(config, environ)
         engine = _connect(connect, config)
         runner_image, verifier_image = _images(engine, config)
         suite = _suite(project)
+        lap("preflight")
         progress("packing the candidate archives")
         archives = _pack(project, batch_dir)
+        lap("pack")
         progress("preparing the consumer")
         consumer = _consumer(
             engine, project, suite, verifier_image, batch_dir, work_dir, archives, batch_id
         )
+        lap("consumer")
         archives_digest, lock_digest = _write_bindings(
             project, config, batch_dir, archives, consumer, runner_image, verifier_image
         )
@@ -141,7 +170,7 @@ def run_batch(
     except _NotRun as exc:
         _not_run(receipt_path, batch_id, started, clock(), exc.reasons)
         _cleanup(engine, batch_id, work_dir)
-        return BatchOutcome("not-run", receipt_path, 0, 0)
+        return BatchOutcome("not-run", receipt_path, 0, 0, phases)
     except BaseException:
         _cleanup(engine, batch_id, work_dir)
         raise
@@ -153,7 +182,18 @@ def run_batch(
         batch_id=batch_id,
         environment=env,
     )
-    verifier = verifier_factory(engine, verifier_image.image_id, consumer, suite, batch_id)
+    concurrency = config.concurrency or _default_concurrency()
+    verifier = verifier_factory(
+        VerifierContext(
+            engine=engine,
+            image_id=verifier_image.image_id,
+            consumer=consumer,
+            suite=suite,
+            batch_id=batch_id,
+            slots=concurrency,
+            work_dir=work_dir / "verifier",
+        )
+    )
     plan = BatchPlan(
         batch_dir=batch_dir,
         work_dir=work_dir / "runs",
@@ -166,7 +206,7 @@ def run_batch(
         model=config.expectedModel,
         submission_timeout_s=config.submissionTimeoutMs / 1000,
         batch_timeout_s=config.batchTimeoutMs / 1000,
-        concurrency=config.concurrency or _default_concurrency(),
+        concurrency=concurrency,
         consumer_dir_in_runner=CONSUMER_MOUNT,
         output_dir_in_runner=OUTPUT_MOUNT,
         protected_digest=lambda: _protected_digest(consumer.root),
@@ -175,9 +215,12 @@ def run_batch(
     )
     try:
         final = run_schedule(plan, runner, verifier)
+        lap("schedule")
     finally:
         _cleanup(engine, batch_id, work_dir)
-    return BatchOutcome(final.status, receipt_path, final.firstSuccesses, final.finalSuccesses)
+    return BatchOutcome(
+        final.status, receipt_path, final.firstSuccesses, final.finalSuccesses, phases
+    )
 
 
 def _default_concurrency() -> int:
@@ -214,14 +257,14 @@ def _connect(
 def _images(engine: ContainerEngine, config: RunnerConfig) -> tuple[ImageIdentity, ImageIdentity]:
     reasons: list[str] = []
     found: list[ImageIdentity] = []
-    for field, reference in (
+    for name, reference in (
         ("runnerImage", config.runnerImage),
         ("verifierImage", config.verifierImage),
     ):
         try:
             found.append(engine.resolve_image(reference))
         except AgentEvalError as exc:
-            reasons.append(f"{field}: {exc}")
+            reasons.append(f"{name}: {exc}")
     if reasons:
         raise _NotRun(reasons)
     return found[0], found[1]

@@ -22,7 +22,7 @@ from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_
 from agent_eval.batch.ports import RunnerPort, VerifierPort
 from agent_eval.batch.response import ResponseVerdict, judge_response
 from agent_eval.digests import sha256_bytes
-from agent_eval.errors import InfrastructureError
+from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
 from agent_eval.models import (
     AttemptRecord,
@@ -326,7 +326,8 @@ def _attempt(
     plan.progress(f"{run_id} attempt {number}: verifying")
     try:
         verification = verifier.verify(task.spec, evidence / "solution", run_id)
-    except InfrastructureError as exc:
+    except AgentEvalError as exc:
+        # Whatever kept the verifier from a trusted result, it is not the agent's doing.
         return observed(
             infrastructure_error=str(exc),
             response=verdict,
