@@ -324,12 +324,6 @@ def test_long_cells_wrap_onto_continuation_lines() -> None:
     assert all(len(line.split("  ")[0]) <= 30 for line in lines[1:3])
 
 
-def test_engine_docker_is_a_usage_error_until_the_verifier_container_exists() -> None:
-    result = CliRunner().invoke(main, ["tasks", "verify", "--engine", "docker"])
-    assert result.exit_code == 2
-    assert "--engine docker is not available yet" in result.output
-
-
 def test_an_unknown_engine_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["tasks", "verify", "--engine", "kubernetes"])
     assert result.exit_code == 2

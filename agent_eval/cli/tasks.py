@@ -11,6 +11,7 @@ from agent_eval.cli.common import EXIT_FAILURE, reported_errors
 from agent_eval.local_verifier import LocalVerifier
 from agent_eval.project import find_project
 from agent_eval.tasks_verify import FixtureEngine, format_report, verify_tasks
+from agent_eval.verifier_docker import docker_fixture_engine
 
 __all__ = ["tasks_group"]
 
@@ -44,29 +45,41 @@ def tasks_group() -> None:
     default=None,
     help="Repository holding tasks/, fixtures/ and packages/ (default: the current one).",
 )
-def verify_command(engine: str, concurrency: int, project: Path | None) -> None:
+@click.option(
+    "--verifier-image",
+    default=None,
+    metavar="REF",
+    help="With --engine docker: the pinned verifier image (name@sha256:... or sha256:...); "
+    "default: the locally built agent-eval/verifier:local, by its id.",
+)
+def verify_command(
+    engine: str, concurrency: int, project: Path | None, verifier_image: str | None
+) -> None:
     """Validate the suite, then verify every fixture case and print a table.
 
     Exit status: 0 every case matches its expectation, 1 a mismatch (or an
     invalid suite), 2 a usage error.
     """
-    if engine == "docker":
-        raise click.UsageError(
-            "--engine docker is not available yet: it needs the verifier container's "
-            "VerifierPort implementation; use --engine local",
-        )
+    if verifier_image is not None and engine != "docker":
+        raise click.UsageError("--verifier-image needs --engine docker")
     with reported_errors():
         layout = find_project(project)
+        if engine == "docker":
+            with docker_fixture_engine(
+                layout, verifier_image=verifier_image, slots=concurrency
+            ) as build_docker:
+                report = verify_tasks(layout, build_docker, concurrency=concurrency)
+        else:
 
-        def build(work_dir: Path) -> FixtureEngine:
-            return LocalVerifier.prepare(
-                packages_dir=layout.packages,
-                tasks_dir=layout.tasks,
-                graders_dir=layout.graders,
-                work_dir=work_dir,
-                slots=concurrency,
-            )
+            def build(work_dir: Path) -> FixtureEngine:
+                return LocalVerifier.prepare(
+                    packages_dir=layout.packages,
+                    tasks_dir=layout.tasks,
+                    graders_dir=layout.graders,
+                    work_dir=work_dir,
+                    slots=concurrency,
+                )
 
-        report = verify_tasks(layout, build, concurrency=concurrency)
+            report = verify_tasks(layout, build, concurrency=concurrency)
     click.echo(format_report(report), nl=False)
     sys.exit(0 if report.ok else EXIT_FAILURE)

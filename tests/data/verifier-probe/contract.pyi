@@ -1,0 +1,5 @@
+def probe() -> str:
+    """Return the grader's secret."""
+
+def echo(text: str) -> str:
+    """Return *text* unchanged."""

@@ -1,0 +1,541 @@
+"""Container verification trusts only the parent's two result files, about this task and
+these exact solution files, from a container that mounts nothing but staged copies and
+is always removed.
+
+These tests need no engine: staging is checked on disk, and the container's
+side is the in-memory ``FakeEngine`` scripted with the files the parent
+would have written (or failed to write), while its stdout carries forged
+grades that must never be read. The real container is exercised by
+``test_verifier_docker_engines.py`` and ``test_adversarial_verifier.py``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import agent_eval.analysis.report
+from agent_eval.cli import main
+from agent_eval.digests import solution_digest, solution_files
+from agent_eval.engine import LABEL_BATCH, LABEL_ROLE, ContainerSpec
+from agent_eval.engine_fake import FakeEngine, Outcome
+from agent_eval.errors import CleanupError, ConfigError, InfrastructureError, SuiteError
+from agent_eval.local_verifier import LocalVerifier
+from agent_eval.models.behaviour import VerifierJob
+from agent_eval.models.task import TaskSpec
+from agent_eval.verifier_docker import (
+    CHILD_UID_BASE,
+    AttemptAnalysis,
+    ContainerVerification,
+    DockerVerifier,
+    RunningContainers,
+    VerificationLimits,
+    VerifierAttempt,
+    prepare_source_consumer,
+    stage_attempt,
+    verify_in_container,
+)
+from agent_eval.verifier_runtime.attempt import MYPY_CACHE_DIR, parse_attempt
+from agent_eval.verifier_runtime.job import JobError
+
+REPO = Path(__file__).resolve().parents[1]
+PROBE_TASK = REPO / "tests" / "data" / "verifier-probe"
+GRADERS = REPO / "graders"
+FORGED = b'{"schemaVersion": 1, "taskId": "verifier-probe", "assertions": [], "error": null}\n'
+
+
+# --- Builders ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def task() -> TaskSpec:
+    return TaskSpec.model_validate_json((PROBE_TASK / "task.json").read_bytes())
+
+
+@pytest.fixture
+def solution(tmp_path: Path) -> Path:
+    directory = tmp_path / "submitted"
+    directory.mkdir()
+    (directory / "solution.py").write_text("def probe():\n    return 'x'\n", encoding="utf-8")
+    os.chmod(directory, 0o700)  # as collected: private to the host user
+    return directory
+
+
+@pytest.fixture
+def consumer(tmp_path: Path) -> Path:
+    root = tmp_path / "consumer"
+    (root / "site").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "docs" / "api-catalog.json").write_text(
+        json.dumps({"schemaVersion": 1, "distributions": [], "symbols": []}), encoding="utf-8"
+    )
+    for path in (root, root / "site", root / "docs"):
+        os.chmod(path, 0o755)
+    return root
+
+
+def analysis_json(task_id: str, digest: str, **changes: Any) -> bytes:
+    data: dict[str, Any] = {
+        "schemaVersion": 1,
+        "taskId": task_id,
+        "solutionDigest": digest,
+        "syntaxOk": True,
+        "typeCheckOk": True,
+        "contractOk": True,
+        "integrationOk": True,
+        "unsupportedApi": [],
+        "unsupportedApiCount": 0,
+        "hallucinatedApi": [],
+        "hallucinatedApiCount": 0,
+        "missingDependencies": [],
+        "integration": [],
+        "diagnostics": [],
+        "mypyVersion": "2.4.1",
+    }
+    data.update(changes)
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
+def result_json(task_id: str, *, passed: bool = True) -> bytes:
+    assertions = [
+        {"id": "secret-returned", "passed": passed, "observed": True, "safety": True},
+        {"id": "echo-works", "passed": True, "observed": True, "safety": False},
+    ]
+    return json.dumps(
+        {
+            "schemaVersion": 1,
+            "taskId": task_id,
+            "assertions": assertions,
+            "needsReview": False,
+            "diagnostics": [],
+            "error": None,
+        }
+    ).encode()
+
+
+def parent_files(task: TaskSpec, solution: Path, **analysis_changes: Any) -> dict[str, bytes]:
+    digest = solution_digest(solution_files(solution))
+    return {
+        "/result/analysis.json": analysis_json(task.id, digest, **analysis_changes),
+        "/result/result.json": result_json(task.id, passed=False),
+    }
+
+
+def fake_engine() -> tuple[FakeEngine, str]:
+    engine = FakeEngine()
+    return engine, engine.add_image(tags=("agent-eval/verifier:local",))
+
+
+def run(
+    engine: FakeEngine,
+    image: str,
+    task: TaskSpec,
+    solution: Path,
+    consumer: Path,
+    tmp_path: Path,
+    **kwargs: Any,
+) -> ContainerVerification:
+    staging = tmp_path / "staging"
+    staging.mkdir(exist_ok=True)
+    return verify_in_container(
+        engine,
+        image,
+        task,
+        PROBE_TASK,
+        solution,
+        consumer,
+        batch_id="batch-1",
+        run_id="verifier-probe-1",
+        slot=kwargs.pop("slot", 0),
+        graders_dir=GRADERS,
+        staging_root=staging,
+        **kwargs,
+    )
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+# --- The attempt file ------------------------------------------------------------------
+
+
+def test_the_attempt_format_is_pinned_and_the_runtime_reads_what_the_host_writes(
+    task: TaskSpec, solution: Path, tmp_path: Path
+) -> None:
+    assert set(VerifierAttempt.model_fields) == {"schemaVersion", "analysis", "behaviour"}
+    assert set(AttemptAnalysis.model_fields) == {
+        "taskPath",
+        "catalogPath",
+        "solutionDir",
+        "scratchDir",
+        "resultPath",
+        "contractPath",
+        "starterDir",
+        "cacheSeedDir",
+        "searchPath",
+        "importPaths",
+        "timeoutMs",
+    }
+    staged = stage_attempt(
+        tmp_path,
+        task,
+        PROBE_TASK,
+        solution,
+        graders_dir=GRADERS,
+        slot=3,
+        limits=VerificationLimits(),
+        cache_seeded=True,
+    )
+    raw = json.loads((staged.runtime / "attempt.json").read_text(encoding="utf-8"))
+    host = VerifierAttempt.model_validate(raw)
+    runtime = parse_attempt(raw)
+    assert str(runtime.analysis.solution_dir) == host.analysis.solutionDir == "/solution"
+    assert str(runtime.analysis.cache_seed_dir) == host.analysis.cacheSeedDir
+    assert [str(p) for p in runtime.analysis.search_path] == ["/consumer/site"]
+    assert str(runtime.analysis.result_path) == "/result/analysis.json"
+    assert str(runtime.behaviour.result_path) == "/result/result.json"
+    assert VerifierJob.model_validate(raw["behaviour"]) == host.behaviour
+    with pytest.raises(JobError, match="unknown keys"):
+        parse_attempt({**raw, "score": 1})
+    with pytest.raises(JobError, match="unknown keys"):
+        parse_attempt({**raw, "analysis": {**raw["analysis"], "grade": "pass"}})
+
+
+def test_each_slot_runs_its_child_as_its_own_uid_and_kills_every_process_after_a_scenario(
+    task: TaskSpec, solution: Path, tmp_path: Path
+) -> None:
+    uids = set()
+    for slot in (0, 1, 7):
+        staged = stage_attempt(
+            tmp_path,
+            task,
+            PROBE_TASK,
+            solution,
+            graders_dir=GRADERS,
+            slot=slot,
+            limits=VerificationLimits(),
+        )
+        job = parse_attempt(json.loads((staged.runtime / "attempt.json").read_bytes())).behaviour
+        assert job.isolation.drop_privileges and job.isolation.kill_all_on_cleanup
+        assert job.isolation.child_uid == job.isolation.child_gid == CHILD_UID_BASE + slot
+        assert str(job.scratch_dir) == "/tmp"
+        uids.add(job.isolation.child_uid)
+    assert len(uids) == 3
+
+
+def test_the_analysis_keeps_its_cache_where_the_seed_is_copied() -> None:
+    # The seed only speeds mypy up if it lands where the analysis looks for it.
+    source = inspect.getsource(agent_eval.analysis.report)
+    assert f'scratch_dir / "{MYPY_CACHE_DIR}"' in source
+
+
+# --- Staging -----------------------------------------------------------------------------
+
+
+def test_the_staging_holds_only_copies_the_container_needs_with_private_grader_files(
+    task: TaskSpec, solution: Path, tmp_path: Path
+) -> None:
+    staged = stage_attempt(
+        tmp_path,
+        task,
+        PROBE_TASK,
+        solution,
+        graders_dir=GRADERS,
+        slot=0,
+        limits=VerificationLimits(),
+    )
+    runtime = {str(p.relative_to(staged.runtime)) for p in staged.runtime.rglob("*")}
+    harness = REPO / "agent_eval"
+    expected = {
+        "attempt.json",
+        "agent_eval",
+        "agent_eval/__init__.py",
+        "agent_eval/errors.py",
+        "agent_eval/digests.py",
+        "agent_eval/catalog.py",
+        "agent_eval/analysis",
+        "verifier_runtime",
+        "graders",
+        *(f"agent_eval/analysis/{p.name}" for p in (harness / "analysis").glob("*.py")),
+        *(f"verifier_runtime/{p.name}" for p in (harness / "verifier_runtime").glob("*.py")),
+        *(f"graders/{p.name}" for p in GRADERS.glob("*.py") if p.name != "in_process.py"),
+    }
+    assert runtime == expected
+    for path in staged.runtime.rglob("*"):
+        want = 0o755 if path.is_dir() else 0o600 if path.name == "attempt.json" else 0o644
+        assert mode(path) == want, path
+    assert mode(staged.runtime) == 0o755
+
+    assert sorted(p.name for p in staged.grader.iterdir()) == [
+        "contract.pyi",
+        "grader.py",
+        "task.json",
+    ]
+    assert mode(staged.grader) == 0o700
+    assert mode(staged.grader / "grader.py") == 0o700
+    assert mode(staged.grader / "task.json") == mode(staged.grader / "contract.pyi") == 0o600
+
+    assert solution_files(staged.solution) == solution_files(solution)
+    assert mode(staged.solution) == 0o755  # the child (another UID) must read it
+    assert mode(staged.solution / "solution.py") == 0o644
+    assert list(staged.result.iterdir()) == [] and mode(staged.result) == 0o700
+    assert staged.solution_digest == solution_digest(solution_files(solution))
+    assert not any((p / ".git").exists() for p in staged.root.rglob("*") if p.is_dir())
+
+
+def test_the_staged_analysis_and_runtime_import_with_the_standard_library_alone(
+    task: TaskSpec, solution: Path, tmp_path: Path
+) -> None:
+    staged = stage_attempt(
+        tmp_path,
+        task,
+        PROBE_TASK,
+        solution,
+        graders_dir=GRADERS,
+        slot=0,
+        limits=VerificationLimits(),
+    )
+    # -S: no site-packages, so pydantic, docker or click cannot be found.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-B",
+            "-c",
+            "import agent_eval.analysis.__main__, agent_eval.catalog, graders, "
+            "verifier_runtime.attempt, verifier_runtime.parent, verifier_runtime.child",
+        ],
+        cwd=staged.runtime,
+        env={"PYTHONPATH": str(staged.runtime), "PATH": os.environ.get("PATH", "/usr/bin")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_solution_holding_a_link_is_refused_before_any_container_exists(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    (solution / "link.py").symlink_to("/etc/passwd")
+    engine, image = fake_engine()
+    with pytest.raises(ConfigError, match="symbolic link"):
+        run(engine, image, task, solution, consumer, tmp_path)
+    assert engine.containers == {}
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+def test_a_consumer_the_solutions_uid_cannot_read_and_a_bad_slot_are_refused(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    with pytest.raises(ConfigError, match="slot 1000"):
+        run(engine, image, task, solution, consumer, tmp_path, slot=1000)
+    os.chmod(consumer / "site", 0o700)
+    with pytest.raises(ConfigError, match="chmod o\\+rx"):
+        run(engine, image, task, solution, consumer, tmp_path)
+    with pytest.raises(ConfigError, match="needs site/"):
+        run(engine, image, task, solution, tmp_path / "elsewhere", tmp_path)
+    assert engine.containers == {}
+
+
+# --- Only the parent's files ------------------------------------------------------------
+
+
+def test_only_the_parents_files_are_read_from_a_hardened_container_that_is_then_removed(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    files = parent_files(task, solution)
+    engine.script(Outcome(exit_code=0, stdout=FORGED, stderr=FORGED, files=files))
+
+    result = run(engine, image, task, solution, consumer, tmp_path, slot=2)
+
+    analysis_bytes, analysis, behaviour = result  # unpacks as (analysis_json, analysis, result)
+    assert analysis_bytes == files["/result/analysis.json"]
+    assert analysis.taskId == task.id and analysis.passed
+    assert behaviour.failed_assertion_ids == ["secret-returned"]
+    assert result.as_verification().behaviour == behaviour
+    (container,) = engine.containers.values()
+    assert container.removed
+    assert container.labels[LABEL_BATCH] == "batch-1"
+    assert container.labels[LABEL_ROLE] == "verifier"
+    assert container.user == "0:0"
+    config = container.host_config
+    assert config["network_mode"] == "none"
+    assert config["read_only"] and config["init"]
+    assert config["cap_drop"] == ["ALL"]
+    assert sorted(config["cap_add"]) == ["DAC_OVERRIDE", "KILL", "SETGID", "SETUID"]
+    mounts = {m["Target"]: m for m in config["mounts"]}
+    assert sorted(mounts) == ["/consumer", "/grader/task", "/result", "/solution", "/verifier"]
+    assert [t for t, m in mounts.items() if not m["ReadOnly"]] == ["/result"]
+    assert all(not m["Source"].startswith(str(REPO)) for m in mounts.values())
+    assert container.spec.command[-2:] == ("verifier_runtime.attempt", "/verifier/attempt.json")
+    assert list((tmp_path / "staging").iterdir()) == []  # the staging is gone too
+
+
+def test_a_missing_result_is_an_infrastructure_failure_whatever_the_container_printed(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    files = parent_files(task, solution)
+    del files["/result/result.json"]
+    engine.script(Outcome(exit_code=0, stdout=FORGED, stderr=b"verifier: broken", files=files))
+    with pytest.raises(InfrastructureError, match=r"no result\.json.*verifier: broken"):
+        run(engine, image, task, solution, consumer, tmp_path)
+    assert all(c.removed for c in engine.containers.values())
+
+
+def test_a_container_that_outlives_its_deadline_is_killed_and_trusted_for_nothing(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    engine.script(Outcome(timeout=True, files=parent_files(task, solution)))
+    with pytest.raises(InfrastructureError, match="outlived its deadline"):
+        run(engine, image, task, solution, consumer, tmp_path)
+    (container,) = engine.containers.values()
+    assert container.killed and container.removed
+
+
+def test_an_unconfirmed_removal_is_a_cleanup_error_even_after_a_good_result(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    engine.script(Outcome(cleanup_fails=True, files=parent_files(task, solution)))
+    with pytest.raises(CleanupError):
+        run(engine, image, task, solution, consumer, tmp_path)
+    engine.script(Outcome(cleanup_fails=True, timeout=True))
+    with pytest.raises(CleanupError):  # wins over the timeout in flight
+        run(engine, image, task, solution, consumer, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"solutionDigest": "sha256:" + "0" * 64}, "expected 'verifier-probe'"),
+        ({"taskId": "core-validation"}, "analysis is of task"),
+        ({"syntaxOk": "maybe"}, "not an analysis"),
+    ],
+)
+def test_an_analysis_of_another_solution_or_task_or_malformed_is_refused(
+    changes: dict[str, Any],
+    message: str,
+    task: TaskSpec,
+    solution: Path,
+    consumer: Path,
+    tmp_path: Path,
+) -> None:
+    engine, image = fake_engine()
+    engine.script(Outcome(files=parent_files(task, solution, **changes)))
+    with pytest.raises(InfrastructureError, match=message):
+        run(engine, image, task, solution, consumer, tmp_path)
+
+
+def test_a_result_about_another_task_is_refused(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    files = parent_files(task, solution)
+    files["/result/result.json"] = result_json("core-validation")
+    engine.script(Outcome(files=files))
+    with pytest.raises(InfrastructureError, match="graded task 'core-validation'"):
+        run(engine, image, task, solution, consumer, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"), [("input", SuiteError), ("infrastructure", InfrastructureError)]
+)
+def test_an_analysis_that_could_not_run_is_the_tasks_or_the_infrastructures_failure(
+    kind: str,
+    error: type[Exception],
+    task: TaskSpec,
+    solution: Path,
+    consumer: Path,
+    tmp_path: Path,
+) -> None:
+    engine, image = fake_engine()
+    failure = {"analysisError": {"kind": kind, "message": "mypy could not run"}}
+    engine.script(Outcome(files={"/result/analysis.json": json.dumps(failure).encode()}))
+    with pytest.raises(error, match="mypy could not run"):
+        run(engine, image, task, solution, consumer, tmp_path)
+
+
+def test_an_analysis_cache_is_mounted_read_only_below_the_runtime(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    engine.script(Outcome(files=parent_files(task, solution)))
+    run(engine, image, task, solution, consumer, tmp_path, analysis_cache=cache)
+    (container,) = engine.containers.values()
+    mounts = {m["Target"]: m for m in container.host_config["mounts"]}
+    assert mounts["/verifier/mypy-cache-seed"] == {
+        "Type": "bind",
+        "Source": str(cache),
+        "Target": "/verifier/mypy-cache-seed",
+        "ReadOnly": True,
+    }
+
+
+def test_cancel_all_removes_every_container_in_flight(
+    task: TaskSpec, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    verifier = DockerVerifier(
+        engine,
+        image,
+        tasks_dir=PROBE_TASK.parent,
+        graders_dir=GRADERS,
+        consumer_dir=consumer,
+        batch_id="batch-1",
+    )
+    running: RunningContainers = verifier._running
+    container_id = engine.create(
+        ContainerSpec(image=image, command=("true",), role="verifier", batch_id="b", run_id="r")
+    )
+    running.add(container_id)
+    verifier.cancel_all()
+    assert engine.containers[container_id].removed
+
+
+# --- The source consumer and the command line ---------------------------------------------
+
+
+def test_a_source_consumer_has_the_library_its_dependencies_and_the_local_engines_catalog(
+    tmp_path: Path,
+) -> None:
+    consumer = prepare_source_consumer(REPO / "packages", tmp_path / "consumer")
+    names = {p.name for p in (consumer / "site").iterdir()}
+    assert {"appkit", "appkit_forms", "jinja2", "markupsafe"} <= names
+    assert (consumer / "site" / "appkit" / "py.typed").is_file()
+    assert all(
+        mode(p) & 0o005 == 0o005 if p.is_dir() else mode(p) & 0o004 for p in consumer.rglob("*")
+    )
+    local = LocalVerifier.prepare(
+        packages_dir=REPO / "packages",
+        tasks_dir=REPO / "tasks",
+        graders_dir=GRADERS,
+        work_dir=tmp_path / "local",
+    )
+    catalog = json.loads((consumer / "docs" / "api-catalog.json").read_text(encoding="utf-8"))
+    assert catalog == local.api_catalog()
+
+
+def test_a_verifier_image_without_the_docker_engine_is_a_usage_error() -> None:
+    result = CliRunner().invoke(
+        main, ["tasks", "verify", "--engine", "local", "--verifier-image", "sha256:" + "a" * 64]
+    )
+    assert result.exit_code == 2
+    assert "--verifier-image needs --engine docker" in result.output

@@ -1,0 +1,156 @@
+"""The verifier container gives every fixture exactly the verdict the local engine gives,
+and ``agent-eval tasks verify --engine docker`` runs it from the command line.
+
+The local engine analyses in-process against the library's sources and grades
+in a subprocess; the container analyses and grades inside the verifier image
+against a consumer made from the same sources. Per fixture, the observed
+failing assertions, static findings, early errors and review requests must be
+equal. A warm analysis cache may only make the container faster: the analysis
+it writes is byte-identical to a cold one. These run every fixture on both
+engines, so they take a few minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+from agent_eval.engine import DockerEngine, connect_local_engine, list_leftovers
+from agent_eval.images import build_images
+from agent_eval.local_verifier import LocalVerifier
+from agent_eval.project import find_project
+from agent_eval.suite import load_suite
+from agent_eval.tasks_verify import FixtureEngine, VerifyReport, verify_tasks
+from agent_eval.verifier_docker import (
+    docker_fixture_engine,
+    prepare_source_consumer,
+    verify_in_container,
+    warm_analysis_cache,
+)
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def engine(docker_client: docker.DockerClient) -> Iterator[DockerEngine]:
+    connected = connect_local_engine()
+    yield connected
+    connected.close()
+
+
+@pytest.fixture(scope="module")
+def verifier_image(engine: DockerEngine, base_image: str) -> str:
+    return build_images(engine, find_project(REPO).root).verifier
+
+
+def verdicts(report: VerifyReport) -> dict[tuple[str, str], tuple[str, bool]]:
+    return {(row.task_id, row.case): (row.observed, row.ok) for row in report.rows}
+
+
+def test_the_docker_engine_gives_every_fixture_the_verdict_of_the_local_engine(
+    verifier_image: str,
+) -> None:
+    project = find_project(REPO)
+
+    def local(work_dir: Path) -> FixtureEngine:
+        return LocalVerifier.prepare(
+            packages_dir=project.packages,
+            tasks_dir=project.tasks,
+            graders_dir=project.graders,
+            work_dir=work_dir,
+            slots=2,
+        )
+
+    local_report = verify_tasks(project, local, concurrency=2)
+    with docker_fixture_engine(project, verifier_image=verifier_image, slots=2) as build:
+        docker_report = verify_tasks(project, build, concurrency=2)
+
+    assert docker_report.engine == "docker" and local_report.engine == "local"
+    assert local_report.ok, [r for r in local_report.rows if not r.ok]
+    assert docker_report.ok, [r for r in docker_report.rows if not r.ok]
+    assert verdicts(docker_report) == verdicts(local_report)
+    assert len([r for r in docker_report.rows if not r.case.startswith("(")]) >= 50
+
+
+def test_tasks_verify_runs_the_docker_engine_from_the_command_line(
+    tmp_path: Path, verifier_image: str, engine: DockerEngine
+) -> None:
+    for name in ("tasks", "graders", "packages"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    for case in sorted((REPO / "fixtures").glob("*/correct")):
+        shutil.copytree(case, tmp_path / "fixtures" / case.parent.name / case.name)
+    before = {c.container_id for c in list_leftovers(engine)}
+
+    result = CliRunner().invoke(
+        main,
+        [
+            "tasks",
+            "verify",
+            "--engine",
+            "docker",
+            "--concurrency",
+            "2",
+            "--verifier-image",
+            verifier_image,
+            "--project",
+            str(tmp_path),
+        ],
+    )
+
+    # Only the reference solutions are there: they pass, and the coverage rows
+    # report the missing negatives.
+    assert result.exit_code == 1, result.output
+    rows = [line.split() for line in result.output.splitlines() if line.strip()]
+    correct = [r for r in rows if len(r) >= 2 and r[1] == "correct"]
+    assert len(correct) == 6 and all(r[-1] == "OK" for r in correct), result.output
+    assert "6 fixture cases on the docker engine" in result.output
+    assert {c.container_id for c in list_leftovers(engine)} <= before
+
+
+def test_a_warm_analysis_cache_changes_no_finding(
+    tmp_path: Path, engine: DockerEngine, verifier_image: str
+) -> None:
+    project = find_project(REPO)
+    suite = load_suite(project.tasks, graders_dir=project.graders)
+    consumer = prepare_source_consumer(project.packages, tmp_path / "consumer")
+    batch = f"test-cache-{uuid.uuid4().hex[:12]}"
+    cache = warm_analysis_cache(
+        engine, verifier_image, consumer, tmp_path / "cache", batch_id=batch
+    )
+    task = next(t for t in suite.tasks if t.id == "error-recovery")
+    solution = tmp_path / "solution"
+    solution.mkdir()
+    shutil.copy(project.fixtures / task.id / "edited-seed-alias" / "solution.py", solution)
+
+    runs = [
+        verify_in_container(
+            engine,
+            verifier_image,
+            task.spec,
+            task.directory,
+            solution,
+            consumer,
+            batch_id=batch,
+            run_id=f"{task.id}-{n}",
+            slot=0,
+            analysis_cache=seed,
+        )
+        for n, seed in enumerate((None, cache))
+    ]
+
+    cold, warm = runs
+    assert warm.analysis_json == cold.analysis_json
+    assert json.loads(warm.analysis_json)["hallucinatedApiCount"] > 0
+    assert warm.behaviour == cold.behaviour
+    assert list_leftovers(engine, batch) == []
