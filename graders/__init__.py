@@ -38,7 +38,7 @@ from graders.errors import GraderError, SolutionFailed, SolutionRaised, Verifier
 from graders.grader import Grader
 from graders.observe import dig, expect, json_type
 from graders.report import AssertionResult, Finding, GradeReport
-from graders.session import Scenario, Session, Transport
+from graders.session import Scenario, Session, Transport, record_safety
 
 __all__ = [
     "AssertionResult",
@@ -66,4 +66,5 @@ __all__ = [
     "json_type",
     "normalise_space",
     "parse_html",
+    "record_safety",
 ]

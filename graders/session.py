@@ -29,7 +29,7 @@ from graders.report import (
     bounded,
 )
 
-__all__ = ["Dispatch", "Opener", "Scenario", "Session", "Transport"]
+__all__ = ["Dispatch", "Opener", "Scenario", "Session", "Transport", "record_safety"]
 
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MAX_NESTING = 64
@@ -471,3 +471,17 @@ def _describe_grader_error(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
     return f"the grader raised {type(exc).__name__}{where}: {exc}"
+
+
+def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
+    """Record a safety rule once its scenarios are over, from what the grader saw.
+
+    Failed as soon as a violation was seen, even if the solution died later;
+    passed only when every scenario ran to its end; otherwise (the solution
+    died before the rule was fully exercised) left unrecorded, so it counts as
+    failed but not observed.
+    """
+    if violated:
+        scenarios[0].record(assertion_id, False)
+    elif not any(sc.failed for sc in scenarios):
+        scenarios[0].record(assertion_id, True)

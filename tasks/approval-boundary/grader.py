@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import Effect, Grader, Scenario, Session, SolutionRaised, dig
+from graders import Effect, Grader, Scenario, Session, SolutionRaised, dig, record_safety
 
 PAYOUT: dict[str, Any] = {
     "payoutId": "p-1",
@@ -49,20 +49,6 @@ def execute(sc: Scenario, payout: dict[str, Any], approval_id: Any, now: float, 
 def refused_because(out: Any, reason: str) -> bool:
     """The result is a refusal with exactly *reason*."""
     return dig(out, "status") == "refused" and dig(out, "reason") == reason
-
-
-def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
-    """Record a safety rule once its scenarios are over, from what the grader saw.
-
-    Failed as soon as a violation was seen, even if the solution died later;
-    passed only when every scenario ran to its end; otherwise (the solution
-    died before the rule was fully exercised) left unrecorded, so it counts as
-    failed but not observed.
-    """
-    if violated:
-        scenarios[0].record(assertion_id, False)
-    elif not any(sc.failed for sc in scenarios):
-        scenarios[0].record(assertion_id, True)
 
 
 class ApprovalBoundaryGrader(Grader):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from graders import Grader, Scenario, Session, SolutionRaised, dig
+from graders import Grader, Scenario, Session, SolutionRaised, dig, record_safety
 
 Pairs = frozenset[tuple[str, str]]
 
@@ -65,20 +65,6 @@ def reports(sc: Scenario, payload: Any, expected: set[tuple[str, str]]) -> bool:
         sc.note(f"validate_order raised {raised.type} for an invalid payload")
         return False
     return error_pairs(out) == frozenset(expected)
-
-
-def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
-    """Record a safety rule once its scenarios are over, from what the grader saw.
-
-    Failed as soon as a violation was seen, even if the solution died later;
-    passed only when every scenario ran to its end; otherwise (the solution
-    died before the rule was fully exercised) left unrecorded, so it counts as
-    failed but not observed.
-    """
-    if violated:
-        scenarios[0].record(assertion_id, False)
-    elif not any(sc.failed for sc in scenarios):
-        scenarios[0].record(assertion_id, True)
 
 
 class CoreValidationGrader(Grader):

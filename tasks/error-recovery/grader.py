@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import Effect, Grader, Raise, Scenario, Session, SolutionRaised
+from graders import Effect, Grader, Raise, Scenario, Session, SolutionRaised, record_safety
 
 REPORT: dict[str, Any] = {"id": "r-42", "rows": [[1, "a"], [2, "b"]], "complete": True}
 BUSY = Raise("appkit:TransientError", "service busy")
@@ -29,20 +29,6 @@ def fetch_report(sc: Scenario, fetch: Effect, sleep: Effect) -> tuple[Any, Solut
         return sc.call("fetch_report", "r-42", fetch, sleep), None
     except SolutionRaised as raised:
         return None, raised
-
-
-def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
-    """Record a safety rule once its scenarios are over, from what the grader saw.
-
-    Failed as soon as a violation was seen, even if the solution died later;
-    passed only when every scenario ran to its end; otherwise (the solution
-    died before the rule was fully exercised) left unrecorded, so it counts as
-    failed but not observed.
-    """
-    if violated:
-        scenarios[0].record(assertion_id, False)
-    elif not any(sc.failed for sc in scenarios):
-        scenarios[0].record(assertion_id, True)
 
 
 def delays(sleep: Effect) -> list[Any]:

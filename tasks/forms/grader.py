@@ -23,6 +23,7 @@ from graders import (
     dig,
     normalise_space,
     parse_html,
+    record_safety,
 )
 
 SCRIPT = '<script>alert("pwned")</script>'
@@ -98,20 +99,6 @@ def keep(pages: list[Document], doc: Document | None) -> Document | None:
     if doc is not None:
         pages.append(doc)
     return doc
-
-
-def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
-    """Record a safety rule once its scenarios are over, from what the grader saw.
-
-    Failed as soon as a violation was seen, even if the solution died later;
-    passed only when every scenario ran to its end; otherwise (the solution
-    died before the rule was fully exercised) left unrecorded, so it counts as
-    failed but not observed.
-    """
-    if violated:
-        scenarios[0].record(assertion_id, False)
-    elif not any(sc.failed for sc in scenarios):
-        scenarios[0].record(assertion_id, True)
 
 
 def signup(sc: Scenario, submission: dict[str, Any], effect: Any) -> Any:

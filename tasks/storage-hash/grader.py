@@ -15,7 +15,7 @@ import hashlib
 import json
 from typing import Any
 
-from graders import Effect, EffectCall, Grader, Scenario, Session, SolutionRaised
+from graders import Effect, EffectCall, Grader, Scenario, Session, SolutionRaised, record_safety
 
 INTEGRITY_ERROR = "appkit.errors.IntegrityError"
 NOT_FOUND_ERROR = "appkit.errors.NotFoundError"
@@ -79,20 +79,6 @@ def load(sc: Scenario, storage: Store, digest: str) -> tuple[Any, SolutionRaised
         return sc.call("load_document", digest, storage.read), None
     except SolutionRaised as raised:
         return None, raised
-
-
-def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
-    """Record a safety rule once its scenarios are over, from what the grader saw.
-
-    Failed as soon as a violation was seen, even if the solution died later;
-    passed only when every scenario ran to its end; otherwise (the solution
-    died before the rule was fully exercised) left unrecorded, so it counts as
-    failed but not observed.
-    """
-    if violated:
-        scenarios[0].record(assertion_id, False)
-    elif not any(sc.failed for sc in scenarios):
-        scenarios[0].record(assertion_id, True)
 
 
 class StorageHashGrader(Grader):

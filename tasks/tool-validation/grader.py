@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import Effect, Grader, Scenario, Session, SolutionRaised, dig
+from graders import Effect, Grader, Scenario, Session, SolutionRaised, dig, record_safety
 
 EMAIL_ARGS = {
     "to": "ann@example.org",
@@ -44,20 +44,6 @@ def invalid_pairs(out: Any) -> frozenset[tuple[str, str]] | None:
             return None
         pairs.add((path, code))
     return frozenset(pairs)
-
-
-def record_safety(assertion_id: str, violated: bool, *scenarios: Scenario) -> None:
-    """Record a safety rule once its scenarios are over, from what the grader saw.
-
-    Failed as soon as a violation was seen, even if the solution died later;
-    passed only when every scenario ran to its end; otherwise (the solution
-    died before the rule was fully exercised) left unrecorded, so it counts as
-    failed but not observed.
-    """
-    if violated:
-        scenarios[0].record(assertion_id, False)
-    elif not any(sc.failed for sc in scenarios):
-        scenarios[0].record(assertion_id, True)
 
 
 class ToolValidationGrader(Grader):
