@@ -1,0 +1,193 @@
+"""How long one attempt's verification takes in the verifier container, against its floor.
+
+    .venv/bin/python benchmarks/verification.py [--repeats 3] [--floor-runs 12]
+
+Measures, in one run, on the local engine with the project's images:
+
+* **floor**: a bare hardened container (the verifier's hardening, image and
+  limits) running ``python3 -c pass``, create to confirmed removal;
+* **attempt**: one verification (static analysis + behavioural scenarios) of
+  each task's reference solution, one at a time, with the batch's warm
+  analysis cache; and a cold sample (no cache) of one per task;
+* **concurrent**: 6 tasks x 3 = 18 verifications at concurrency 2 (wall time).
+
+Prints a table and one JSON line with the medians and their ratios. Every
+container is labelled with this run's batch id and removed (confirmed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agent_eval.engine import (  # noqa: E402
+    ContainerSpec,
+    connect_local_engine,
+    remove_leftovers,
+    run_container,
+)
+from agent_eval.images import build_images  # noqa: E402
+from agent_eval.project import find_project  # noqa: E402
+from agent_eval.suite import Task, load_suite  # noqa: E402
+from agent_eval.verifier_docker import (  # noqa: E402
+    DockerVerifier,
+    VerificationLimits,
+    prepare_source_consumer,
+    verify_in_container,
+    warm_analysis_cache,
+)
+
+
+def _solution(task: Task, fixtures: Path, root: Path) -> Path:
+    """A copy of the task's reference solution, without its expect.json."""
+    target = root / "solutions" / task.id
+    source = fixtures / task.id / "correct"
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and path.name != "expect.json":
+            (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target / path.relative_to(source))
+    return target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="sequential runs per task")
+    parser.add_argument("--floor-runs", type=int, default=12, help="bare container runs")
+    args = parser.parse_args()
+
+    project = find_project(REPO)
+    suite = load_suite(project.tasks, graders_dir=project.graders)
+    limits = VerificationLimits()
+    batch = f"bench-verification-{uuid.uuid4().hex[:12]}"
+    engine = connect_local_engine()
+    try:
+        image = build_images(engine, project.root).verifier
+        with tempfile.TemporaryDirectory(prefix="agent-eval-bench-") as tmp:
+            root = Path(tmp)
+            consumer = prepare_source_consumer(project.packages, root / "consumer")
+            started = time.monotonic()
+            cache = warm_analysis_cache(engine, image, consumer, root / "cache", batch_id=batch)
+            warm_s = time.monotonic() - started
+            solutions = {t.id: _solution(t, project.fixtures, root) for t in suite.tasks}
+
+            floor = []
+            for n in range(args.floor_runs):
+                spec = ContainerSpec(
+                    image=image,
+                    command=("/usr/bin/python3", "-c", "pass"),
+                    role="verifier",
+                    batch_id=batch,
+                    run_id=f"floor-{n}",
+                    limits=limits.container,
+                )
+                run = run_container(engine, spec, timeout_s=60, log_limit_bytes=1024)
+                if run.wait.exit_code != 0:
+                    raise SystemExit(f"the bare container failed: {run.output.stderr!r}")
+                floor.append(run.seconds)
+
+            def verify(task: Task, n: int, slot: int, seeded: bool) -> float:
+                began = time.monotonic()
+                result = verify_in_container(
+                    engine,
+                    image,
+                    task.spec,
+                    task.directory,
+                    solutions[task.id],
+                    consumer,
+                    batch_id=batch,
+                    run_id=f"{task.id}-{n}",
+                    slot=slot,
+                    limits=limits,
+                    graders_dir=project.graders,
+                    staging_root=root,
+                    analysis_cache=cache if seeded else None,
+                )
+                if not (result.analysis.passed and result.behaviour.passed):
+                    raise SystemExit(f"the reference solution of {task.id} did not pass")
+                return time.monotonic() - began
+
+            per_task: dict[str, list[float]] = {t.id: [] for t in suite.tasks}
+            for n in range(args.repeats):
+                for task in suite.tasks:
+                    per_task[task.id].append(verify(task, n, 0, seeded=True))
+            cold = [verify(task, 99, 0, seeded=False) for task in suite.tasks]
+
+            # As a batch does it: a verifier with two slots (two child UIDs).
+            verifier = DockerVerifier(
+                engine,
+                image,
+                tasks_dir=project.tasks,
+                graders_dir=project.graders,
+                consumer_dir=consumer,
+                batch_id=batch,
+                slots=2,
+                limits=limits,
+                staging_root=root,
+                analysis_cache=cache,
+            )
+            schedule = [(t, n) for n in range(3) for t in suite.tasks]
+            began = time.monotonic()
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                done = list(
+                    pool.map(
+                        lambda item: verifier.verify(
+                            item[0].spec, solutions[item[0].id], f"{item[0].id}-c{item[1]}"
+                        ),
+                        schedule,
+                    )
+                )
+            if not all(v.analysis.passed and v.behaviour.passed for v in done):
+                raise SystemExit("a reference solution did not pass at concurrency 2")
+            concurrent_s = time.monotonic() - began
+    finally:
+        try:
+            remove_leftovers(engine, batch)
+        finally:
+            engine.close()
+
+    attempts = [s for runs in per_task.values() for s in runs]
+    floor_median = statistics.median(floor)
+    attempt_median = statistics.median(attempts)
+    cold_median = statistics.median(cold)
+    figures = {
+        "floorMedianS": round(floor_median, 3),
+        "attemptMedianS": round(attempt_median, 3),
+        "attemptColdMedianS": round(cold_median, 3),
+        "perTaskMedianS": {k: round(statistics.median(v), 3) for k, v in per_task.items()},
+        "concurrent18WallS": round(concurrent_s, 2),
+        "analysisCacheWarmS": round(warm_s, 2),
+        "attemptOverFloor": round(attempt_median / floor_median, 2),
+        "coldOverFloor": round(cold_median / floor_median, 2),
+        "concurrentOverSequential": round(concurrent_s / (18 * attempt_median), 2),
+        "samples": {"floor": len(floor), "attempt": len(attempts), "cold": len(cold)},
+    }
+    rows = [
+        ("bare hardened container (python3 -c pass)", f"{floor_median:.2f} s", "1.00"),
+        ("attempt, warm analysis cache", f"{attempt_median:.2f} s", figures["attemptOverFloor"]),
+        ("attempt, cold analysis cache", f"{cold_median:.2f} s", figures["coldOverFloor"]),
+        ("18 attempts at concurrency 2 (wall)", f"{concurrent_s:.1f} s", "-"),
+        ("analysis cache warm-up (once per batch)", f"{warm_s:.2f} s", "-"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure'.ljust(width)}  median    x floor")
+    for name, value, ratio in rows:
+        print(f"{name.ljust(width)}  {value.ljust(8)}  {ratio}")
+    for task_id, runs in per_task.items():
+        print(f"  {task_id.ljust(width - 2)}  {statistics.median(runs):.2f} s")
+    print(json.dumps(figures, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
