@@ -7,8 +7,12 @@ only a bounded tail, for diagnostics. Every read has a deadline, and the
 parent never waits for end-of-file (a grandchild may hold a pipe open). When
 a scenario ends, for whatever reason, the child's process group is killed,
 and, in a container where the parent is PID-namespace root, every other
-process too (``kill(-1)``; PID 1 is the container's init). Only the parent
-writes the result file.
+process too (``kill(-1)``, repeated until none is left, so that the next
+scenario can start even after a fork bomb; PID 1 is the container's init).
+Each child makes its own working directory (an unguessable name under the
+scratch directory) once it runs as its UID: the parent needs no CAP_CHOWN,
+and only removes the directory afterwards. Only the parent writes the result
+file.
 """
 
 from __future__ import annotations
