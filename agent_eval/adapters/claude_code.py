@@ -1,0 +1,179 @@
+"""The ``claude-code`` adapter: Claude Code in print mode, one non-interactive run per attempt.
+
+    /usr/bin/python3 -B -m agent_eval.adapters.claude_code --model ID [--setting K=V]...
+        [--endpoint-env NAME]
+
+The model id goes to ``--model`` as is. ``--endpoint-env NAME`` names the
+environment variable holding the Messages endpoint's base URL, passed to the
+CLI as ``ANTHROPIC_BASE_URL``; without it the CLI uses ``ANTHROPIC_BASE_URL``
+when the config allowlists it, else Anthropic's API. The key stays in the
+environment (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``), never in an
+argument.
+
+Settings (each one is sent to the CLI, or the attempt fails: the reported
+model identity must be what the CLI really used):
+
+* ``max_turns`` — ``--max-turns``;
+* ``effort`` — ``--effort`` (the CLI's reasoning effort level).
+
+The CLI works in the output directory with edits and shell commands allowed
+and the consumer's directory added read-only (``--add-dir``); its web tools
+are disallowed: the consumer's guides and API catalog are the documentation.
+Its configuration lives in a fresh directory under /tmp, and every update
+check, telemetry, error report and non-essential request is off. The attempt
+is completed when the CLI exits 0 and its own final ``result`` event (stream
+JSON) reports success.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent_eval.adapters.common import AdapterOptions, Request, main, run_cli
+
+EXECUTABLE = "/opt/claude-code/bin/claude"
+"""Where the image keeps the CLI's native binary."""
+ALLOWED_TOOLS = "Read,Write,Edit,MultiEdit,Glob,Grep,LS,Bash"
+DISALLOWED_TOOLS = "WebFetch,WebSearch"
+QUIET_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_BUG_COMMAND": "1",
+    "NO_COLOR": "1",
+    "TERM": "dumb",
+}
+"""No update check, telemetry, error report or side request: the model endpoint only."""
+_KEY_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+_MAX_FORWARDED_EVENTS = 64 * 1024
+_OUTER_KILL_WAIT_S = 60.0
+
+# Runs the CLI with its stdout in a file: exec keeps the PID, so run_cli still
+# kills the CLI's whole process group, and the events never mix with stderr.
+_STDOUT_TO_FILE = (
+    "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600); "
+    "os.dup2(fd, 1); os.close(fd); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def settings_arguments(settings: Mapping[str, Any]) -> list[str]:
+    """The CLI flags for the model settings; an unknown setting is an error."""
+    flags = {"max_turns": "--max-turns", "effort": "--effort"}
+    unknown = sorted(set(settings) - set(flags))
+    if unknown:
+        raise ValueError(f"unsupported claude-code settings {unknown}; known: {sorted(flags)}")
+    arguments: list[str] = []
+    for key, flag in flags.items():
+        if key in settings:
+            arguments += [flag, str(settings[key])]
+    return arguments
+
+
+def cli_environment(
+    environ: Mapping[str, str], scratch: Path, endpoint_env: str | None
+) -> dict[str, str]:
+    """The CLI's environment: the container's, a scratch home and config, nothing phoning home.
+
+    Raises:
+        ValueError: No key is set, or the named endpoint variable is unset.
+    """
+    if not any(environ.get(name) for name in _KEY_NAMES):
+        raise ValueError(
+            "neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set; "
+            "name one in the runner config's envAllowlist"
+        )
+    env = dict(environ)
+    env.update(QUIET_ENV)
+    env["HOME"] = str(scratch / "home")
+    env["CLAUDE_CONFIG_DIR"] = str(scratch / "config")
+    if endpoint_env:
+        url = environ.get(endpoint_env)
+        if not url:
+            raise ValueError(f"the endpoint variable {endpoint_env} is not set")
+        env["ANTHROPIC_BASE_URL"] = url
+    return env
+
+
+def cli_arguments(request: Request, options: AdapterOptions, prompt: str) -> list[str]:
+    """The CLI's argument vector for one print-mode run."""
+    return [
+        EXECUTABLE,
+        "-p", prompt,
+        "--model", options.model,
+        "--output-format", "stream-json",
+        "--verbose",
+        "--permission-mode", "acceptEdits",
+        "--allowedTools", ALLOWED_TOOLS,
+        "--disallowedTools", DISALLOWED_TOOLS,
+        "--add-dir", request.consumer_dir,
+        *settings_arguments(options.settings),
+    ]  # fmt: skip
+
+
+def final_result(events: Sequence[str]) -> dict[str, Any] | None:
+    """The CLI's last ``result`` event in its stream-JSON output, if any."""
+    found: dict[str, Any] | None = None
+    for line in events:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("type") == "result":
+            found = event
+    return found
+
+
+def succeeded(result: Mapping[str, Any] | None) -> bool:
+    """Whether the CLI reported its run as a success."""
+    return result is not None and result.get("subtype") == "success" and not result.get("is_error")
+
+
+def await_outer_deadline(seconds: float = _OUTER_KILL_WAIT_S) -> None:
+    """Out of time: wait to be killed from outside, so the attempt is a timeout, not a failure."""
+    print("adapter: the CLI did not finish within the time budget", file=sys.stderr, flush=True)
+    time.sleep(seconds)
+    raise TimeoutError("the CLI did not finish within the time budget")
+
+
+def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float) -> bool:
+    """Run Claude Code once in the output directory; completed when it says it succeeded."""
+    scratch = Path(tempfile.mkdtemp(prefix="claude-code.", dir="/tmp"))
+    for name in ("home", "config"):
+        (scratch / name).mkdir(mode=0o700)
+    env = cli_environment(os.environ, scratch, options.endpoint_env)
+    events = scratch / "events.jsonl"
+    argv = [sys.executable, "-B", "-c", _STDOUT_TO_FILE, str(events)]
+    argv += cli_arguments(request, options, prompt)
+    outcome = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
+    lines = events.read_text(encoding="utf-8", errors="replace").splitlines()
+    _forward_tail(lines)
+    if outcome.timed_out:
+        await_outer_deadline()
+    result = final_result(lines)
+    print(
+        f"adapter: claude exited {outcome.exit_code} after {outcome.seconds:.1f}s; result "
+        + json.dumps({k: result.get(k) for k in ("subtype", "is_error", "num_turns",
+                                                  "terminal_reason")} if result else None),
+        file=sys.stderr,
+    )  # fmt: skip
+    return outcome.exit_code == 0 and succeeded(result)
+
+
+def _forward_tail(lines: Sequence[str]) -> None:
+    """The end of the CLI's events on stderr (bounded), for whoever reads the logs."""
+    text = "\n".join(lines)[-_MAX_FORWARDED_EVENTS:]
+    if text:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main("claude-code", run))

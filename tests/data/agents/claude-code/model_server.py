@@ -1,0 +1,196 @@
+"""A scripted Anthropic Messages endpoint for Claude Code, on 127.0.0.1 inside its container.
+
+    python3 model_server.py SCRIPT.json MODE [-- ADAPTER ARG...]
+
+With an adapter command after ``--`` it starts the server in the background,
+waits until it listens, then execs the adapter (which keeps this process's
+stdin, the runner request, and stdout, the response).
+
+SCRIPT.json: ``{"port", "log", "file", "first", "repair"}``. MODE is
+``correct`` (always write ``repair``), ``repair`` (write ``first`` unless the
+prompt says the previous submission failed verification, then ``repair``) or
+``hang`` (accept the request and never answer). On a repair it reads the file
+first (the CLI refuses to overwrite a file it has not read); after its Write
+it closes with a text turn.
+
+Every request is appended to ``log`` as one JSON line: method, path, header
+names, the API version, the key's SHA-256 (never the key), the model, whether
+it streams, the tool names, the message roles and the prompt text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+SCRIPT: dict[str, Any] = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+MODE = sys.argv[2]
+LOCK = threading.Lock()
+
+
+def log(entry: dict[str, Any]) -> None:
+    with LOCK, open(SCRIPT["log"], "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry) + "\n")
+
+
+def texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content or [] if isinstance(b, dict)]
+
+
+def sse(events: list[tuple[str, dict[str, Any]]]) -> bytes:
+    return b"".join(
+        f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
+    )
+
+
+def reply(model: str, block: dict[str, Any], deltas: list[dict[str, Any]], stop: str) -> bytes:
+    message = {
+        "id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1},
+    }  # fmt: skip
+    return sse(
+        [
+            ("message_start", {"type": "message_start", "message": message}),
+            ("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": block}),
+            *[("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d})
+              for d in deltas],
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": stop, "stop_sequence": None},
+                               "usage": {"output_tokens": 5}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    )  # fmt: skip
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _record(self, body: dict[str, Any] | None) -> None:
+        key = self.headers.get("x-api-key") or self.headers.get("authorization") or ""
+        entry: dict[str, Any] = {
+            "method": self.command,
+            "path": self.path,
+            "headers": sorted(h.lower() for h in self.headers),
+            "anthropicVersion": self.headers.get("anthropic-version"),
+            "apiKeySha256": hashlib.sha256(key.encode()).hexdigest() if key else None,
+        }
+        if body is not None:
+            messages = body.get("messages", [])
+            entry.update(
+                model=body.get("model"),
+                stream=body.get("stream"),
+                tools=[t.get("name") for t in body.get("tools", [])],
+                roles=[m.get("role") for m in messages],
+                prompt="\n".join(t for m in messages if m.get("role") == "user"
+                                 for t in texts(m.get("content"))),
+            )  # fmt: skip
+        log(entry)
+
+    def do_HEAD(self) -> None:
+        self._record(None)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self._record(None)
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        self._record(body)
+        if not self.path.startswith("/v1/messages") or self.path.startswith(
+            "/v1/messages/count_tokens"
+        ):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if MODE == "hang":
+            time.sleep(3600)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        self.wfile.write(self.answer(body))
+        self.wfile.flush()
+        self.close_connection = True
+
+    def answer(self, body: dict[str, Any]) -> bytes:
+        model = str(body.get("model"))
+        messages = body.get("messages", [])
+        tool_names = {t.get("name") for t in body.get("tools", [])}
+        used = [
+            b.get("name")
+            for m in messages
+            if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        prompt = "\n".join(t for m in messages if m.get("role") == "user"
+                           for t in texts(m.get("content")))  # fmt: skip
+        repairing = "failed verification" in prompt
+        if "Write" in used or "Write" not in tool_names:
+            return reply(model, {"type": "text", "text": ""},
+                         [{"type": "text_delta", "text": "Done."}], "end_turn")  # fmt: skip
+        if repairing and "Read" not in used:
+            # The CLI refuses to overwrite a file it has not read in this session.
+            return tool_use(model, "Read", {"file_path": SCRIPT["file"]})
+        content = SCRIPT["repair"] if MODE == "correct" or repairing else SCRIPT["first"]
+        return tool_use(model, "Write", {"file_path": SCRIPT["file"], "content": content})
+
+
+def tool_use(model: str, name: str, arguments: dict[str, Any]) -> bytes:
+    return reply(
+        model,
+        {"type": "tool_use", "id": f"toolu_{name.lower()}", "name": name, "input": {}},
+        [{"type": "input_json_delta", "partial_json": json.dumps(arguments)}],
+        "tool_use",
+    )
+
+
+def launch(command: list[str]) -> None:
+    """Start this server in the background, wait until it listens, exec *command*."""
+    subprocess.Popen(
+        [sys.executable, "-B", __file__, sys.argv[1], MODE],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", int(SCRIPT["port"])), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    os.execv(command[0], command)
+
+
+if __name__ == "__main__":
+    if "--" in sys.argv:
+        launch(sys.argv[sys.argv.index("--") + 1 :])
+    server = ThreadingHTTPServer(("127.0.0.1", int(SCRIPT["port"])), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
