@@ -18,8 +18,10 @@ from typing import Any
 
 __all__ = [
     "AdapterOptions",
+    "BudgetSpent",
     "CliResult",
     "Request",
+    "agent_python",
     "build_prompt",
     "main",
     "parse_options",
@@ -194,12 +196,40 @@ def parse_options(argv: Sequence[str]) -> AdapterOptions:
     return AdapterOptions(args.model, settings, args.endpoint_env, tuple(args.extra))
 
 
+_LAUNCH = (
+    "import os, runpy, sys; site = sys.argv.pop(1); module = sys.argv.pop(1); "
+    "outer = set(os.environ.get('PYTHONPATH', '').split(os.pathsep)) - {''}; "
+    "sys.path[:] = [site] + [p for p in sys.path if p and p not in outer]; "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
+
+
+def agent_python(site: str, module: str) -> list[str]:
+    """Argv prefix running *module* of a Python CLI installed in *site*.
+
+    *site* goes on the CLI's own ``sys.path`` only, in place of PYTHONPATH's
+    entries (and the working directory): the CLI never imports the library under evaluation, and the
+    commands it spawns keep PYTHONPATH, so they import the library and never
+    the CLI's own packages.
+    """
+    return [sys.executable, "-B", "-c", _LAUNCH, site, module]
+
+
 def runner_version(default: str = "unknown") -> str:
     """The installed CLI's version, recorded in the image when it was built."""
     try:
         return Path(VERSION_FILE).read_text(encoding="utf-8").strip() or default
     except OSError:
         return default
+
+
+class BudgetSpent(Exception):
+    """Raised by a run whose CLI used up the time budget.
+
+    The adapter then prints no response and waits for the harness to stop the
+    container at its deadline, so the attempt is recorded as a timeout, not
+    as the agent giving up.
+    """
 
 
 Run = Callable[[Request, AdapterOptions, str, float], bool]
@@ -216,6 +246,12 @@ def main(name: str, run: Run, argv: Sequence[str] | None = None) -> int:
     message = None
     try:
         completed = run(request, options, build_prompt(request), budget)
+    except BudgetSpent:
+        print(f"adapter: {name} used up its time budget", file=sys.stderr)
+        sys.stderr.flush()
+        # The harness's deadline is the budget: it stops us well before this ends.
+        time.sleep(max(0.0, request.time_budget_s - (time.monotonic() - started)) + 60)
+        return 1
     except Exception as exc:  # the agent failed; the harness must still get one answer
         message = f"{type(exc).__name__}: {exc}"[:2000]
         print(f"adapter: {message}", file=sys.stderr)
