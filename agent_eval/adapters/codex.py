@@ -1,0 +1,178 @@
+"""The ``codex`` adapter: Codex CLI's ``exec``, one non-interactive run per attempt.
+
+    /usr/bin/python3 -B -m agent_eval.adapters.codex --model ID [--setting K=V]...
+        [--endpoint-env NAME]
+
+The model id goes to the CLI's ``model`` as is. The CLI speaks the OpenAI
+Responses API (``POST <base>/responses``, streaming) to one provider written
+into a fresh ``config.toml``: its base URL is the value of the variable named
+by ``--endpoint-env`` (e.g. ``OPENAI_BASE_URL``), else ``OPENAI_BASE_URL``
+when the config allowlists it; without either the attempt fails. The key stays in the
+environment (``OPENAI_API_KEY``), never in an argument or a file.
+
+Settings (each one is written to the CLI's configuration, or the attempt
+fails: the reported model identity must be what the CLI really used):
+``model_reasoning_effort``, ``model_reasoning_summary``, ``model_verbosity``.
+
+The CLI runs in the output directory with approvals off and its own sandbox
+off (``danger-full-access``: the runner container is the sandbox); web search
+is disabled: the consumer's guides and API catalog are the documentation.
+``CODEX_HOME`` is a fresh directory under /tmp; update checks, analytics and
+the plugin and app lookups are off. The attempt is completed when the CLI
+exits 0 and its JSON events end the turn with ``turn.completed`` and report
+no error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from agent_eval.adapters.common import AdapterOptions, Request, main, run_cli
+
+EXECUTABLE = "/opt/codex/bin/codex"
+"""Where the image keeps the CLI's static binary."""
+KEY_ENV = "OPENAI_API_KEY"
+PROVIDER = "agent-eval"
+SETTINGS = ("model_reasoning_effort", "model_reasoning_summary", "model_verbosity")
+_MAX_FORWARDED_EVENTS = 64 * 1024
+_OUTER_KILL_WAIT_S = 60.0
+_FAILED_EVENTS = {"turn.failed", "error"}
+
+# Runs the CLI with its stdout in a file: exec keeps the PID, so run_cli still
+# kills the CLI's whole process group, and the events never mix with stderr.
+_STDOUT_TO_FILE = (
+    "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600); "
+    "os.dup2(fd, 1); os.close(fd); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def _toml_string(value: object) -> str:
+    # A JSON string is a valid TOML basic string (same escapes).
+    return json.dumps(str(value), ensure_ascii=True)
+
+
+def base_url(environ: Mapping[str, str], endpoint_env: str | None) -> str:
+    """The provider's base URL (the API root, ending in ``/v1`` for OpenAI's).
+
+    Raises:
+        ValueError: The named endpoint variable is unset, or no endpoint is given.
+    """
+    if endpoint_env:
+        url = environ.get(endpoint_env)
+        if not url:
+            raise ValueError(f"the endpoint variable {endpoint_env} is not set")
+        return url
+    url = environ.get("OPENAI_BASE_URL")
+    if not url:
+        raise ValueError("no model endpoint: pass --endpoint-env NAME or allowlist OPENAI_BASE_URL")
+    return url
+
+
+def config_toml(options: AdapterOptions, url: str) -> str:
+    """The CLI's whole configuration: one provider, no approvals, nothing phoning home.
+
+    Raises:
+        ValueError: An unknown model setting.
+    """
+    unknown = sorted(set(options.settings) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"unsupported codex settings {unknown}; known: {sorted(SETTINGS)}")
+    lines = [
+        f"model = {_toml_string(options.model)}",
+        f"model_provider = {_toml_string(PROVIDER)}",
+        'approval_policy = "never"',
+        'sandbox_mode = "danger-full-access"',
+        'web_search = "disabled"',
+        "check_for_update_on_startup = false",
+        *(f"{key} = {_toml_string(options.settings[key])}" for key in SETTINGS
+          if key in options.settings),
+        "",
+        f"[model_providers.{PROVIDER}]",
+        f"name = {_toml_string(PROVIDER)}",
+        f"base_url = {_toml_string(url)}",
+        f"env_key = {_toml_string(KEY_ENV)}",
+        'wire_api = "responses"',
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[features]",
+        *(f"{name} = false" for name in
+          ("plugins", "remote_plugin", "plugin_sharing", "apps", "tool_suggest")),
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def cli_arguments(request: Request, prompt: str) -> list[str]:
+    """The CLI's argument vector for one ``exec`` run (stdin is /dev/null)."""
+    return [
+        EXECUTABLE, "exec",
+        "--json",
+        "--color", "never",
+        "--skip-git-repo-check",
+        "--ephemeral",
+        "--strict-config",
+        "-C", str(request.output_dir),
+        prompt,
+    ]  # fmt: skip
+
+
+def turn_completed(events: Sequence[str]) -> bool:
+    """Whether the CLI's JSON events end the run with a completed turn and no error."""
+    types = []
+    for line in events:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            types.append(event.get("type"))
+    return "turn.completed" in types and not _FAILED_EVENTS & set(types)
+
+
+def await_outer_deadline(seconds: float = _OUTER_KILL_WAIT_S) -> None:
+    """Out of time: wait to be killed from outside, so the attempt is a timeout, not a failure."""
+    print("adapter: the CLI did not finish within the time budget", file=sys.stderr, flush=True)
+    time.sleep(seconds)
+    raise TimeoutError("the CLI did not finish within the time budget")
+
+
+def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float) -> bool:
+    """Run ``codex exec`` once in the output directory; completed when its turn completed."""
+    if not os.environ.get(KEY_ENV):
+        raise ValueError(f"{KEY_ENV} is not set; name it in the runner config's envAllowlist")
+    scratch = Path(tempfile.mkdtemp(prefix="codex.", dir="/tmp"))
+    home = scratch / "codex-home"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text(
+        config_toml(options, base_url(os.environ, options.endpoint_env)), encoding="utf-8"
+    )
+    env = {**os.environ, "CODEX_HOME": str(home), "HOME": str(scratch), "NO_COLOR": "1",
+           "TERM": "dumb"}  # fmt: skip
+    events = scratch / "events.jsonl"
+    argv = [sys.executable, "-B", "-c", _STDOUT_TO_FILE, str(events)]
+    argv += cli_arguments(request, prompt)
+    outcome = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
+    lines = events.read_text(encoding="utf-8", errors="replace").splitlines()
+    text = "\n".join(lines)[-_MAX_FORWARDED_EVENTS:]
+    if text:
+        print(text, file=sys.stderr, flush=True)
+    if outcome.timed_out:
+        await_outer_deadline()
+    completed = turn_completed(lines)
+    print(
+        f"adapter: codex exited {outcome.exit_code} after {outcome.seconds:.1f}s; "
+        f"turn completed: {completed}",
+        file=sys.stderr,
+    )
+    return outcome.exit_code == 0 and completed
+
+
+if __name__ == "__main__":
+    sys.exit(main("codex", run))
