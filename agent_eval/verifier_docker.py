@@ -62,6 +62,7 @@ from pydantic import Field, ValidationError
 
 import agent_eval
 from agent_eval.batch.ports import Verification
+from agent_eval.batch.run import VerifierContext
 from agent_eval.catalog import CATALOG_FILE
 from agent_eval.digests import DigestError, solution_digest, solution_files
 from agent_eval.engine import (
@@ -1103,3 +1104,33 @@ def docker_fixture_engine(
             remove_leftovers(engine, batch_id)
         finally:
             engine.close()
+
+
+# --- The batch's verifier -----------------------------------------------------------------
+
+
+def batch_verifier_factory(project: Project) -> Callable[[VerifierContext], DockerVerifier]:
+    """The verifier port of a batch: a warm analysis cache, then one container per attempt."""
+
+    def make(context: VerifierContext) -> DockerVerifier:
+        context.work_dir.mkdir(parents=True, exist_ok=True)
+        cache = warm_analysis_cache(
+            context.engine,
+            context.image_id,
+            context.consumer.root,
+            context.work_dir / "mypy-cache",
+            batch_id=context.batch_id,
+        )
+        return DockerVerifier(
+            context.engine,
+            context.image_id,
+            tasks_dir=project.tasks,
+            graders_dir=project.graders,
+            consumer_dir=context.consumer.root,
+            batch_id=context.batch_id,
+            slots=context.slots,
+            staging_root=context.work_dir,
+            analysis_cache=cache,
+        )
+
+    return make

@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from agent_eval.cli import main
 from agent_eval.engine import ContainerSpec, DockerEngine, connect_local_engine
 from agent_eval.errors import InfrastructureError
-from agent_eval.images import IMAGE_LABEL, RUNNER_BASE_TAG, VERIFIER_TAG
+from agent_eval.images import IMAGE_LABEL, REFERENCE_RUNNER_TAG, RUNNER_BASE_TAG, VERIFIER_TAG
 
 pytestmark = pytest.mark.docker
 
@@ -136,6 +136,7 @@ def test_images_build_prints_the_ids_of_the_present_images(
         "base": engine.image_id(base_image),
         "verifier": engine.image_id(VERIFIER_TAG),
         "runnerBase": engine.image_id(RUNNER_BASE_TAG),
+        "referenceRunner": engine.image_id(REFERENCE_RUNNER_TAG),
     }
 
 

@@ -9,9 +9,10 @@ from agent_eval.cli.check import check_command
 from agent_eval.cli.images import images_group
 from agent_eval.cli.reference import reference_config_command
 from agent_eval.cli.review import review_command
+from agent_eval.cli.run import eval_agent_command
 from agent_eval.cli.tasks import tasks_group
 
-__all__ = ["check_main", "main", "review_main"]
+__all__ = ["check_main", "eval_agent_main", "main", "review_main"]
 
 
 @click.group(name="agent-eval")
@@ -20,11 +21,17 @@ def main() -> None:
     """Evaluate coding agents against this repository's library."""
 
 
+main.add_command(eval_agent_command, name="run")
 main.add_command(check_command, name="check")
 main.add_command(review_command, name="review")
 main.add_command(images_group, name="images")
 main.add_command(tasks_group, name="tasks")
 main.add_command(reference_config_command, name="reference-config")
+
+
+def eval_agent_main() -> None:
+    """``eval-agent``."""
+    eval_agent_command(prog_name="eval-agent")
 
 
 def check_main() -> None:

@@ -1,0 +1,64 @@
+"""``eval-agent``: run one whole batch and print where its receipt is."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from agent_eval.batch.run import run_batch
+from agent_eval.cli.common import reported_errors
+from agent_eval.project import find_project
+from agent_eval.verifier_docker import batch_verifier_factory
+
+__all__ = ["eval_agent_command"]
+
+
+def _progress(line: str) -> None:
+    click.echo(f"eval-agent: {line}", err=True)
+
+
+@click.command()
+@click.option(
+    "--runner-config",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="runner.json: the runner, its identity, images and limits.",
+)
+@click.option(
+    "--project",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Repository to evaluate (default: the current one).",
+)
+def eval_agent_command(runner_config: Path, project: Path | None) -> None:
+    """Run the 18 scheduled runs; print {"status","receipt","firstSuccesses","finalSuccesses"}.
+
+    Exit 0 when the schedule completed (whether or not it qualifies: ask
+    check-agent-eval), 2 when the batch did not run, 1 when it stopped early.
+    """
+    with reported_errors():
+        located = find_project(project)
+        outcome = run_batch(
+            runner_config,
+            located,
+            verifier_factory=batch_verifier_factory(located),
+            progress=_progress if sys.stderr.isatty() else lambda _line: None,
+        )
+    try:
+        shown = outcome.receipt.relative_to(Path.cwd())
+    except ValueError:
+        shown = outcome.receipt
+    click.echo(
+        json.dumps(
+            {
+                "status": outcome.status,
+                "receipt": str(shown),
+                "firstSuccesses": outcome.first_successes,
+                "finalSuccesses": outcome.final_successes,
+            }
+        )
+    )
+    sys.exit(outcome.exit_code)

@@ -1,0 +1,136 @@
+"""Benchmark one whole 18-run batch with the oracle reference runner.
+
+    .venv/bin/python benchmarks/batch.py
+
+Measures, in one run: the batch's wall time and the time of each phase
+(preflight, pack, consumer, schedule), the time per attempt split into
+runner and verification, and the harness overhead per scheduled run against
+the floor of two bare hardened containers (a runner and a verifier running
+`python3 -c pass`). Prints a table and one JSON line. Needs the engine and the
+images (scripts/setup). Evidence goes to a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agent_eval.batch.ports import Verification, VerifierPort  # noqa: E402
+from agent_eval.batch.reference import reference_config  # noqa: E402
+from agent_eval.batch.run import VerifierContext, run_batch  # noqa: E402
+from agent_eval.engine import (  # noqa: E402
+    ContainerEngine,
+    ContainerSpec,
+    connect_local_engine,
+    run_container,
+)
+from agent_eval.evidence_io import write_model_atomic  # noqa: E402
+from agent_eval.models import Receipt, TaskSpec  # noqa: E402
+from agent_eval.project import find_project  # noqa: E402
+from agent_eval.verifier_docker import batch_verifier_factory  # noqa: E402
+
+FLOOR_SAMPLES = 7
+
+
+class TimedVerifier:
+    """Wraps a verifier port and records how long each verification took."""
+
+    def __init__(self, inner: VerifierPort) -> None:
+        self.inner = inner
+        self.seconds: list[float] = []
+        self.lock = threading.Lock()
+
+    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        started = time.monotonic()
+        try:
+            return self.inner.verify(task, solution_dir, run_id)
+        finally:
+            with self.lock:
+                self.seconds.append(time.monotonic() - started)
+
+    def cancel_all(self) -> None:
+        self.inner.cancel_all()
+
+
+def floor(engine: ContainerEngine, image: str, role: str) -> float:
+    samples = []
+    for index in range(FLOOR_SAMPLES):
+        spec = ContainerSpec(
+            image=image,
+            command=("/usr/bin/python3", "-c", "pass"),
+            role=role,  # type: ignore[arg-type]
+            batch_id="benchmark-floor",
+            run_id=f"floor-{index}",
+        )
+        samples.append(run_container(engine, spec, timeout_s=60, log_limit_bytes=1024).seconds)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    engine = connect_local_engine()
+    config = reference_config(engine, "oracle", runtime_path="/var/run/docker.sock")
+    runner_floor = floor(engine, config.runnerImage, "runner")
+    verifier_floor = floor(engine, config.verifierImage, "verifier")
+    project = find_project(ROOT)
+    timed: list[TimedVerifier] = []
+
+    make = batch_verifier_factory(project)
+
+    def factory(context: VerifierContext) -> VerifierPort:
+        verifier = TimedVerifier(make(context))
+        timed.append(verifier)
+        return verifier
+
+    with tempfile.TemporaryDirectory(prefix="agent-eval-bench-") as tmp:
+        evidence = Path(tmp)
+        bench_project = type(project)(
+            root=project.root,
+            packages=project.packages,
+            tasks=project.tasks,
+            graders=project.graders,
+            fixtures=project.fixtures,
+            evidence=evidence,
+        )
+        config_path = evidence / "runner.json"
+        write_model_atomic(config_path, config)
+        started = time.monotonic()
+        outcome = run_batch(config_path, bench_project, verifier_factory=factory)
+        wall = time.monotonic() - started
+        receipt = Receipt.model_validate_json(outcome.receipt.read_bytes())
+    attempts = [a.durationMs / 1000 for r in receipt.runs for a in r.attempts]
+    verify = timed[0].seconds if timed else []
+    per_run = statistics.median(attempts)
+    per_verify = statistics.median(verify) if verify else 0.0
+    report: dict[str, Any] = {
+        "status": outcome.status,
+        "finalSuccesses": outcome.final_successes,
+        "concurrency": config.concurrency or 2,
+        "wallSeconds": round(wall, 2),
+        "phaseSeconds": {k: round(v, 2) for k, v in outcome.phase_seconds.items()},
+        "attemptMedianSeconds": round(per_run, 3),
+        "verificationMedianSeconds": round(per_verify, 3),
+        "runnerAndHarnessMedianSeconds": round(per_run - per_verify, 3),
+        "floorRunnerSeconds": round(runner_floor, 3),
+        "floorVerifierSeconds": round(verifier_floor, 3),
+        "floorPerRunSeconds": round(runner_floor + verifier_floor, 3),
+        "attemptOverFloor": round(per_run / (runner_floor + verifier_floor), 2),
+        "scheduleSecondsPerRun": round(outcome.phase_seconds.get("schedule", 0.0) / 18, 3),
+    }
+    width = max(len(k) for k in report)
+    for key, value in report.items():
+        print(f"{key:<{width}}  {value}")
+    print(json.dumps(report, sort_keys=True))
+    return 0 if outcome.status == "completed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""Whole batches against the real engine, through the eval-agent entry point.
+
+oracle completes 18/18 with every digest verifying and is rejected only as
+self-test; mutant fails every first attempt, passes every repair, and its
+unsafe first submissions block qualification; a batch with a configuration,
+image or isolation problem is not-run with a minimal receipt; an interrupted
+batch leaves a truthful partial receipt that check-agent-eval rejects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from agent_eval.batch.reference import reference_config
+from agent_eval.engine import ContainerEngine, connect_local_engine, list_leftovers
+from agent_eval.evidence_io import write_model_atomic
+from agent_eval.models import Receipt
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
+    connected = connect_local_engine()
+    yield connected
+    connected.close()
+
+
+@pytest.fixture
+def evidence(tmp_path: Path) -> Path:
+    return tmp_path / "evidence"
+
+
+def project_copy(tmp_path: Path) -> Path:
+    """A checkout whose evidence goes to tmp_path (the harness reads [tool.agent-eval])."""
+    text = (ROOT / "pyproject.toml").read_text()
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("packages", "tasks", "graders", "fixtures"):
+        (root / name).symlink_to(ROOT / name)
+    (root / "pyproject.toml").write_text(
+        text.replace('evidence = ".verification/agent-eval"', f'evidence = "{"evidence"}"')
+    )
+    return root
+
+
+def write_config(engine: ContainerEngine, path: Path, mode: str, **changes: Any) -> Path:
+    config = reference_config(engine, mode, runtime_path="/var/run/docker.sock")
+    write_model_atomic(path, config.model_copy(update=changes))
+    return path
+
+
+def eval_agent(
+    project: Path, config: Path, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [str(BIN / "eval-agent"), "--runner-config", str(config), "--project", str(project)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    assert done.stdout.count("\n") == 1, (done.stdout, done.stderr)
+    return done.returncode, json.loads(done.stdout)
+
+
+def check(receipt: Path) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [
+            str(BIN / "check-agent-eval"),
+            "--receipt",
+            str(receipt),
+            "--archives",
+            str(receipt.parent / "archives.json"),
+            "--project",
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
+def receipt_of(project: Path, line: dict[str, Any]) -> Path:
+    path = Path(line["receipt"])
+    return path if path.is_absolute() else Path.cwd() / path
+
+
+def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    project = project_copy(tmp_path)
+    code, line = eval_agent(project, write_config(engine, tmp_path / "r.json", "oracle"))
+    assert code == 0
+    assert (line["status"], line["firstSuccesses"], line["finalSuccesses"]) == ("completed", 18, 18)
+    receipt_path = receipt_of(project, line)
+    assert receipt_path.parent.parent == project / "evidence"
+    receipt = Receipt.model_validate_json(receipt_path.read_bytes())
+    assert receipt.selfTest and len(receipt.runs) == 18
+    assert all(r.attempts[0].analysisDigest for r in receipt.runs)
+    code, decision = check(receipt_path)
+    assert code == 1
+    assert decision["reasons"] == [
+        "not-self-test: a built-in reference runner made this receipt; it can never qualify"
+    ]
+    assert list_leftovers(engine, receipt.batchId) == []
+    assert not (project / "evidence" / ".work").exists()
+
+
+def test_a_mutant_batch_is_repaired_but_its_unsafe_first_attempts_block_qualification(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    project = project_copy(tmp_path)
+    code, line = eval_agent(project, write_config(engine, tmp_path / "r.json", "mutant"))
+    assert code == 0
+    assert (line["firstSuccesses"], line["finalSuccesses"]) == (0, 18)
+    receipt = Receipt.model_validate_json(receipt_of(project, line).read_bytes())
+    for run in receipt.runs:
+        first, repair = run.attempts
+        assert not first.success and repair.success
+        assert repair.repairFeedback is not None and repair.repairFeedback.failedAssertionIds
+    _, decision = check(receipt_of(project, line))
+    rules = {reason.split(":")[0] for reason in decision["reasons"]}
+    assert {"not-self-test", "first-successes", "safety"} <= rules
+
+
+def test_a_null_batch_completes_with_nothing_but_the_untouched_starter_submitted(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    project = project_copy(tmp_path)
+    code, line = eval_agent(project, write_config(engine, tmp_path / "r.json", "null"))
+    assert (code, line["finalSuccesses"]) == (0, 0)
+    receipt = Receipt.model_validate_json(receipt_of(project, line).read_bytes())
+    for run in receipt.runs:
+        categories = {a.failureCategory for a in run.attempts}
+        # error-recovery starts from a starter file: left untouched, it is graded as
+        # submitted (its seeded import is unsupported); elsewhere nothing is written.
+        expected = "unsupported-api" if run.taskId == "error-recovery" else "no-submission"
+        assert categories == {expected}, run.runId
+
+
+@pytest.mark.parametrize(
+    ("change", "env", "reason"),
+    [
+        ({"runnerImage": "sha256:" + "1" * 64}, {}, "runnerImage:"),
+        ({"verifierImage": "agent-eval/verifier@sha256:" + "2" * 64}, {}, "verifierImage:"),
+        ({}, {"DOCKER_HOST": "tcp://127.0.0.1:2375"}, "engine:"),
+        ({"envAllowlist": ["GITHUB_TOKEN"]}, {}, "config:"),
+        ({"envAllowlist": ["AGENT_EVAL_UNSET_KEY"]}, {}, "unset variables"),
+    ],
+)
+def test_a_batch_that_cannot_run_safely_is_not_run_with_its_reason(
+    engine: ContainerEngine,
+    tmp_path: Path,
+    change: dict[str, Any],
+    env: dict[str, str],
+    reason: str,
+) -> None:
+    project = project_copy(tmp_path)
+    config = write_config(engine, tmp_path / "r.json", "oracle")
+    if change:
+        data = json.loads(config.read_text())
+        data.update(change)
+        config.write_text(json.dumps(data))
+    code, line = eval_agent(project, config, env)
+    assert (code, line["status"]) == (2, "not-run")
+    receipt = Receipt.model_validate_json(receipt_of(project, line).read_bytes())
+    assert receipt.status == "not-run" and receipt.runs == []
+    assert any(reason in r for r in receipt.reasons), receipt.reasons
+    assert not (receipt_of(project, line).parent / "archives").exists()
+    code, decision = check(receipt_of(project, line))
+    assert code == 1 and any(r.startswith("archives-readable") for r in decision["reasons"])
+
+
+def test_an_interrupted_batch_leaves_a_partial_receipt_that_is_rejected(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    project = project_copy(tmp_path)
+    config = write_config(engine, tmp_path / "r.json", "oracle")
+    process = subprocess.Popen(
+        [str(BIN / "eval-agent"), "--runner-config", str(config), "--project", str(project)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 600
+    receipt_path = None
+    while time.monotonic() < deadline:
+        found = list((project / "evidence").glob("*/receipt.json"))
+        if found and json.loads(found[0].read_text())["runs"]:
+            receipt_path = found[0]
+            break
+        time.sleep(0.5)
+    assert receipt_path is not None, "no run finished in time"
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=300)
+    assert process.returncode != 0
+    receipt = Receipt.model_validate_json(receipt_path.read_bytes())
+    assert receipt.status == "interrupted" and 0 < len(receipt.runs) < 18
+    assert list_leftovers(engine, receipt.batchId) == []
+    code, decision = check(receipt_path)
+    assert code == 1
+    rules = {reason.split(":")[0] for reason in decision["reasons"]}
+    assert {"batch-completed", "schedule"} <= rules
