@@ -1,0 +1,28 @@
+"""Every example runner config the README points at is a valid runner.json, names only
+model credentials, and expects the identity its adapter will report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_eval.models import RunnerConfig
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples" / "runners").glob("*.json"))
+
+
+def test_there_is_an_example_for_each_real_agent() -> None:
+    assert {p.stem for p in EXAMPLES} >= {"claude-code", "codex", "aider", "mini-swe-agent"}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_each_example_is_a_valid_runner_config_for_its_adapter(path: Path) -> None:
+    config = RunnerConfig.model_validate(json.loads(path.read_text()))
+    assert config.expectedRunner.name == path.stem
+    module = "agent_eval.adapters." + path.stem.replace("-", "_")
+    assert module in config.args
+    model = config.args[config.args.index("--model") + 1]
+    assert model == config.expectedModel.id
+    assert config.envAllowlist, "a real agent needs its model credential"
