@@ -20,7 +20,7 @@ import re
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +36,7 @@ from agent_eval.models.analysis import Analysis
 from agent_eval.models.task import TaskSpec
 from agent_eval.suite import CONTRACT_FILE, STARTER_DIR
 
-__all__ = ["LocalVerifier", "SourceDistribution", "find_source_distributions"]
+__all__ = ["LocalVerifier", "SourceDistribution", "find_source_distributions", "generate_catalog"]
 
 _CATALOG_TIMEOUT_S = 120.0
 
@@ -81,25 +81,27 @@ def _dist_info_name(name: str, version: str) -> str:
     return f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
 
 
-def _catalog_from_sources(
-    distributions: list[SourceDistribution], work_dir: Path
-) -> dict[str, Any]:
-    site = work_dir / "site"
-    for dist in distributions:
-        info = site / _dist_info_name(dist.name, dist.version)
-        info.mkdir(parents=True, exist_ok=True)
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {dist.version}\n",
-            encoding="utf-8",
-        )
-        (info / "top_level.txt").write_text("\n".join(dist.packages) + "\n", encoding="utf-8")
+def generate_catalog(
+    import_paths: Sequence[Path], output_dir: Path, distributions: Sequence[str]
+) -> None:
+    """Generate the API catalog of *distributions* in a subprocess that imports them.
+
+    The subprocess sees only the harness and *import_paths* on its path, so the
+    catalog describes the library as installed there, never the host's.
+
+    Raises:
+        InfrastructureError: The generator could not run or failed.
+    """
     harness_root = Path(agent_eval.__file__).resolve().parent.parent
-    paths = [harness_root, site, *(d.src.resolve() for d in distributions)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
-    out = work_dir / "catalog"
-    command = [sys.executable, "-m", "agent_eval.catalog", "--output-dir", str(out)]
-    for dist in distributions:
-        command += ["--distribution", dist.name]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": os.pathsep.join(str(p) for p in [harness_root, *import_paths]),
+    }
+    command = [sys.executable, "-B", "-m", "agent_eval.catalog", "--output-dir", str(output_dir)]
+    for name in distributions:
+        command += ["--distribution", name]
     try:
         done = subprocess.run(
             command,
@@ -116,6 +118,24 @@ def _catalog_from_sources(
             f"generating the API catalog failed (exit {done.returncode}): "
             f"{done.stderr.strip()[-1000:]}"
         )
+
+
+def _catalog_from_sources(
+    distributions: list[SourceDistribution], work_dir: Path
+) -> dict[str, Any]:
+    site = work_dir / "site"
+    for dist in distributions:
+        info = site / _dist_info_name(dist.name, dist.version)
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {dist.version}\n",
+            encoding="utf-8",
+        )
+        (info / "top_level.txt").write_text("\n".join(dist.packages) + "\n", encoding="utf-8")
+    out = work_dir / "catalog"
+    generate_catalog(
+        [site, *(d.src.resolve() for d in distributions)], out, [d.name for d in distributions]
+    )
     catalog: dict[str, Any] = json.loads((out / CATALOG_FILE).read_text(encoding="utf-8"))
     return catalog
 

@@ -46,7 +46,6 @@ import queue
 import re
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 import threading
@@ -81,7 +80,7 @@ from agent_eval.errors import (
     SuiteError,
 )
 from agent_eval.images import VERIFIER_MOUNTS, VERIFIER_TAG
-from agent_eval.local_verifier import find_source_distributions
+from agent_eval.local_verifier import find_source_distributions, generate_catalog
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS, Analysis
 from agent_eval.models.base import WireModel
 from agent_eval.models.behaviour import (
@@ -994,7 +993,7 @@ def prepare_source_consumer(packages_dir: Path, consumer_dir: Path) -> Path:
     for dependency in _dependency_closure(names, library):
         _copy_distribution(dependency, site)
     docs = consumer_dir / _CONSUMER_CATALOG[0]
-    _generate_catalog(site, docs, [d.name for d in distributions])
+    generate_catalog([site.resolve()], docs, [d.name for d in distributions])
     for path in [consumer_dir, *consumer_dir.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     return consumer_dir
@@ -1006,35 +1005,6 @@ def _declared_dependencies(pyproject: Path) -> list[str]:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as exc:
         raise ConfigError(f"{pyproject}: cannot read [project]: {exc}") from exc
     return [n for r in project.get("dependencies", []) if (n := _requirement_name(str(r)))]
-
-
-def _generate_catalog(site: Path, docs: Path, distributions: Sequence[str]) -> None:
-    harness_root = Path(agent_eval.__file__).resolve().parent.parent
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": os.pathsep.join([str(harness_root), str(site.resolve())]),
-    }
-    command = [sys.executable, "-B", "-m", "agent_eval.catalog", "--output-dir", str(docs)]
-    for name in distributions:
-        command += ["--distribution", name]
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=_CATALOG_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InfrastructureError(f"cannot generate the API catalog: {exc}") from exc
-    if done.returncode != 0:
-        raise InfrastructureError(
-            f"generating the API catalog failed (exit {done.returncode}): "
-            f"{done.stderr.strip()[-1000:]}"
-        )
 
 
 # --- tasks verify --engine docker ---------------------------------------------------------
