@@ -31,12 +31,18 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_eval.adapters.common import AdapterOptions, Request, main, run_cli
+from agent_eval.adapters.common import (
+    AdapterOptions,
+    BudgetSpent,
+    Request,
+    main,
+    run_cli,
+    stdout_to_file,
+)
 
 EXECUTABLE = "/opt/claude-code/bin/claude"
 """Where the image keeps the CLI's native binary."""
@@ -54,14 +60,6 @@ QUIET_ENV = {
 """No update check, telemetry, error report or side request: the model endpoint only."""
 _KEY_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 _MAX_FORWARDED_EVENTS = 64 * 1024
-_OUTER_KILL_WAIT_S = 60.0
-
-# Runs the CLI with its stdout in a file: exec keeps the PID, so run_cli still
-# kills the CLI's whole process group, and the events never mix with stderr.
-_STDOUT_TO_FILE = (
-    "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600); "
-    "os.dup2(fd, 1); os.close(fd); os.execv(sys.argv[2], sys.argv[2:])"
-)
 
 
 def settings_arguments(settings: Mapping[str, Any]) -> list[str]:
@@ -136,13 +134,6 @@ def succeeded(result: Mapping[str, Any] | None) -> bool:
     return result is not None and result.get("subtype") == "success" and not result.get("is_error")
 
 
-def await_outer_deadline(seconds: float = _OUTER_KILL_WAIT_S) -> None:
-    """Out of time: wait to be killed from outside, so the attempt is a timeout, not a failure."""
-    print("adapter: the CLI did not finish within the time budget", file=sys.stderr, flush=True)
-    time.sleep(seconds)
-    raise TimeoutError("the CLI did not finish within the time budget")
-
-
 def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float) -> bool:
     """Run Claude Code once in the output directory; completed when it says it succeeded."""
     scratch = Path(tempfile.mkdtemp(prefix="claude-code.", dir="/tmp"))
@@ -150,13 +141,13 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
         (scratch / name).mkdir(mode=0o700)
     env = cli_environment(os.environ, scratch, options.endpoint_env)
     events = scratch / "events.jsonl"
-    argv = [sys.executable, "-B", "-c", _STDOUT_TO_FILE, str(events)]
+    argv = stdout_to_file(events)
     argv += cli_arguments(request, options, prompt)
     outcome = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
     lines = events.read_text(encoding="utf-8", errors="replace").splitlines()
     _forward_tail(lines)
     if outcome.timed_out:
-        await_outer_deadline()
+        raise BudgetSpent("the CLI did not finish within the time budget")
     result = final_result(lines)
     print(
         f"adapter: claude exited {outcome.exit_code} after {outcome.seconds:.1f}s; result "

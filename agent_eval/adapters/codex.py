@@ -29,11 +29,17 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from agent_eval.adapters.common import AdapterOptions, Request, main, run_cli
+from agent_eval.adapters.common import (
+    AdapterOptions,
+    BudgetSpent,
+    Request,
+    main,
+    run_cli,
+    stdout_to_file,
+)
 
 EXECUTABLE = "/opt/codex/bin/codex"
 """Where the image keeps the CLI's static binary."""
@@ -41,15 +47,7 @@ KEY_ENV = "OPENAI_API_KEY"
 PROVIDER = "agent-eval"
 SETTINGS = ("model_reasoning_effort", "model_reasoning_summary", "model_verbosity")
 _MAX_FORWARDED_EVENTS = 64 * 1024
-_OUTER_KILL_WAIT_S = 60.0
 _FAILED_EVENTS = {"turn.failed", "error"}
-
-# Runs the CLI with its stdout in a file: exec keeps the PID, so run_cli still
-# kills the CLI's whole process group, and the events never mix with stderr.
-_STDOUT_TO_FILE = (
-    "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600); "
-    "os.dup2(fd, 1); os.close(fd); os.execv(sys.argv[2], sys.argv[2:])"
-)
 
 
 def _toml_string(value: object) -> str:
@@ -136,13 +134,6 @@ def turn_completed(events: Sequence[str]) -> bool:
     return "turn.completed" in types and not _FAILED_EVENTS & set(types)
 
 
-def await_outer_deadline(seconds: float = _OUTER_KILL_WAIT_S) -> None:
-    """Out of time: wait to be killed from outside, so the attempt is a timeout, not a failure."""
-    print("adapter: the CLI did not finish within the time budget", file=sys.stderr, flush=True)
-    time.sleep(seconds)
-    raise TimeoutError("the CLI did not finish within the time budget")
-
-
 def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float) -> bool:
     """Run ``codex exec`` once in the output directory; completed when its turn completed."""
     if not os.environ.get(KEY_ENV):
@@ -156,7 +147,7 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     env = {**os.environ, "CODEX_HOME": str(home), "HOME": str(scratch), "NO_COLOR": "1",
            "TERM": "dumb"}  # fmt: skip
     events = scratch / "events.jsonl"
-    argv = [sys.executable, "-B", "-c", _STDOUT_TO_FILE, str(events)]
+    argv = stdout_to_file(events)
     argv += cli_arguments(request, prompt)
     outcome = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
     lines = events.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -164,7 +155,7 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     if text:
         print(text, file=sys.stderr, flush=True)
     if outcome.timed_out:
-        await_outer_deadline()
+        raise BudgetSpent("the CLI did not finish within the time budget")
     completed = turn_completed(lines)
     print(
         f"adapter: codex exited {outcome.exit_code} after {outcome.seconds:.1f}s; "

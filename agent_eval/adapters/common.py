@@ -27,6 +27,7 @@ __all__ = [
     "parse_options",
     "read_request",
     "run_cli",
+    "stdout_to_file",
 ]
 
 MAX_STDERR_BYTES = 256 * 1024
@@ -202,6 +203,21 @@ _LAUNCH = (
     "sys.path[:] = [site] + [p for p in sys.path if p and p not in outer]; "
     "runpy.run_module(module, run_name='__main__', alter_sys=True)"
 )
+
+
+_STDOUT_TO_FILE = (
+    "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600); "
+    "os.dup2(fd, 1); os.close(fd); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def stdout_to_file(path: Path) -> list[str]:
+    """Argv prefix that sends the CLI's stdout to *path* (its stderr still reaches ours).
+
+    The wrapper execs the CLI in place, so the process group and its kill at the
+    deadline are unchanged.
+    """
+    return [sys.executable, "-B", "-c", _STDOUT_TO_FILE, str(path)]
 
 
 def agent_python(site: str, module: str) -> list[str]:
