@@ -88,7 +88,8 @@ def _batch_rules(receipt: Receipt, suite: SuiteSpec) -> list[str]:
         reasons.append(f"batch-completed: status is {receipt.status!r}, not 'completed'{detail}")
     if receipt.selfTest:
         reasons.append(
-            "not-self-test: a built-in reference runner made this receipt; it can never qualify"
+            "not-self-test: a built-in reference runner, or a runner whose model could only be "
+            "scripted (no network), made this receipt; it can never qualify"
         )
     expected = suite.run_ids()
     actual = [r.runId for r in receipt.runs]

@@ -117,9 +117,7 @@ def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
     assert all(r.attempts[0].analysisDigest for r in receipt.runs)
     code, decision = check(receipt_path)
     assert code == 1
-    assert decision["reasons"] == [
-        "not-self-test: a built-in reference runner made this receipt; it can never qualify"
-    ]
+    assert [reason.split(":")[0] for reason in decision["reasons"]] == ["not-self-test"]
     assert list_leftovers(engine, receipt.batchId) == []
     assert not (project / "evidence" / ".work").exists()
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agent_eval.models import FIXED_SUITE
+from agent_eval.batch.run import is_self_test
+from agent_eval.models import FIXED_SUITE, RunnerConfig
 from agent_eval.qualification import CurrentDigests, qualify_files
 from tests.evidence_builders import (
     CURRENT,
@@ -23,6 +24,8 @@ from tests.evidence_builders import (
     run,
     write_batch,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def check(batch: Batch, current: CurrentDigests = CURRENT) -> list[str]:
@@ -300,3 +303,11 @@ def test_several_broken_rules_are_all_reported(tmp_path: Path) -> None:
     reasons = check(batch)
     rules = {x.split(":")[0] for x in reasons}
     assert rules == {"not-self-test", "solution-integrity"}
+
+
+def test_a_runner_without_network_is_self_test_whatever_identity_it_reports() -> None:
+    data = json.loads((ROOT / "examples" / "runners" / "claude-code.json").read_text())
+    assert not is_self_test(RunnerConfig.model_validate(data))
+    assert is_self_test(RunnerConfig.model_validate({**data, "network": "none"}))
+    reference = {**data, "expectedRunner": {"name": "agent-eval-oracle", "version": "1"}}
+    assert is_self_test(RunnerConfig.model_validate(reference))

@@ -50,10 +50,22 @@ from agent_eval.models import (
 from agent_eval.project import Project, evaluator_digest
 from agent_eval.suite import Suite, load_suite
 
-__all__ = ["BatchOutcome", "VerifierContext", "VerifierFactory", "run_batch"]
+__all__ = ["BatchOutcome", "VerifierContext", "VerifierFactory", "is_self_test", "run_batch"]
 
 REFERENCE_RUNNER_PREFIX = "agent-eval-"
 """Identity names of the built-in reference runners; their receipts are self-test."""
+
+
+def is_self_test(config: RunnerConfig) -> bool:
+    """Whether a batch with *config* proves the harness rather than an agent.
+
+    A built-in reference runner is self-test. So is any runner without a
+    network: the only model it can reach lives inside its own container, which
+    makes it a scripted model, whatever identity the runner reports.
+    """
+    return config.expectedRunner.name.startswith(REFERENCE_RUNNER_PREFIX) or (
+        config.network == "none"
+    )
 
 
 @dataclass(frozen=True)
@@ -150,7 +162,7 @@ def run_batch(
             batchId=batch_id,
             status="running",
             reasons=[],
-            selfTest=config.expectedRunner.name.startswith(REFERENCE_RUNNER_PREFIX),
+            selfTest=is_self_test(config),
             createdAt=started,
             updatedAt=clock(),
             suiteDigest=project.suite_digest(),
