@@ -109,7 +109,6 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
         stage=work / "stage",
         archives_dir=work / "archives",
         archives=archives,
-        archives_digest="sha256:" + "0" * 64,
         dependency_lock=ROOT / "packages" / "requirements.lock",
         guides=guides,
         tasks=[TaskMaterial(task.id, task.render_prompt(DOCS_DIR), task.contract_text)],

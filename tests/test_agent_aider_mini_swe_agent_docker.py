@@ -109,7 +109,6 @@ def consumer(
         stage=work / "stage",
         archives_dir=work / "archives",
         archives=archives,
-        archives_digest="sha256:" + "0" * 64,
         dependency_lock=ROOT / "packages" / "requirements.lock",
         guides={
             p.name: p / "GUIDE.md"

@@ -49,7 +49,6 @@ def consumer(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) 
         stage=work / "stage",
         archives_dir=work / "archives",
         archives=archives,
-        archives_digest="sha256:" + "0" * 64,
         dependency_lock=ROOT / "packages" / "requirements.lock",
         guides={},
         tasks=[],

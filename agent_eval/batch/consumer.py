@@ -72,9 +72,19 @@ class PreparedConsumer:
     """A consumer ready to be mounted read-only."""
 
     root: Path
-    lock: ConsumerLock
+    python: str
+    distributions: list[LockedDistribution]
     catalog: ApiCatalog
     mypy_version: str
+
+    def lock(self, archives_digest: str) -> ConsumerLock:
+        """consumer-lock.json, bound to the archives.json it was installed from."""
+        return ConsumerLock(
+            schemaVersion=1,
+            archivesDigest=archives_digest,
+            python=self.python,
+            distributions=self.distributions,
+        )
 
 
 def _normalise(name: str) -> str:
@@ -144,7 +154,6 @@ def prepare_consumer(
     stage: Path,
     archives_dir: Path,
     archives: list[ArchiveEntry],
-    archives_digest: str,
     dependency_lock: Path | None,
     guides: dict[str, Path],
     tasks: list[TaskMaterial],
@@ -190,13 +199,16 @@ def prepare_consumer(
         raise InfrastructureError(str(exc)) from exc
     python = (root / "python-version").read_text(encoding="utf-8").strip()
     mypy_version = (root / "mypy-version").read_text(encoding="utf-8").strip()
-    lock = read_lock(root / "site", archives, archives_digest, python)
-    return PreparedConsumer(root=root, lock=lock, catalog=catalog, mypy_version=mypy_version)
+    return PreparedConsumer(
+        root=root,
+        python=python,
+        distributions=installed_distributions(root / "site", archives),
+        catalog=catalog,
+        mypy_version=mypy_version,
+    )
 
 
-def read_lock(
-    site: Path, archives: list[ArchiveEntry], archives_digest: str, python: str
-) -> ConsumerLock:
+def installed_distributions(site: Path, archives: list[ArchiveEntry]) -> list[LockedDistribution]:
     """Describe every distribution installed under *site*."""
     candidates = {_normalise(a.distribution): a for a in archives}
     found: list[LockedDistribution] = []
@@ -221,6 +233,4 @@ def read_lock(
     missing = sorted(set(candidates) - {d.name for d in found})
     if missing:
         raise InfrastructureError(f"the consumer lacks the candidate distributions {missing}")
-    return ConsumerLock(
-        schemaVersion=1, archivesDigest=archives_digest, python=python, distributions=found
-    )
+    return found

@@ -321,7 +321,6 @@ def _consumer(
             stage=work_dir / "consumer-stage",
             archives_dir=batch_dir / "archives",
             archives=archives,
-            archives_digest="sha256:" + "0" * 64,
             dependency_lock=lock if lock.is_file() else None,
             guides=guides,
             tasks=tasks,
@@ -348,7 +347,7 @@ def _write_bindings(
         toolchain=Toolchain(
             python=platform.python_version(),
             harness=_harness_version(),
-            verifierPython=consumer.lock.python,
+            verifierPython=consumer.python,
             mypy=consumer.mypy_version,
         ),
         runnerImage=ImageRecord(reference=config.runnerImage, imageId=runner_image.image_id),
@@ -360,8 +359,7 @@ def _write_bindings(
     )
     write_model_atomic(batch_dir / "archives.json", manifest)
     archives_digest = file_sha256(batch_dir / "archives.json")
-    lock = consumer.lock.model_copy(update={"archivesDigest": archives_digest})
-    write_model_atomic(batch_dir / "consumer-lock.json", lock)
+    write_model_atomic(batch_dir / "consumer-lock.json", consumer.lock(archives_digest))
     return archives_digest, file_sha256(batch_dir / "consumer-lock.json")
 
 
