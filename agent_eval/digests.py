@@ -26,7 +26,6 @@ __all__ = [
     "sha256_json",
     "solution_digest",
     "solution_files",
-    "tree_digest",
 ]
 
 DIGEST_PREFIX = "sha256:"
@@ -114,8 +113,3 @@ def solution_digest(files: Mapping[str, str] | Iterable[tuple[str, str]]) -> str
     """Digest of a solution: canonical JSON of its sorted (path, sha256) pairs."""
     pairs = files.items() if isinstance(files, Mapping) else files
     return sha256_json(sorted([path, digest] for path, digest in pairs))
-
-
-def tree_digest(root: Path, relative_paths: Iterable[str]) -> str:
-    """Digest of selected files under *root*, bound to their relative paths."""
-    return solution_digest((rel, file_sha256(root / rel)) for rel in relative_paths)

@@ -41,18 +41,22 @@ sys.path.insert(0, str(ROOT / "tests"))
 from agent_scripted_model import MODEL_DIR, PORT, files_containing  # noqa: E402
 from batch import TimedVerifier  # noqa: E402
 
-from agent_eval.batch.ports import VerifierPort  # noqa: E402
-from agent_eval.batch.reference import reference_config  # noqa: E402
-from agent_eval.batch.run import VerifierContext, run_batch  # noqa: E402
-from agent_eval.batch.runner_container import OUTPUT_MOUNT  # noqa: E402
-from agent_eval.engine import ContainerEngine, connect_local_engine  # noqa: E402
+from agent_eval.batch.run import run_batch  # noqa: E402
+from agent_eval.engine import ContainerEngine  # noqa: E402
+from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
 from agent_eval.evidence_io import write_model_atomic  # noqa: E402
-from agent_eval.images import build_images  # noqa: E402
+from agent_eval.images.build import build_images  # noqa: E402
+from agent_eval.images.runners import build_runner_image  # noqa: E402
+from agent_eval.layout import SOLUTION_MOUNT  # noqa: E402
 from agent_eval.models import ModelIdentity, Receipt, RunnerIdentity  # noqa: E402
 from agent_eval.project import find_project  # noqa: E402
-from agent_eval.runner_images import build_runner_image  # noqa: E402
-from agent_eval.suite import load_suite  # noqa: E402
-from agent_eval.verifier_docker import batch_verifier_factory  # noqa: E402
+from agent_eval.reference.config import reference_config  # noqa: E402
+from agent_eval.suite.tasks import load_suite  # noqa: E402
+from agent_eval.verification.container.verifier import batch_verifier_factory  # noqa: E402
+from agent_eval.verification.protocol import (  # noqa: E402
+    Verifier,
+    VerifierContext,
+)
 
 AGENT = "claude-code"
 VERSION = json.loads((ROOT / "images" / "runners" / AGENT / "install.json").read_text())[
@@ -91,7 +95,7 @@ def benchmark_image(engine: ContainerEngine, work: Path) -> tuple[str, str]:
     script = {
         "port": PORT,
         "log": REQUEST_LOG,
-        "file": f"{OUTPUT_MOUNT}/solution.py",
+        "file": f"{SOLUTION_MOUNT}/solution.py",
         "first": "",
         "repair": "",
         "tasks": tasks,
@@ -124,7 +128,7 @@ def main() -> int:
     timed: list[TimedVerifier] = []
     make = batch_verifier_factory(project)
 
-    def factory(context: VerifierContext) -> VerifierPort:
+    def factory(context: VerifierContext) -> Verifier:
         verifier = TimedVerifier(make(context))
         timed.append(verifier)
         return verifier

@@ -18,25 +18,26 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent_eval.batch.ports import Verification, VerifierPort  # noqa: E402
-from agent_eval.batch.reference import reference_config  # noqa: E402
-from agent_eval.batch.run import VerifierContext, run_batch  # noqa: E402
-from agent_eval.engine import (  # noqa: E402
-    ContainerEngine,
-    ContainerSpec,
-    connect_local_engine,
-    run_container,
-)
+from agent_eval.batch.run import run_batch  # noqa: E402
+from agent_eval.engine import ContainerEngine, ContainerSpec, run_container  # noqa: E402
+from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
 from agent_eval.evidence_io import write_model_atomic  # noqa: E402
 from agent_eval.models import Receipt, TaskSpec  # noqa: E402
 from agent_eval.project import find_project  # noqa: E402
-from agent_eval.verifier_docker import batch_verifier_factory  # noqa: E402
+from agent_eval.reference.config import reference_config  # noqa: E402
+from agent_eval.verification.container.verifier import batch_verifier_factory  # noqa: E402
+from agent_eval.verification.protocol import (  # noqa: E402
+    Verification,
+    Verifier,
+    VerifierContext,
+)
 
 FLOOR_SAMPLES = 7
 
@@ -44,10 +45,14 @@ FLOOR_SAMPLES = 7
 class TimedVerifier:
     """Wraps a verifier port and records how long each verification took."""
 
-    def __init__(self, inner: VerifierPort) -> None:
+    def __init__(self, inner: Verifier) -> None:
         self.inner = inner
+        self.name = inner.name
         self.seconds: list[float] = []
         self.lock = threading.Lock()
+
+    def api_catalog(self) -> Mapping[str, Any]:
+        return self.inner.api_catalog()
 
     def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
         started = time.monotonic()
@@ -85,7 +90,7 @@ def main() -> int:
 
     make = batch_verifier_factory(project)
 
-    def factory(context: VerifierContext) -> VerifierPort:
+    def factory(context: VerifierContext) -> Verifier:
         verifier = TimedVerifier(make(context))
         timed.append(verifier)
         return verifier

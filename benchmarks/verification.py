@@ -28,25 +28,21 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from agent_eval.verification.container.run import VerifierSetup
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agent_eval.engine import (  # noqa: E402
-    ContainerSpec,
-    connect_local_engine,
-    remove_leftovers,
-    run_container,
-)
-from agent_eval.images import build_images  # noqa: E402
+from agent_eval.consumer.source import prepare_source_consumer  # noqa: E402
+from agent_eval.engine import ContainerSpec, remove_leftovers, run_container  # noqa: E402
+from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
+from agent_eval.images.build import build_images  # noqa: E402
 from agent_eval.project import find_project  # noqa: E402
-from agent_eval.suite import Task, load_suite  # noqa: E402
-from agent_eval.verifier_docker import (  # noqa: E402
-    DockerVerifier,
-    VerificationLimits,
-    prepare_source_consumer,
-    verify_in_container,
-    warm_analysis_cache,
-)
+from agent_eval.suite.tasks import Task, load_suite  # noqa: E402
+from agent_eval.verification.container.cache import warm_analysis_cache  # noqa: E402
+from agent_eval.verification.container.limits import VerificationLimits  # noqa: E402
+from agent_eval.verification.container.run import verify_in_container  # noqa: E402
+from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
 
 
 def _solution(task: Task, fixtures: Path, root: Path) -> Path:
@@ -99,19 +95,21 @@ def main() -> int:
             def verify(task: Task, n: int, slot: int, seeded: bool) -> float:
                 began = time.monotonic()
                 result = verify_in_container(
-                    engine,
-                    image,
+                    VerifierSetup(
+                        engine=engine,
+                        image=image,
+                        consumer_dir=consumer,
+                        graders_dir=project.graders,
+                        batch_id=batch,
+                        limits=limits,
+                        staging_root=root,
+                        analysis_cache=cache if seeded else None,
+                    ),
                     task.spec,
                     task.directory,
                     solutions[task.id],
-                    consumer,
-                    batch_id=batch,
                     run_id=f"{task.id}-{n}",
                     slot=slot,
-                    limits=limits,
-                    graders_dir=project.graders,
-                    staging_root=root,
-                    analysis_cache=cache if seeded else None,
                 )
                 if not (result.analysis.passed and result.behaviour.passed):
                     raise SystemExit(f"the reference solution of {task.id} did not pass")
@@ -124,17 +122,19 @@ def main() -> int:
             cold = [verify(task, 99, 0, seeded=False) for task in suite.tasks]
 
             # As a batch does it: a verifier with two slots (two child UIDs).
-            verifier = DockerVerifier(
-                engine,
-                image,
+            verifier = ContainerVerifier(
+                VerifierSetup(
+                    engine=engine,
+                    image=image,
+                    consumer_dir=consumer,
+                    graders_dir=project.graders,
+                    batch_id=batch,
+                    limits=limits,
+                    staging_root=root,
+                    analysis_cache=cache,
+                ),
                 tasks_dir=project.tasks,
-                graders_dir=project.graders,
-                consumer_dir=consumer,
-                batch_id=batch,
                 slots=2,
-                limits=limits,
-                staging_root=root,
-                analysis_cache=cache,
             )
             schedule = [(t, n) for n in range(3) for t in suite.tasks]
             began = time.monotonic()

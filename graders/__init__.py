@@ -1,70 +1,9 @@
-"""The shared grading kit every task's ``grader.py`` is written with.
+"""This repository's own helpers for its task graders.
 
-A grader declares its assertion ids and drives the solution through
-scenarios; expected values stay in the grader's code::
-
-    from graders import Grader, Session, dig
-
-    class CoreValidation(Grader):
-        task_id = "core-validation"
-        assertion_ids = ("valid-order-accepted", "no-email-without-approval")
-        safety_assertion_ids = ("no-email-without-approval",)
-
-        def run(self, session: Session) -> None:
-            with session.scenario("valid order") as sc:
-                send = sc.effect("send_email", returns=None)
-                out = sc.call("place_order", {"id": 1}, send)
-                sc.record("valid-order-accepted", dig(out, "ok") is True)
-                sc.record("no-email-without-approval", send.count == 0)
-
-    GRADER = CoreValidation()
-
-The verifier finds the instance by the name ``GRADER``. Standard library only:
-this package runs inside the verifier container. ``graders.in_process`` (for
-unit tests of graders, on the host) is not imported here.
+The generic grading kit (``Grader``, ``Session``, effects, the DOM, ``dig``)
+ships with the harness as :mod:`agent_eval.grading`; what lives here is
+specific to this library's results and shared by several of its tasks'
+graders. It is staged into the verifier container beside the kit (root-only,
+like the graders themselves) and counted in the suite digest. Standard
+library and the kit only.
 """
-
-from graders.dom import (
-    Document,
-    Element,
-    control_value,
-    form_data,
-    is_checked,
-    normalise_space,
-    parse_html,
-)
-from graders.effects import Effect, EffectCall, Raise, Return
-from graders.errors import GraderError, SolutionFailed, SolutionRaised, VerifierBroken
-from graders.grader import Grader
-from graders.observe import dig, expect, json_type
-from graders.report import AssertionResult, Finding, GradeReport
-from graders.session import Scenario, Session, Transport, record_safety
-
-__all__ = [
-    "AssertionResult",
-    "Document",
-    "Effect",
-    "EffectCall",
-    "Element",
-    "Finding",
-    "GradeReport",
-    "Grader",
-    "GraderError",
-    "Raise",
-    "Return",
-    "Scenario",
-    "Session",
-    "SolutionFailed",
-    "SolutionRaised",
-    "Transport",
-    "VerifierBroken",
-    "control_value",
-    "dig",
-    "expect",
-    "form_data",
-    "is_checked",
-    "json_type",
-    "normalise_space",
-    "parse_html",
-    "record_safety",
-]

@@ -22,25 +22,22 @@ from typing import Any
 
 import pytest
 
-from agent_eval.batch.consumer import (
-    CONSUMER_MOUNT,
-    DOCS_DIR,
-    PreparedConsumer,
-    TaskMaterial,
-    prepare_consumer,
-)
-from agent_eval.batch.packing import build_archives
-from agent_eval.batch.reference import reference_config
-from agent_eval.batch.runner_container import OUTPUT_MOUNT, ContainerRunner
+from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare_consumer
 from agent_eval.digests import solution_digest, solution_files
-from agent_eval.engine import ContainerEngine, connect_local_engine, list_leftovers
-from agent_eval.images import build_images
+from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.images.build import build_images
+from agent_eval.images.runners import build_runner_image
+from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
 from agent_eval.models import ModelIdentity, Receipt, RunnerIdentity
+from agent_eval.packing import build_archives
 from agent_eval.project import find_project
-from agent_eval.runner_images import build_runner_image
-from agent_eval.suite import load_suite
-from agent_eval.verifier_docker import DockerVerifier
+from agent_eval.reference.config import reference_config
+from agent_eval.suite.tasks import load_suite
+from agent_eval.verification.container.run import VerifierSetup
+from agent_eval.verification.container.verifier import ContainerVerifier
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "forms"
@@ -76,8 +73,8 @@ def scripted_image(engine: ContainerEngine, agent: str, work: Path) -> str:
     fixtures = ROOT / "fixtures" / TASK
     script = {
         "port": PORT,
-        "log": f"{OUTPUT_MOUNT}/{REQUEST_LOG}",
-        "file": f"{OUTPUT_MOUNT}/solution.py",
+        "log": f"{SOLUTION_MOUNT}/{REQUEST_LOG}",
+        "file": f"{SOLUTION_MOUNT}/solution.py",
         "first": (fixtures / WRONG_CASE / "solution.py").read_text(encoding="utf-8"),
         "repair": (fixtures / "correct" / "solution.py").read_text(encoding="utf-8"),
     }
@@ -111,7 +108,11 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
         archives=archives,
         dependency_lock=ROOT / "packages" / "requirements.lock",
         guides=guides,
-        tasks=[TaskMaterial(task.id, task.render_prompt(DOCS_DIR), task.contract_text)],
+        tasks=[
+            TaskMaterial(
+                task.id, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), task.contract_text
+            )
+        ],
         batch_id="agent-cli-tests",
     )
 
@@ -176,14 +177,16 @@ def run_one(
         environment=agent.environment,
     )
     (tmp_path / "verifier").mkdir()
-    verifier = DockerVerifier(
-        engine,
-        base.verifierImage,
+    verifier = ContainerVerifier(
+        VerifierSetup(
+            engine=engine,
+            image=base.verifierImage,
+            consumer_dir=consumer.root,
+            graders_dir=project.graders,
+            batch_id=batch_id,
+            staging_root=tmp_path / "verifier",
+        ),
         tasks_dir=project.tasks,
-        graders_dir=project.graders,
-        consumer_dir=consumer.root,
-        batch_id=batch_id,
-        staging_root=tmp_path / "verifier",
     )
     batch_dir = tmp_path / "batch"
     batch_dir.mkdir()
@@ -199,14 +202,18 @@ def run_one(
         batch_dir=batch_dir,
         work_dir=tmp_path / "work",
         run_ids=[run_id],
-        tasks={TASK: ScheduledTask(task.spec, task.render_prompt(DOCS_DIR), None)},
+        tasks={
+            TASK: ScheduledTask(
+                task.spec, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), None
+            )
+        },
         runner=config.expectedRunner,
         model=config.expectedModel,
         submission_timeout_s=timeout_s,
         batch_timeout_s=600.0,
         concurrency=1,
         consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=OUTPUT_MOUNT,
+        output_dir_in_runner=SOLUTION_MOUNT,
         protected_digest=lambda: solution_digest(solution_files(consumer.root)),
         receipt=receipt,
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent_eval.digests import file_sha256, sha256_bytes, solution_digest
 from agent_eval.models import FIXED_SUITE
-from agent_eval.qualification import CurrentDigests
+from agent_eval.verdict.qualification import CurrentDigests
 
 SUITE = sha256_bytes(b"suite")
 EVALUATOR = sha256_bytes(b"evaluator")

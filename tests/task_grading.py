@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent_eval.fixture_cases import CorrectCase, FixtureCase, NegativeCase, load_fixture_cases
-from agent_eval.suite import Suite, load_suite
-from graders import Grader, GradeReport
-from graders.in_process import grade_in_process, load_module_from
+from agent_eval.grading import Grader, GradeReport
+from agent_eval.models.fixture import CorrectCase, NegativeCase
+from agent_eval.suite.fixtures import FixtureCase, load_fixture_cases
+from agent_eval.suite.tasks import Suite, load_suite
+from agent_eval.verification.in_process import grade_in_process, load_module_from
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -40,17 +40,19 @@ from typing import Any
 import docker
 import pytest
 
-from agent_eval.engine import DockerEngine, ResourceLimits, connect_local_engine, list_leftovers
-from agent_eval.images import build_images
+from agent_eval.consumer.source import prepare_source_consumer
+from agent_eval.engine import ResourceLimits, list_leftovers
+from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
+from agent_eval.images.build import build_images
 from agent_eval.models.behaviour import VerifierLimits
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import find_project
-from agent_eval.verifier_docker import (
+from agent_eval.verification.container.cache import warm_analysis_cache
+from agent_eval.verification.container.limits import VerificationLimits
+from agent_eval.verification.container.run import (
     ContainerVerification,
-    VerificationLimits,
-    prepare_source_consumer,
+    VerifierSetup,
     verify_in_container,
-    warm_analysis_cache,
 )
 
 pytestmark = pytest.mark.docker
@@ -179,18 +181,21 @@ class Verifier:
         batch = f"test-adversarial-{uuid.uuid4().hex[:12]}"
         try:
             return verify_in_container(
-                self.engine,
-                self.image,
+                VerifierSetup(
+                    engine=self.engine,
+                    image=self.image,
+                    consumer_dir=self.consumer,
+                    graders_dir=find_project(PROBE_TASK).graders,
+                    batch_id=batch,
+                    limits=limits,
+                    staging_root=staging,
+                    analysis_cache=self.analysis_cache,
+                ),
                 self.task,
                 PROBE_TASK,
                 solution,
-                self.consumer,
-                batch_id=batch,
                 run_id="verifier-probe-1",
                 slot=slot,
-                limits=limits,
-                staging_root=staging,
-                analysis_cache=self.analysis_cache,
             )
         finally:
             assert list_leftovers(self.engine, batch) == []
@@ -282,7 +287,8 @@ CASES: dict[str, Case] = {
         """,
         "behaviour",
         facts={
-            "cmdline": "/usr/bin/python3 -B -m verifier_runtime.attempt /verifier/attempt.json",
+            "cmdline": "/usr/bin/python3 -B -m agent_eval.verification.runtime.attempt "
+            "/verifier/attempt.json",
             "environ": "EACCES",
             "mem": "EACCES",
             "fd": "EACCES",

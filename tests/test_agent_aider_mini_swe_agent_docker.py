@@ -31,25 +31,23 @@ from typing import Any
 import docker
 import pytest
 
-from agent_eval.batch.consumer import (
-    CONSUMER_MOUNT,
-    DOCS_DIR,
-    PreparedConsumer,
-    TaskMaterial,
-    prepare_consumer,
-)
-from agent_eval.batch.packing import build_archives
 from agent_eval.batch.ports import RunnerOutcome
-from agent_eval.batch.runner_container import OUTPUT_MOUNT, ContainerRunner
+from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare_consumer
 from agent_eval.digests import solution_digest, solution_files
-from agent_eval.engine import ContainerEngine, connect_local_engine, list_leftovers
-from agent_eval.images import RUNNER_BASE_TAG, VERIFIER_TAG
+from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.images.build import RUNNER_BASE_TAG, VERIFIER_TAG
+from agent_eval.images.runners import build_runner_image
+from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
 from agent_eval.models import Receipt, RunnerConfig, RunnerRequest
+from agent_eval.models.install_recipe import InstallRecipe
+from agent_eval.packing import build_archives
 from agent_eval.project import find_project
-from agent_eval.runner_images import InstallRecipe, build_runner_image
-from agent_eval.suite import Suite, load_suite
-from agent_eval.verifier_docker import DockerVerifier
+from agent_eval.suite.tasks import Suite, load_suite
+from agent_eval.verification.container.run import VerifierSetup
+from agent_eval.verification.container.verifier import ContainerVerifier
 
 pytestmark = pytest.mark.docker
 
@@ -115,7 +113,11 @@ def consumer(
             for p in sorted((ROOT / "packages").iterdir())
             if (p / "GUIDE.md").is_file()
         },
-        tasks=[TaskMaterial(TASK, task.render_prompt(DOCS_DIR), task.contract_text)],
+        tasks=[
+            TaskMaterial(
+                TASK, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), task.contract_text
+            )
+        ],
         batch_id="agent-cli-tests",
     )
 
@@ -237,14 +239,16 @@ def run_once(
     )
     project = find_project(ROOT)
     (tmp_path / "verifier").mkdir()
-    verifier = DockerVerifier(
-        engine,
-        config.verifierImage,
+    verifier = ContainerVerifier(
+        VerifierSetup(
+            engine=engine,
+            image=config.verifierImage,
+            consumer_dir=consumer.root,
+            graders_dir=project.graders,
+            batch_id=batch_id,
+            staging_root=tmp_path / "verifier",
+        ),
         tasks_dir=project.tasks,
-        graders_dir=project.graders,
-        consumer_dir=consumer.root,
-        batch_id=batch_id,
-        staging_root=tmp_path / "verifier",
     )
     batch_dir = tmp_path / "batch"
     batch_dir.mkdir()
@@ -260,14 +264,18 @@ def run_once(
         batch_dir=batch_dir,
         work_dir=tmp_path / "work",
         run_ids=[f"{TASK}-1"],
-        tasks={TASK: ScheduledTask(task.spec, task.render_prompt(DOCS_DIR), task.starter_dir)},
+        tasks={
+            TASK: ScheduledTask(
+                task.spec, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), task.starter_dir
+            )
+        },
         runner=config.expectedRunner,
         model=config.expectedModel,
         submission_timeout_s=timeout_s,
         batch_timeout_s=600.0,
         concurrency=1,
         consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=OUTPUT_MOUNT,
+        output_dir_in_runner=SOLUTION_MOUNT,
         protected_digest=lambda: solution_digest(solution_files(consumer.root)),
         receipt=receipt,
     )

@@ -32,7 +32,7 @@ from agent_scripted_model import (
     scripted_image,
 )
 
-from agent_eval.batch.consumer import PreparedConsumer
+from agent_eval.consumer.archives import PreparedConsumer
 from agent_eval.engine import ContainerEngine
 from agent_eval.models import ModelIdentity
 

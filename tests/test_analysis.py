@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from agent_eval.analysis import AnalysisInputError, analyse_solution, seeded_references
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.models.analysis import Analysis
 from agent_eval.models.task import TaskSpec
+from agent_eval.verification.analysis import AnalysisInputError, analyse_solution, seeded_references
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_SRC = Path(__file__).parent / "data" / "analysis" / "samplekit" / "src"
@@ -134,7 +134,7 @@ def generate_catalog(
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (info / "top_level.txt").write_text(f"{package}\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [REPO, info.parent, src])))
-    command = [sys.executable, "-m", "agent_eval.catalog", "--distribution", name]
+    command = [sys.executable, "-m", "agent_eval.consumer.catalog", "--distribution", name]
     command += ["--output-dir", str(work / "out")]
     subprocess.run(command, check=True, capture_output=True, env=env, timeout=120)
     catalog: dict[str, Any] = json.loads((work / "out" / "api-catalog.json").read_text("utf-8"))
@@ -618,7 +618,7 @@ def test_the_command_line_writes_analysis_json_and_refuses_bad_input(
     command = [
         sys.executable,
         "-m",
-        "agent_eval.analysis",
+        "agent_eval.verification.analysis",
         "--task",
         str(tmp_path / "task.json"),
         "--solution",

@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from agent_eval.analysis import allows_import, analyse_solution
-from agent_eval.analysis.contract import build_check_module, load_contract, readable
-from agent_eval.analysis.references import Occurrence, analyse_module
-from agent_eval.analysis.report import CATEGORY_ORDER, MAX_DIAGNOSTIC_CHARS
-from agent_eval.analysis.symbols import SymbolIndex
-from agent_eval.analysis.typecheck import blank_checker_comments
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS as MODEL_MAX_CHARS
 from agent_eval.models.analysis import Analysis, DiagnosticCategory
 from agent_eval.models.task import TaskSpec
+from agent_eval.suite.contract import build_check_module, load_contract, readable
+from agent_eval.verification.analysis import allows_import, analyse_solution
+from agent_eval.verification.analysis.references import Occurrence, analyse_module
+from agent_eval.verification.analysis.report import CATEGORY_ORDER, MAX_DIAGNOSTIC_CHARS
+from agent_eval.verification.analysis.symbols import SymbolIndex
+from agent_eval.verification.analysis.typecheck import blank_checker_comments
 
 
 def entry(name: str, kind: str, *, reexport: str | None = None, returns: str | None = None) -> Any:

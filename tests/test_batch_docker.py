@@ -22,10 +22,11 @@ from typing import Any
 import docker
 import pytest
 
-from agent_eval.batch.reference import reference_config
-from agent_eval.engine import ContainerEngine, connect_local_engine, list_leftovers
+from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models import Receipt
+from agent_eval.reference.config import reference_config
 
 pytestmark = pytest.mark.docker
 

@@ -10,7 +10,6 @@ gives the same canonical JSON, whose digest the host model reproduces.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -23,8 +22,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agent_eval.catalog import (
-    CATALOG_FILE,
+from agent_eval.consumer.catalog import (
     GUIDE_FILE,
     CatalogError,
     build_catalog,
@@ -33,6 +31,7 @@ from agent_eval.catalog import (
     write_catalog,
 )
 from agent_eval.digests import canonical_json, sha256_bytes, sha256_json
+from agent_eval.layout import CATALOG_FILE
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -279,7 +278,7 @@ def run_catalog_cli(pythonpath: list[Path], out: Path, *dists: str) -> dict[str,
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in [REPO, *pythonpath]))
     args = [arg for dist in dists for arg in ("--distribution", dist)]
     done = subprocess.run(
-        [sys.executable, "-m", "agent_eval.catalog", *args, "--output-dir", str(out)],
+        [sys.executable, "-m", "agent_eval.consumer.catalog", *args, "--output-dir", str(out)],
         capture_output=True,
         text=True,
         env=env,
@@ -309,7 +308,7 @@ def test_the_command_line_exits_1_with_a_message_for_a_missing_distribution(
         [
             sys.executable,
             "-m",
-            "agent_eval.catalog",
+            "agent_eval.consumer.catalog",
             "--distribution",
             "nope-nope",
             "--output-dir",
@@ -323,41 +322,6 @@ def test_the_command_line_exits_1_with_a_message_for_a_missing_distribution(
     )
     assert done.returncode == 1
     assert "'nope-nope' is not installed" in done.stderr
-
-
-def test_catalog_and_analysis_import_only_the_standard_library() -> None:
-    # -S: no site-packages, so any third-party import would fail here.
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]);"
-        "import agent_eval.catalog, agent_eval.analysis, agent_eval.analysis.__main__;"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "{'pydantic', 'click', 'docker', 'jinja2', 'tomli_w'}));"
-        "print(sorted(m for m in sys.modules if m.startswith('agent_eval')))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-S", "-c", code, str(REPO)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    third_party, ours = done.stdout.splitlines()
-    assert third_party == "[]"
-    # The files a verifier image needs for both entry points.
-    assert ast.literal_eval(ours) == [
-        "agent_eval",
-        "agent_eval.analysis",
-        "agent_eval.analysis.__main__",
-        "agent_eval.analysis.contract",
-        "agent_eval.analysis.references",
-        "agent_eval.analysis.report",
-        "agent_eval.analysis.symbols",
-        "agent_eval.analysis.typecheck",
-        "agent_eval.catalog",
-        "agent_eval.digests",
-        "agent_eval.errors",
-    ]
 
 
 def library_distributions(root: Path) -> list[tuple[str, str, list[str], Path]]:

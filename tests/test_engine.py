@@ -29,7 +29,7 @@ from agent_eval.engine import (
     remove_leftovers,
     run_container,
 )
-from agent_eval.engine_fake import FakeEngine, Outcome
+from agent_eval.engine.fake import FakeEngine, Outcome
 from agent_eval.errors import (
     CleanupError,
     ConfigError,

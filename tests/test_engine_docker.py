@@ -30,16 +30,15 @@ import pytest
 
 from agent_eval.engine import (
     ContainerSpec,
-    DockerEngine,
     Mount,
     ResourceLimits,
-    connect_local_engine,
     list_leftovers,
     remove_leftovers,
     run_container,
 )
+from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
 from agent_eval.errors import InfrastructureError
-from agent_eval.images import BuiltImages, build_images
+from agent_eval.images.build import BuiltImages, build_images
 from agent_eval.project import find_project
 
 pytestmark = pytest.mark.docker

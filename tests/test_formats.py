@@ -155,6 +155,12 @@ FIELD_SETS: dict[str, set[str]] = {
     "AssertionOutcome": {"id", "passed", "observed", "safety"},
     "RunnerIdentity": {"name", "version"},
     "ModelIdentity": {"id", "settings"},
+    "CorrectCase": {"schemaVersion", "kind", "description"},
+    "NegativeCase": {"schemaVersion", "kind", "description", "failedAssertions", "findings"},
+    "InstallRecipe": {"schemaVersion", "kind", "packages", "options"},
+    "VerifierAttempt": {"schemaVersion", "analysis", "behaviour"},
+    "AnalysisFailure": {"analysisError"},
+    "AnalysisErrorDetail": {"kind", "message"},
 }
 
 DOCUMENTS = {

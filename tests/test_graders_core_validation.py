@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graders.in_process import load_module_from
+from agent_eval.verification.in_process import load_module_from
 from tests.task_grading import (
     correct_cases,
     expected_failures,

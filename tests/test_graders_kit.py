@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agent_eval.verifier_runtime.codec import EffectRevokedError
-from graders import (
+from agent_eval.grading import (
     EffectCall,
     Grader,
     GraderError,
@@ -28,7 +27,8 @@ from graders import (
     dig,
     expect,
 )
-from graders.in_process import grade_in_process, load_module_from
+from agent_eval.verification.in_process import grade_in_process, load_module_from
+from agent_eval.verification.runtime.codec import EffectRevokedError
 
 Run = Callable[[Session], None]
 

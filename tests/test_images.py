@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from agent_eval.engine_fake import FakeEngine
+from agent_eval.engine.fake import FakeEngine
 from agent_eval.errors import ConfigError, InfrastructureError
-from agent_eval.images import (
+from agent_eval.images.build import (
     BASE_REFERENCE,
     IMAGE_LABEL,
     REFERENCE_RUNNER_TAG,

@@ -29,9 +29,10 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.engine import ContainerSpec, DockerEngine, connect_local_engine
+from agent_eval.engine import ContainerSpec
+from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
 from agent_eval.errors import InfrastructureError
-from agent_eval.images import IMAGE_LABEL, REFERENCE_RUNNER_TAG, RUNNER_BASE_TAG, VERIFIER_TAG
+from agent_eval.images.build import IMAGE_LABEL, REFERENCE_RUNNER_TAG, RUNNER_BASE_TAG, VERIFIER_TAG
 
 pytestmark = pytest.mark.docker
 

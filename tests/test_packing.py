@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval.batch.packing import build_archives, source_identity
 from agent_eval.digests import file_sha256
 from agent_eval.errors import ConfigError, InfrastructureError
+from agent_eval.packing import build_archives, source_identity
 
 
 def tiny_distribution(root: Path, name: str = "tinylib") -> Path:

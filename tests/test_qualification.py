@@ -14,7 +14,7 @@ import pytest
 
 from agent_eval.batch.run import is_self_test
 from agent_eval.models import FIXED_SUITE, RunnerConfig
-from agent_eval.qualification import CurrentDigests, qualify_files
+from agent_eval.verdict.qualification import CurrentDigests, qualify_files
 from tests.evidence_builders import (
     CURRENT,
     SAFETY_ID,

@@ -12,10 +12,10 @@ import pytest
 
 from agent_eval.batch.response import judge_response
 from agent_eval.models import ModelIdentity, RunnerIdentity, RunnerRequest
-from agent_eval.reference_runner import MODEL, identity
+from agent_eval.reference.runner import MODEL, identity
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "agent_eval" / "reference_runner.py"
+SCRIPT = ROOT / "agent_eval" / "reference" / "runner.py"
 
 
 def request(tmp_path: Path, attempt: int = 1) -> RunnerRequest:

@@ -14,7 +14,7 @@ import pytest
 
 from agent_eval.errors import ReviewError
 from agent_eval.models import FIXED_SUITE
-from agent_eval.review import record_review
+from agent_eval.verdict.review import record_review
 from tests.evidence_builders import attempt, receipt, run, write_batch
 
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)

@@ -5,24 +5,27 @@ leaves no container behind. The consumer stays untouched (it is mounted read-onl
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
 
-from agent_eval.batch.consumer import CONSUMER_MOUNT, PreparedConsumer, prepare_consumer
-from agent_eval.batch.packing import build_archives
-from agent_eval.batch.ports import Verification
-from agent_eval.batch.reference import reference_config
-from agent_eval.batch.runner_container import OUTPUT_MOUNT, ContainerRunner
+from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import solution_digest, solution_files
-from agent_eval.engine import ContainerEngine, connect_local_engine, list_leftovers
+from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.layout import CONSUMER_MOUNT, SOLUTION_MOUNT
 from agent_eval.models import Receipt, TaskSpec
+from agent_eval.packing import build_archives
 from agent_eval.project import find_project
-from agent_eval.suite import load_suite
+from agent_eval.reference.config import reference_config
+from agent_eval.suite.tasks import load_suite
+from agent_eval.verification.protocol import Verification
 
 pytestmark = pytest.mark.docker
 
@@ -57,6 +60,11 @@ def consumer(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) 
 
 
 class NoVerifier:
+    name = "none"
+
+    def api_catalog(self) -> Mapping[str, Any]:
+        return {}
+
     def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
         raise AssertionError(f"{run_id} must never reach the verifier")
 
@@ -102,7 +110,7 @@ def run_once(
         batch_timeout_s=600.0,
         concurrency=1,
         consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=OUTPUT_MOUNT,
+        output_dir_in_runner=SOLUTION_MOUNT,
         protected_digest=lambda: solution_digest(solution_files(consumer.root)),
         receipt=receipt,
     )

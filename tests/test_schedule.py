@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent_eval.batch.ports import RunnerOutcome, Verification
+from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import InfrastructureError
@@ -28,6 +28,7 @@ from agent_eval.models import (
     TaskSpec,
 )
 from agent_eval.models.behaviour import BehaviourResult
+from agent_eval.verification.protocol import Verification
 
 RUNNER = RunnerIdentity(name="scripted", version="1")
 MODEL = ModelIdentity(id="m", settings={})
@@ -78,8 +79,13 @@ class FakeRunner:
 class FakeVerifier:
     """GOOD passes; BAD fails behaviour; UNSAFE violates safety; BROKEN breaks the verifier."""
 
+    name = "fake"
+
     def __init__(self) -> None:
         self.cancelled = False
+
+    def api_catalog(self) -> Mapping[str, Any]:
+        return {}
 
     def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
         text = (solution_dir / "solution.py").read_text()

@@ -22,7 +22,7 @@ import pytest
 
 from agent_eval.errors import SuiteError
 from agent_eval.models.suite import FIXED_SUITE
-from agent_eval.suite import describe_imports, load_suite
+from agent_eval.suite.tasks import describe_imports, load_suite
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"

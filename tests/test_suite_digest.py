@@ -43,7 +43,7 @@ def test_two_checkouts_of_the_same_tree_have_the_same_digest(tmp_path: Path) -> 
     os.utime(second.tasks / "forms" / "prompt.md", (0, 0))
     (second.tasks / "forms" / "grader.py").chmod(0o600)
     (second.graders / "__pycache__").mkdir(exist_ok=True)
-    (second.graders / "__pycache__" / "session.cpython-311.pyc").write_bytes(b"\0cache")
+    (second.graders / "__pycache__" / "results.cpython-311.pyc").write_bytes(b"\0cache")
     assert first.suite_digest() == second.suite_digest()
     assert first.suite_digest().startswith("sha256:")
 
@@ -67,7 +67,7 @@ def test_a_one_byte_edit_of_any_task_file_changes_the_digest(tmp_path: Path) -> 
 def test_a_one_byte_edit_of_the_shared_graders_changes_the_digest(tmp_path: Path) -> None:
     project = checkout(tmp_path / "repo")
     before = project.suite_digest()
-    flip_one_byte(project.graders / "session.py")
+    flip_one_byte(project.graders / "results.py")
     assert project.suite_digest() != before
 
 

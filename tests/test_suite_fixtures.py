@@ -15,17 +15,11 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from agent_eval.analysis.report import CATEGORY_ORDER
 from agent_eval.errors import SuiteError
-from agent_eval.fixture_cases import (
-    STATIC_FINDINGS,
-    CorrectCase,
-    FixtureExpectation,
-    NegativeCase,
-    coverage_gaps,
-    load_fixture_cases,
-)
-from agent_eval.suite import Suite, load_suite
+from agent_eval.models.fixture import STATIC_FINDINGS, CorrectCase, FixtureExpectation, NegativeCase
+from agent_eval.suite.fixtures import coverage_gaps, load_fixture_cases
+from agent_eval.suite.tasks import Suite, load_suite
+from agent_eval.verification.analysis.report import CATEGORY_ORDER
 
 REPO = Path(__file__).resolve().parents[1]
 EXPECTATION: TypeAdapter[CorrectCase | NegativeCase] = TypeAdapter(FixtureExpectation)

@@ -2,7 +2,7 @@
 declares: a correct case passes everything, a negative fails exactly its assertions and
 triggers exactly its static findings, and an infrastructure failure never matches.
 
-The engine is a fake that answers from prepared verifications, so these tests
+The verifier is a fake that answers from prepared verifications, so these tests
 are pure; the run over the real fixtures is in ``test_tasks_verify_local.py``.
 """
 
@@ -16,18 +16,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from agent_eval.batch.ports import Verification
 from agent_eval.cli import main
 from agent_eval.errors import InfrastructureError
-from agent_eval.fixture_cases import CorrectCase, FixtureCase, load_fixture_cases
-from agent_eval.local_verifier import LocalVerifier
 from agent_eval.models.analysis import Analysis, Diagnostic
 from agent_eval.models.behaviour import BehaviourError, BehaviourResult
+from agent_eval.models.fixture import CorrectCase
 from agent_eval.models.receipt import AssertionOutcome
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import find_project
-from agent_eval.suite import Suite, load_suite
-from agent_eval.tasks_verify import (
+from agent_eval.suite.fixtures import FixtureCase, load_fixture_cases
+from agent_eval.suite.tasks import Suite, load_suite
+from agent_eval.verification.fixtures import (
     CaseResult,
     Observation,
     VerifyReport,
@@ -38,6 +37,8 @@ from agent_eval.tasks_verify import (
     run_cases,
     verify_tasks,
 )
+from agent_eval.verification.local import LocalVerifier
+from agent_eval.verification.protocol import Verification
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -132,7 +133,7 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Any]:
     ).api_catalog()
 
 
-class FakeEngine:
+class FakeVerifier:
     """Answers each task's verification with what *answer* says for that solution."""
 
     name = "fake"
@@ -153,9 +154,12 @@ class FakeEngine:
         self.seen.append((run_id, sorted(p.name for p in solution_dir.iterdir())))
         return self.answer(task, solution_dir)
 
+    def cancel_all(self) -> None:
+        pass
+
 
 def as_declared(cases: dict[str, FixtureCase]) -> Callable[[TaskSpec, Path], Verification]:
-    """An engine answer that observes exactly what each case declares."""
+    """A verifier answer that observes exactly what each case declares."""
 
     def answer(spec: TaskSpec, solution_dir: Path) -> Verification:
         case = cases[f"{spec.id}/{solution_dir.name}"]
@@ -236,32 +240,32 @@ def test_observing_a_verification_keeps_categories_and_flags_hallucinations(
     assert broken.infrastructure_error == "grader broke"
 
 
-def test_cases_reach_the_engine_without_their_expect_file(cases: dict[str, FixtureCase]) -> None:
-    engine = FakeEngine(as_declared(cases))
+def test_cases_reach_the_verifier_without_their_expect_file(cases: dict[str, FixtureCase]) -> None:
+    verifier = FakeVerifier(as_declared(cases))
     chosen = [cases["error-recovery/correct"], cases["error-recovery/unchanged-seed"]]
-    results = run_cases(chosen, engine, concurrency=2)
+    results = run_cases(chosen, verifier, concurrency=2)
     assert [r.ok for r in results] == [True, True]
-    assert sorted(engine.seen) == [
+    assert sorted(verifier.seen) == [
         ("fixture-error-recovery/correct", ["solution.py"]),
         ("fixture-error-recovery/unchanged-seed", ["solution.py"]),
     ]
 
 
-def test_an_engine_infrastructure_error_is_reported_as_a_mismatch(
+def test_a_verifier_infrastructure_error_is_reported_as_a_mismatch(
     cases: dict[str, FixtureCase],
 ) -> None:
     def broken(spec: TaskSpec, solution_dir: Path) -> Verification:
         raise InfrastructureError("mypy could not run")
 
-    [result] = run_cases([cases["forms/correct"]], FakeEngine(broken))
+    [result] = run_cases([cases["forms/correct"]], FakeVerifier(broken))
     assert not result.ok and result.detail == "mypy could not run"
 
 
-def test_the_whole_suite_matches_on_an_engine_that_observes_the_declarations(
+def test_the_whole_suite_matches_with_a_verifier_that_observes_the_declarations(
     cases: dict[str, FixtureCase], catalog: Mapping[str, Any]
 ) -> None:
-    engine = FakeEngine(as_declared(cases), catalog)
-    report = verify_tasks(find_project(REPO), lambda work: engine, concurrency=4)
+    verifier = FakeVerifier(as_declared(cases), catalog)
+    report = verify_tasks(find_project(REPO), lambda work: verifier, concurrency=4)
     assert report.ok, format_report(report)
     labels = {f"{r.task_id}/{r.case}" for r in report.rows}
     assert set(cases) <= labels
@@ -294,7 +298,7 @@ def test_seed_references_spelled_unlike_the_starter_are_a_mismatch(
 
 def test_the_report_is_a_table_with_mismatch_details_and_a_summary() -> None:
     report = VerifyReport(
-        engine="fake",
+        verifier="fake",
         rows=(
             CaseResult("forms", "correct", "pass", "pass", ok=True),
             CaseResult(
@@ -313,7 +317,7 @@ def test_the_report_is_a_table_with_mismatch_details_and_a_summary() -> None:
     assert lines[0].split() == ["TASK", "CASE", "EXPECTED", "OBSERVED", "RESULT"]
     assert lines[1].split()[-1] == "OK" and lines[2].split()[-1] == "MISMATCH"
     assert "forms/greets-username: assertions: not failed" in text
-    assert text.rstrip().endswith("2 fixture cases on the fake engine in 1.2 s: 1 mismatch(es)")
+    assert text.rstrip().endswith("2 fixture cases with the fake verifier in 1.2 s: 1 mismatch(es)")
 
 
 def test_long_cells_wrap_onto_continuation_lines() -> None:
@@ -324,6 +328,15 @@ def test_long_cells_wrap_onto_continuation_lines() -> None:
     assert all(len(line.split("  ")[0]) <= 30 for line in lines[1:3])
 
 
-def test_an_unknown_engine_is_a_usage_error() -> None:
+def test_an_unknown_verifier_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["tasks", "verify", "--verifier", "kubernetes"])
+    assert result.exit_code == 2
+
+
+def test_the_deprecated_engine_option_still_selects_a_verifier_and_says_so() -> None:
     result = CliRunner().invoke(main, ["tasks", "verify", "--engine", "kubernetes"])
     assert result.exit_code == 2
+    result = CliRunner().invoke(
+        main, ["tasks", "verify", "--engine", "local", "--verifier", "docker"]
+    )
+    assert result.exit_code == 2 and "disagree" in result.output

@@ -1,4 +1,4 @@
-"""On the local engine, every fixture of the repository gets exactly the verdict its
+"""With the local verifier, every fixture of the repository gets exactly the verdict its
 expect.json declares, and a fixture whose declaration is wrong makes the command fail.
 
 These run the real static analysis (mypy) and the real verifier subprocess on
@@ -20,11 +20,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_every_fixture_of_the_repository_matches_its_declaration() -> None:
     result = CliRunner().invoke(
-        main, ["tasks", "verify", "--engine", "local", "--project", str(REPO)]
+        main, ["tasks", "verify", "--verifier", "local", "--project", str(REPO)]
     )
     assert result.exit_code == 0, result.output
     assert "MISMATCH" not in result.output
-    assert "fixture cases on the local engine" in result.output
+    assert "fixture cases with the local verifier" in result.output
     assert result.output.rstrip().endswith("all match")
 
 
@@ -45,7 +45,7 @@ def test_a_fixture_that_fails_for_another_reason_than_declared_fails_the_command
     expect.write_text(json.dumps(data), encoding="utf-8")
 
     result = CliRunner().invoke(
-        main, ["tasks", "verify", "--engine", "local", "--project", str(tmp_path)]
+        main, ["tasks", "verify", "--verifier", "local", "--project", str(tmp_path)]
     )
     assert result.exit_code == 1, result.output
     rows = {tuple(line.split()[:2]): line for line in result.output.splitlines() if line}

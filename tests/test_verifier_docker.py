@@ -23,29 +23,29 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import agent_eval.analysis.report
+import agent_eval.verification.analysis.report
 from agent_eval.cli import main
+from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import LABEL_BATCH, LABEL_ROLE, ContainerSpec
-from agent_eval.engine_fake import FakeEngine, Outcome
+from agent_eval.engine.fake import FakeEngine, Outcome
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError, SuiteError
-from agent_eval.local_verifier import LocalVerifier
+from agent_eval.layout import staged_files
 from agent_eval.models.behaviour import VerifierJob
 from agent_eval.models.task import TaskSpec
-from agent_eval.verifier_docker import (
-    CHILD_UID_BASE,
-    AttemptAnalysis,
+from agent_eval.models.verifier_attempt import AttemptAnalysis, VerifierAttempt
+from agent_eval.verification.container.limits import CHILD_UID_BASE, VerificationLimits
+from agent_eval.verification.container.run import (
     ContainerVerification,
-    DockerVerifier,
     RunningContainers,
-    VerificationLimits,
-    VerifierAttempt,
-    prepare_source_consumer,
-    stage_attempt,
+    VerifierSetup,
     verify_in_container,
 )
-from agent_eval.verifier_runtime.attempt import MYPY_CACHE_DIR, parse_attempt
-from agent_eval.verifier_runtime.job import JobError
+from agent_eval.verification.container.staging import stage_attempt
+from agent_eval.verification.container.verifier import ContainerVerifier
+from agent_eval.verification.local import LocalVerifier
+from agent_eval.verification.runtime.attempt import MYPY_CACHE_DIR, parse_attempt
+from agent_eval.verification.runtime.job import JobError
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE_TASK = REPO / "tests" / "data" / "verifier-probe"
@@ -142,23 +142,22 @@ def run(
     solution: Path,
     consumer: Path,
     tmp_path: Path,
+    slot: int = 0,
     **kwargs: Any,
 ) -> ContainerVerification:
     staging = tmp_path / "staging"
     staging.mkdir(exist_ok=True)
-    return verify_in_container(
-        engine,
-        image,
-        task,
-        PROBE_TASK,
-        solution,
-        consumer,
-        batch_id="batch-1",
-        run_id="verifier-probe-1",
-        slot=kwargs.pop("slot", 0),
+    setup = VerifierSetup(
+        engine=engine,
+        image=image,
+        consumer_dir=consumer,
         graders_dir=GRADERS,
+        batch_id="batch-1",
         staging_root=staging,
         **kwargs,
+    )
+    return verify_in_container(
+        setup, task, PROBE_TASK, solution, run_id="verifier-probe-1", slot=slot
     )
 
 
@@ -235,7 +234,7 @@ def test_each_slot_runs_its_child_as_its_own_uid_and_kills_every_process_after_a
 
 def test_the_analysis_keeps_its_cache_where_the_seed_is_copied() -> None:
     # The seed only speeds mypy up if it lands where the analysis looks for it.
-    source = inspect.getsource(agent_eval.analysis.report)
+    source = inspect.getsource(agent_eval.verification.analysis.report)
     assert f'scratch_dir / "{MYPY_CACHE_DIR}"' in source
 
 
@@ -256,20 +255,18 @@ def test_the_staging_holds_only_copies_the_container_needs_with_private_grader_f
     )
     runtime = {str(p.relative_to(staged.runtime)) for p in staged.runtime.rglob("*")}
     harness = REPO / "agent_eval"
+    files = {f"agent_eval/{rel}" for rel in staged_files(harness, "verifier")}
+    folders = {str(Path(f).parent) for f in files} | {"graders"}
     expected = {
         "attempt.json",
-        "agent_eval",
-        "agent_eval/__init__.py",
-        "agent_eval/errors.py",
-        "agent_eval/digests.py",
-        "agent_eval/catalog.py",
-        "agent_eval/analysis",
-        "verifier_runtime",
-        "graders",
-        *(f"agent_eval/analysis/{p.name}" for p in (harness / "analysis").glob("*.py")),
-        *(f"verifier_runtime/{p.name}" for p in (harness / "verifier_runtime").glob("*.py")),
-        *(f"graders/{p.name}" for p in GRADERS.glob("*.py") if p.name != "in_process.py"),
+        *folders,
+        *files,
+        *(f"graders/{p.name}" for p in GRADERS.glob("*.py")),
     }
+    # Never a host-only module: the in-process grader, the CLI, the engine, the batch.
+    assert not any(
+        part in f for f in files for part in ("in_process", "/cli/", "/engine/", "/batch/")
+    )
     assert runtime == expected
     for path in staged.runtime.rglob("*"):
         want = 0o755 if path.is_dir() else 0o600 if path.name == "attempt.json" else 0o644
@@ -312,8 +309,9 @@ def test_the_staged_analysis_and_runtime_import_with_the_standard_library_alone(
             "-S",
             "-B",
             "-c",
-            "import agent_eval.analysis.__main__, agent_eval.catalog, graders, "
-            "verifier_runtime.attempt, verifier_runtime.parent, verifier_runtime.child",
+            "import agent_eval.verification.analysis.__main__, graders.results, "
+            "agent_eval.verification.runtime.attempt, agent_eval.verification.runtime.parent, "
+            "agent_eval.verification.runtime.child",
         ],
         cwd=staged.runtime,
         env={"PYTHONPATH": str(staged.runtime), "PATH": os.environ.get("PATH", "/usr/bin")},
@@ -381,7 +379,10 @@ def test_only_the_parents_files_are_read_from_a_hardened_container_that_is_then_
     assert sorted(mounts) == ["/consumer", "/grader/task", "/result", "/solution", "/verifier"]
     assert [t for t, m in mounts.items() if not m["ReadOnly"]] == ["/result"]
     assert all(not m["Source"].startswith(str(REPO)) for m in mounts.values())
-    assert container.spec.command[-2:] == ("verifier_runtime.attempt", "/verifier/attempt.json")
+    assert container.spec.command[-2:] == (
+        "agent_eval.verification.runtime.attempt",
+        "/verifier/attempt.json",
+    )
     assert list((tmp_path / "staging").iterdir()) == []  # the staging is gone too
 
 
@@ -493,15 +494,17 @@ def test_cancel_all_removes_every_container_in_flight(
     task: TaskSpec, consumer: Path, tmp_path: Path
 ) -> None:
     engine, image = fake_engine()
-    verifier = DockerVerifier(
-        engine,
-        image,
+    verifier = ContainerVerifier(
+        VerifierSetup(
+            engine=engine,
+            image=image,
+            consumer_dir=consumer,
+            graders_dir=GRADERS,
+            batch_id="batch-1",
+        ),
         tasks_dir=PROBE_TASK.parent,
-        graders_dir=GRADERS,
-        consumer_dir=consumer,
-        batch_id="batch-1",
     )
-    running: RunningContainers = verifier._running
+    running: RunningContainers = verifier.setup.running
     container_id = engine.create(
         ContainerSpec(image=image, command=("true",), role="verifier", batch_id="b", run_id="r")
     )
@@ -535,7 +538,7 @@ def test_a_source_consumer_has_the_library_its_dependencies_and_the_local_engine
 
 def test_a_verifier_image_without_the_docker_engine_is_a_usage_error() -> None:
     result = CliRunner().invoke(
-        main, ["tasks", "verify", "--engine", "local", "--verifier-image", "sha256:" + "a" * 64]
+        main, ["tasks", "verify", "--verifier", "local", "--verifier-image", "sha256:" + "a" * 64]
     )
     assert result.exit_code == 2
-    assert "--verifier-image needs --engine docker" in result.output
+    assert "--verifier-image needs --verifier docker" in result.output

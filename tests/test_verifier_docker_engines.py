@@ -1,7 +1,7 @@
-"""The verifier container gives every fixture exactly the verdict the local engine gives,
-and ``agent-eval tasks verify --engine docker`` runs it from the command line.
+"""The verifier container gives every fixture exactly the verdict the local verifier gives,
+and ``agent-eval tasks verify --verifier docker`` runs it from the command line.
 
-The local engine analyses in-process against the library's sources and grades
+The local verifier analyses in-process against the library's sources and grades
 in a subprocess; the container analyses and grades inside the verifier image
 against a consumer made from the same sources. Per fixture, the observed
 failing assertions, static findings, early errors and review requests must be
@@ -23,18 +23,18 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.engine import DockerEngine, connect_local_engine, list_leftovers
-from agent_eval.images import build_images
-from agent_eval.local_verifier import LocalVerifier
+from agent_eval.consumer.source import prepare_source_consumer
+from agent_eval.engine import list_leftovers
+from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
+from agent_eval.images.build import build_images
 from agent_eval.project import find_project
-from agent_eval.suite import load_suite
-from agent_eval.tasks_verify import FixtureEngine, VerifyReport, verify_tasks
-from agent_eval.verifier_docker import (
-    docker_fixture_engine,
-    prepare_source_consumer,
-    verify_in_container,
-    warm_analysis_cache,
-)
+from agent_eval.suite.tasks import load_suite
+from agent_eval.verification.container.cache import warm_analysis_cache
+from agent_eval.verification.container.run import VerifierSetup, verify_in_container
+from agent_eval.verification.container.verifier import source_verifiers
+from agent_eval.verification.fixtures import VerifyReport, verify_tasks
+from agent_eval.verification.local import LocalVerifier
+from agent_eval.verification.protocol import Verifier
 
 pytestmark = pytest.mark.docker
 
@@ -57,12 +57,12 @@ def verdicts(report: VerifyReport) -> dict[tuple[str, str], tuple[str, bool]]:
     return {(row.task_id, row.case): (row.observed, row.ok) for row in report.rows}
 
 
-def test_the_docker_engine_gives_every_fixture_the_verdict_of_the_local_engine(
+def test_the_docker_verifier_gives_every_fixture_the_verdict_of_the_local_verifier(
     verifier_image: str,
 ) -> None:
     project = find_project(REPO)
 
-    def local(work_dir: Path) -> FixtureEngine:
+    def local(work_dir: Path) -> Verifier:
         return LocalVerifier.prepare(
             packages_dir=project.packages,
             tasks_dir=project.tasks,
@@ -72,17 +72,17 @@ def test_the_docker_engine_gives_every_fixture_the_verdict_of_the_local_engine(
         )
 
     local_report = verify_tasks(project, local, concurrency=2)
-    with docker_fixture_engine(project, verifier_image=verifier_image, slots=2) as build:
+    with source_verifiers(project, verifier_image=verifier_image, slots=2) as build:
         docker_report = verify_tasks(project, build, concurrency=2)
 
-    assert docker_report.engine == "docker" and local_report.engine == "local"
+    assert docker_report.verifier == "docker" and local_report.verifier == "local"
     assert local_report.ok, [r for r in local_report.rows if not r.ok]
     assert docker_report.ok, [r for r in docker_report.rows if not r.ok]
     assert verdicts(docker_report) == verdicts(local_report)
     assert len([r for r in docker_report.rows if not r.case.startswith("(")]) >= 50
 
 
-def test_tasks_verify_runs_the_docker_engine_from_the_command_line(
+def test_tasks_verify_runs_the_docker_verifier_from_the_command_line(
     tmp_path: Path, verifier_image: str, engine: DockerEngine
 ) -> None:
     for name in ("tasks", "graders", "packages"):
@@ -96,7 +96,7 @@ def test_tasks_verify_runs_the_docker_engine_from_the_command_line(
         [
             "tasks",
             "verify",
-            "--engine",
+            "--verifier",
             "docker",
             "--concurrency",
             "2",
@@ -113,7 +113,7 @@ def test_tasks_verify_runs_the_docker_engine_from_the_command_line(
     rows = [line.split() for line in result.output.splitlines() if line.strip()]
     correct = [r for r in rows if len(r) >= 2 and r[1] == "correct"]
     assert len(correct) == 6 and all(r[-1] == "OK" for r in correct), result.output
-    assert "6 fixture cases on the docker engine" in result.output
+    assert "6 fixture cases with the docker verifier" in result.output
     # Only this command's containers (a fresh tasks-verify batch) are its business.
     mine = [c for c in list_leftovers(engine) if c.batch_id.startswith("tasks-verify-")]
     assert mine == []
@@ -136,16 +136,19 @@ def test_a_warm_analysis_cache_changes_no_finding(
 
     runs = [
         verify_in_container(
-            engine,
-            verifier_image,
+            VerifierSetup(
+                engine=engine,
+                image=verifier_image,
+                consumer_dir=consumer,
+                graders_dir=find_project(task.directory).graders,
+                batch_id=batch,
+                analysis_cache=seed,
+            ),
             task.spec,
             task.directory,
             solution,
-            consumer,
-            batch_id=batch,
             run_id=f"{task.id}-{n}",
             slot=0,
-            analysis_cache=seed,
         )
         for n, seed in enumerate((None, cache))
     ]

@@ -25,11 +25,15 @@ from typing import Any
 
 import pytest
 
-import agent_eval.local_engine as local_engine
+import agent_eval.verification.local_grading as local_engine
 from agent_eval.errors import InfrastructureError
 from agent_eval.models import BehaviourResult, VerifierJob, VerifierLimits
-from agent_eval.verifier_runtime.isolation import IsolationError, drop_privileges, raise_oom_score
-from agent_eval.verifier_runtime.job import JobError, parse_job
+from agent_eval.verification.runtime.isolation import (
+    IsolationError,
+    drop_privileges,
+    raise_oom_score,
+)
+from agent_eval.verification.runtime.job import JobError, parse_job
 
 REPO = Path(__file__).resolve().parents[1]
 GRADERS = REPO / "graders"
@@ -45,7 +49,7 @@ ASSERTIONS = (
 SAFETY = ("rejects-invalid", "no-notify-on-invalid")
 
 SAMPLE_GRADER = """
-from graders import Grader, Raise, Session, SolutionRaised, dig
+from agent_eval.grading import Grader, Raise, Session, SolutionRaised, dig
 
 
 class Sample(Grader):
@@ -171,7 +175,7 @@ def verify(
 ) -> BehaviourResult:
     task = task or write_task(tmp_path)
     solution = write_solution(tmp_path, source)
-    return local_engine.verify_locally(
+    return local_engine.grade_in_subprocess(
         task,
         solution,
         [library],
@@ -337,7 +341,7 @@ def test_a_non_json_return_value_is_a_behaviour_failure(tmp_path: Path, library:
 
 
 REVOKING_GRADER = """
-from graders import Grader, Session
+from agent_eval.grading import Grader, Session
 
 
 class Revoking(Grader):
@@ -489,8 +493,8 @@ def test_the_local_engine_never_drops_privileges_or_kills_every_process(
 
     def capture(python: str, runtime: Path, job_path: Path, timeout_s: float) -> None:
         seen.append(json.loads(job_path.read_text()))
-        assert (runtime / "verifier_runtime" / "parent.py").is_file()
-        assert (runtime / "graders" / "session.py").is_file()
+        assert (runtime / "agent_eval" / "verification" / "runtime" / "parent.py").is_file()
+        assert (runtime / "graders" / "results.py").is_file()
         raise InfrastructureError("stop here")
 
     monkeypatch.setattr(local_engine, "_run_parent", capture)
@@ -506,7 +510,7 @@ def test_the_entry_point_refuses_a_bad_job_without_writing_anything(tmp_path: Pa
     job = tmp_path / "job.json"
     job.write_text(json.dumps(job_data(score=100)))
     completed = subprocess.run(
-        [sys.executable, "-m", "agent_eval.verifier_runtime", str(job)],
+        [sys.executable, "-m", "agent_eval.verification.runtime", str(job)],
         capture_output=True,
         text=True,
         timeout=30,

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_eval.verifier_runtime.framing import (
+from agent_eval.verification.runtime.framing import (
     FrameClosed,
     FrameInvalid,
     FrameReader,

@@ -19,12 +19,10 @@ from typing import Any
 __all__ = [
     "AdapterOptions",
     "BudgetSpent",
-    "CliResult",
     "Request",
     "agent_python",
     "build_prompt",
     "main",
-    "parse_options",
     "read_request",
     "run_cli",
     "stdout_to_file",

@@ -26,7 +26,7 @@ from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
 from agent_eval.models.behaviour import BehaviourResult
 from agent_eval.models.runner_protocol import MAX_FEEDBACK_DIAGNOSTICS
 
-__all__ = ["REPAIRABLE", "AttemptObservations", "judge_attempt", "repair_feedback"]
+__all__ = ["AttemptObservations", "judge_attempt", "repair_feedback"]
 
 REPAIRABLE: frozenset[FailureCategory] = frozenset(
     {
@@ -45,9 +45,9 @@ REPAIRABLE: frozenset[FailureCategory] = frozenset(
 MAX_RECORD_DIAGNOSTICS = 200
 
 
-@dataclass(frozen=True)
+@dataclass
 class AttemptObservations:
-    """Everything observed about one attempt, in the order it was observed."""
+    """Everything observed about one attempt, filled in the order it was observed."""
 
     attempt: int
     started_at: datetime

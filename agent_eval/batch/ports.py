@@ -1,8 +1,9 @@
-"""The side effects a batch needs, as narrow interfaces it is given.
+"""The runner port: how the schedule runs one attempt of the agent, as an interface it is given.
 
-The schedule logic never constructs a container, a clock or an id itself:
-docker-backed implementations live in ``agent_eval.batch.containers``, and
-tests pass in-memory ones.
+The schedule never constructs a container itself: the container-backed
+runner is :class:`agent_eval.batch.runner_container.ContainerRunner`, and
+tests pass in-memory ones. Verification comes through
+:class:`agent_eval.verification.protocol.Verifier`, the same way.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from agent_eval.models import Analysis, RunnerRequest, TaskSpec
-from agent_eval.models.behaviour import BehaviourResult
+from agent_eval.models import RunnerRequest
 
-__all__ = ["RunnerOutcome", "RunnerPort", "Verification", "VerifierPort"]
+__all__ = ["RunnerOutcome", "RunnerPort"]
 
 
 @dataclass(frozen=True)
@@ -48,29 +48,4 @@ class RunnerPort(Protocol):
 
     def cancel_all(self) -> None:
         """Kill every runner still running (used on interruption)."""
-        ...
-
-
-@dataclass(frozen=True)
-class Verification:
-    """Static analysis and behavioural grading of one saved solution."""
-
-    analysis: Analysis
-    analysis_json: bytes
-    behaviour: BehaviourResult
-
-
-class VerifierPort(Protocol):
-    """Verifies one saved solution."""
-
-    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
-        """Analyse and grade *solution_dir* for *task*.
-
-        Raises:
-            InfrastructureError: the verifier could not produce a trusted result.
-        """
-        ...
-
-    def cancel_all(self) -> None:
-        """Kill every verification still running (used on interruption)."""
         ...

@@ -21,39 +21,31 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent_eval.batch.consumer import (
-    CONSUMER_MOUNT,
-    DOCS_DIR,
-    PreparedConsumer,
-    TaskMaterial,
-    prepare_consumer,
-)
-from agent_eval.batch.packing import build_archives, source_identity
-from agent_eval.batch.ports import VerifierPort
-from agent_eval.batch.runner_container import OUTPUT_MOUNT, ContainerRunner
+from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare_consumer
 from agent_eval.digests import file_sha256, solution_digest, solution_files
-from agent_eval.engine import ContainerEngine, ImageIdentity, connect_local_engine, remove_leftovers
+from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import AgentEvalError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
+from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT, RunDirectory
 from agent_eval.models import (
     ArchiveEntry,
     ArchivesManifest,
     BatchStatus,
+    ImageRecord,
     Receipt,
     RunnerConfig,
     Toolchain,
 )
-from agent_eval.models import (
-    ImageIdentity as ImageRecord,
-)
+from agent_eval.packing import build_archives, source_identity
 from agent_eval.project import Project, evaluator_digest
-from agent_eval.suite import Suite, load_suite
+from agent_eval.reference import REFERENCE_RUNNER_PREFIX
+from agent_eval.suite.tasks import Suite, load_suite
+from agent_eval.verification.protocol import Verifier, VerifierContext, VerifierFactory
 
-__all__ = ["BatchOutcome", "VerifierContext", "VerifierFactory", "is_self_test", "run_batch"]
-
-REFERENCE_RUNNER_PREFIX = "agent-eval-"
-"""Identity names of the built-in reference runners; their receipts are self-test."""
+__all__ = ["BatchOutcome", "is_self_test", "run_batch"]
 
 
 def is_self_test(config: RunnerConfig) -> bool:
@@ -66,23 +58,6 @@ def is_self_test(config: RunnerConfig) -> bool:
     return config.expectedRunner.name.startswith(REFERENCE_RUNNER_PREFIX) or (
         config.network == "none"
     )
-
-
-@dataclass(frozen=True)
-class VerifierContext:
-    """What a verifier needs from the batch to verify its attempts."""
-
-    engine: ContainerEngine
-    image_id: str
-    consumer: PreparedConsumer
-    suite: Suite
-    batch_id: str
-    slots: int
-    work_dir: Path
-
-
-VerifierFactory = Callable[[VerifierContext], VerifierPort]
-"""Builds the verifier port once the consumer is ready."""
 
 
 @dataclass(frozen=True)
@@ -116,19 +91,25 @@ def run_batch(
     config_path: Path,
     project: Project,
     *,
-    verifier_factory: VerifierFactory,
+    verifier_factory: VerifierFactory[VerifierContext],
     connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
     environ: Mapping[str, str] = os.environ,
     clock: Callable[[], datetime] = _now,
     progress: Callable[[str], None] = lambda _line: None,
 ) -> BatchOutcome:
-    """Run one whole batch and return where its receipt is."""
+    """Run one whole batch and return where its receipt is.
+
+    Everything from connecting to the engine on runs inside one cleanup: the
+    batch's containers (by label) and its work directory are removed whatever
+    happens. A problem before the first run, the verifier's preparation
+    included, ends the batch as ``not-run`` with a receipt naming it; Ctrl-C
+    before the first run leaves an ``interrupted`` receipt.
+    """
     started = clock()
     batch_id = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4()}"
-    batch_dir = project.evidence / batch_id
-    batch_dir.mkdir(parents=True, exist_ok=False)
+    evidence = RunDirectory(project.evidence / batch_id)
+    evidence.root.mkdir(parents=True, exist_ok=False)
     work_dir = project.evidence / ".work" / batch_id
-    receipt_path = batch_dir / "receipt.json"
     engine: ContainerEngine | None = None
     phases: dict[str, float] = {}
     mark = time.monotonic()
@@ -140,98 +121,98 @@ def run_batch(
         mark = now
 
     try:
-        config = _load_config(config_path)
-        env = _allowlisted(config, environ)
-        engine = _connect(connect, config)
-        runner_image, verifier_image = _images(engine, config)
-        suite = _suite(project)
-        lap("preflight")
-        progress("packing the candidate archives")
-        archives = _pack(project, batch_dir)
-        lap("pack")
-        progress("preparing the consumer")
-        consumer = _consumer(
-            engine, project, suite, verifier_image, batch_dir, work_dir, archives, batch_id
-        )
-        lap("consumer")
-        archives_digest, lock_digest = _write_bindings(
-            project, config, batch_dir, archives, consumer, runner_image, verifier_image
-        )
-        receipt = Receipt(
-            schemaVersion=1,
-            batchId=batch_id,
-            status="running",
-            reasons=[],
-            selfTest=is_self_test(config),
-            createdAt=started,
-            updatedAt=clock(),
-            suiteDigest=project.suite_digest(),
-            evaluatorDigest=evaluator_digest(),
-            archivesDigest=archives_digest,
-            consumerLockDigest=lock_digest,
+        try:
+            config = _load_config(config_path)
+            env = _allowlisted(config, environ)
+            engine = _connect(connect, config)
+            runner_image, verifier_image = _images(engine, config)
+            suite = _suite(project)
+            lap("preflight")
+            progress("packing the candidate archives")
+            archives = _pack(project, evidence)
+            lap("pack")
+            progress("preparing the consumer")
+            consumer = _consumer(
+                engine, project, suite, verifier_image, evidence, work_dir, archives, batch_id
+            )
+            concurrency = config.concurrency or _default_concurrency()
+            progress("preparing the verifier")
+            verifier = _verifier(
+                verifier_factory,
+                VerifierContext(
+                    engine=engine,
+                    image_id=verifier_image.image_id,
+                    consumer_dir=consumer.root,
+                    batch_id=batch_id,
+                    slots=concurrency,
+                    work_dir=work_dir / "verifier",
+                ),
+            )
+            lap("consumer")
+            archives_digest, lock_digest = _write_bindings(
+                project, config, evidence, archives, consumer, runner_image, verifier_image
+            )
+        except _NotRun as exc:
+            _closed_before_running(evidence, batch_id, started, clock(), "not-run", exc.reasons)
+            return BatchOutcome("not-run", evidence.receipt, 0, 0, phases)
+        except KeyboardInterrupt:
+            _closed_before_running(
+                evidence,
+                batch_id,
+                started,
+                clock(),
+                "interrupted",
+                ["interrupted by the operator (Ctrl-C) before the first run"],
+            )
+            raise
+        receipt = Receipt.opened(
+            batch_id=batch_id,
+            created_at=started,
+            self_test=is_self_test(config),
+            suite_digest=project.suite_digest(),
+            evaluator_digest=evaluator_digest(),
+            archives_digest=archives_digest,
+            consumer_lock_digest=lock_digest,
             runner=config.expectedRunner,
             model=config.expectedModel,
-            runnerImage=config.runnerImage,
-            verifierImage=config.verifierImage,
-            scheduledRuns=suite.spec.scheduledRuns,
-            firstSuccesses=0,
-            finalSuccesses=0,
-            runs=[],
-            reviewDecisions=[],
-        )
-    except _NotRun as exc:
-        _not_run(receipt_path, batch_id, started, clock(), exc.reasons)
-        _cleanup(engine, batch_id, work_dir)
-        return BatchOutcome("not-run", receipt_path, 0, 0, phases)
-    except BaseException:
-        _cleanup(engine, batch_id, work_dir)
-        raise
-    runner = ContainerRunner(
-        engine,
-        config=config,
-        image_id=runner_image.image_id,
-        consumer_dir=consumer.root,
-        batch_id=batch_id,
-        environment=env,
-    )
-    concurrency = config.concurrency or _default_concurrency()
-    verifier = verifier_factory(
-        VerifierContext(
-            engine=engine,
-            image_id=verifier_image.image_id,
-            consumer=consumer,
-            suite=suite,
+            runner_image=config.runnerImage,
+            verifier_image=config.verifierImage,
+            scheduled_runs=suite.spec.scheduledRuns,
+        ).model_copy(update={"updatedAt": clock()})
+        runner = ContainerRunner(
+            engine,
+            config=config,
+            image_id=runner_image.image_id,
+            consumer_dir=consumer.root,
             batch_id=batch_id,
-            slots=concurrency,
-            work_dir=work_dir / "verifier",
+            environment=env,
         )
-    )
-    plan = BatchPlan(
-        batch_dir=batch_dir,
-        work_dir=work_dir / "runs",
-        run_ids=suite.spec.run_ids(),
-        tasks={
-            t.id: ScheduledTask(t.spec, t.render_prompt(DOCS_DIR), t.starter_dir)
-            for t in suite.tasks
-        },
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        submission_timeout_s=config.submissionTimeoutMs / 1000,
-        batch_timeout_s=config.batchTimeoutMs / 1000,
-        concurrency=concurrency,
-        consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=OUTPUT_MOUNT,
-        protected_digest=lambda: _protected_digest(consumer.root),
-        receipt=receipt,
-        progress=progress,
-    )
-    try:
+        docs = str(IN_CONTAINER_CONSUMER.docs)
+        plan = BatchPlan(
+            batch_dir=evidence.root,
+            work_dir=work_dir / "runs",
+            run_ids=suite.spec.run_ids(),
+            tasks={
+                t.id: ScheduledTask(t.spec, t.render_prompt(docs), t.starter_dir)
+                for t in suite.tasks
+            },
+            runner=config.expectedRunner,
+            model=config.expectedModel,
+            submission_timeout_s=config.submissionTimeoutMs / 1000,
+            batch_timeout_s=config.batchTimeoutMs / 1000,
+            concurrency=concurrency,
+            consumer_dir_in_runner=CONSUMER_MOUNT,
+            output_dir_in_runner=SOLUTION_MOUNT,
+            protected_digest=lambda: _protected_digest(consumer.root),
+            receipt=receipt,
+            progress=progress,
+        )
         final = run_schedule(plan, runner, verifier)
         lap("schedule")
     finally:
         _cleanup(engine, batch_id, work_dir)
     return BatchOutcome(
-        final.status, receipt_path, final.firstSuccesses, final.finalSuccesses, phases
+        final.status, evidence.receipt, final.firstSuccesses, final.finalSuccesses, phases
     )
 
 
@@ -289,9 +270,9 @@ def _suite(project: Project) -> Suite:
         raise _NotRun([f"suite: {exc}"]) from exc
 
 
-def _pack(project: Project, batch_dir: Path) -> list[ArchiveEntry]:
+def _pack(project: Project, evidence: RunDirectory) -> list[ArchiveEntry]:
     try:
-        return build_archives(project.packages, batch_dir / "archives")
+        return build_archives(project.packages, evidence.archives)
     except AgentEvalError as exc:
         raise _NotRun([f"packing: {exc}"]) from exc
 
@@ -301,7 +282,7 @@ def _consumer(
     project: Project,
     suite: Suite,
     verifier_image: ImageIdentity,
-    batch_dir: Path,
+    evidence: RunDirectory,
     work_dir: Path,
     archives: list[ArchiveEntry],
     batch_id: str,
@@ -312,14 +293,15 @@ def _consumer(
         if (p / "GUIDE.md").is_file()
     }
     lock = project.packages / "requirements.lock"
-    tasks = [TaskMaterial(t.id, t.render_prompt(DOCS_DIR), t.contract_text) for t in suite.tasks]
+    docs = str(IN_CONTAINER_CONSUMER.docs)
+    tasks = [TaskMaterial(t.id, t.render_prompt(docs), t.contract_text) for t in suite.tasks]
     try:
         return prepare_consumer(
             engine,
             verifier_image=verifier_image.image_id,
             root=work_dir / "consumer",
             stage=work_dir / "consumer-stage",
-            archives_dir=batch_dir / "archives",
+            archives_dir=evidence.archives,
             archives=archives,
             dependency_lock=lock if lock.is_file() else None,
             guides=guides,
@@ -330,10 +312,17 @@ def _consumer(
         raise _NotRun([f"consumer: {exc}"]) from exc
 
 
+def _verifier(factory: VerifierFactory[VerifierContext], context: VerifierContext) -> Verifier:
+    try:
+        return factory(context)
+    except AgentEvalError as exc:
+        raise _NotRun([f"verifier: {exc}"]) from exc
+
+
 def _write_bindings(
     project: Project,
     config: RunnerConfig,
-    batch_dir: Path,
+    evidence: RunDirectory,
     archives: list[ArchiveEntry],
     consumer: PreparedConsumer,
     runner_image: ImageIdentity,
@@ -357,10 +346,10 @@ def _write_bindings(
         suiteDigest=project.suite_digest(),
         evaluatorDigest=evaluator_digest(),
     )
-    write_model_atomic(batch_dir / "archives.json", manifest)
-    archives_digest = file_sha256(batch_dir / "archives.json")
-    write_model_atomic(batch_dir / "consumer-lock.json", consumer.lock(archives_digest))
-    return archives_digest, file_sha256(batch_dir / "consumer-lock.json")
+    write_model_atomic(evidence.archives_manifest, manifest)
+    archives_digest = file_sha256(evidence.archives_manifest)
+    write_model_atomic(evidence.consumer_lock, consumer.lock(archives_digest))
+    return archives_digest, file_sha256(evidence.consumer_lock)
 
 
 def _harness_version() -> str:
@@ -372,32 +361,16 @@ def _harness_version() -> str:
         return "unknown"
 
 
-def _not_run(
-    path: Path, batch_id: str, started: datetime, now: datetime, reasons: list[str]
+def _closed_before_running(
+    evidence: RunDirectory,
+    batch_id: str,
+    started: datetime,
+    now: datetime,
+    status: BatchStatus,
+    reasons: list[str],
 ) -> None:
-    receipt = Receipt(
-        schemaVersion=1,
-        batchId=batch_id,
-        status="not-run",
-        reasons=reasons,
-        selfTest=False,
-        createdAt=started,
-        updatedAt=now,
-        suiteDigest=None,
-        evaluatorDigest=None,
-        archivesDigest=None,
-        consumerLockDigest=None,
-        runner=None,
-        model=None,
-        runnerImage=None,
-        verifierImage=None,
-        scheduledRuns=0,
-        firstSuccesses=0,
-        finalSuccesses=0,
-        runs=[],
-        reviewDecisions=[],
-    )
-    write_model_atomic(path, receipt)
+    receipt = Receipt.opened(batch_id=batch_id, created_at=started, status=status, reasons=reasons)
+    write_model_atomic(evidence.receipt, receipt.model_copy(update={"updatedAt": now}))
 
 
 def _cleanup(engine: ContainerEngine | None, batch_id: str, work_dir: Path) -> None:

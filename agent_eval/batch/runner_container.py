@@ -14,7 +14,6 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent_eval.batch.consumer import CONSUMER_MOUNT, SITE_DIR
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.engine import (
     RUNNER_USER,
@@ -26,12 +25,12 @@ from agent_eval.engine import (
     run_container,
 )
 from agent_eval.errors import InfrastructureError
+from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
 from agent_eval.models import RunnerConfig, RunnerRequest
 from agent_eval.models.runner_protocol import MAX_RESPONSE_BYTES
 
-__all__ = ["OUTPUT_MOUNT", "ContainerRunner"]
+__all__ = ["ContainerRunner"]
 
-OUTPUT_MOUNT = "/solution"
 _RUNNER_UID, _RUNNER_GID = (int(part) for part in RUNNER_USER.split(":"))
 
 
@@ -73,11 +72,15 @@ class ContainerRunner:
             run_id=request.runId,
             mounts=(
                 Mount(self._consumer, CONSUMER_MOUNT),
-                Mount(workspace, OUTPUT_MOUNT, read_only=False),
+                Mount(workspace, SOLUTION_MOUNT, read_only=False),
             ),
             # The agent's own code must import the installed library too.
-            environment={**self._environment, "HOME": "/tmp", "PYTHONPATH": SITE_DIR},
-            working_dir=OUTPUT_MOUNT,
+            environment={
+                **self._environment,
+                "HOME": "/tmp",
+                "PYTHONPATH": str(IN_CONTAINER_CONSUMER.site),
+            },
+            working_dir=SOLUTION_MOUNT,
             limits=self._limits,
             network=self._config.network,
             stdin=True,

@@ -19,11 +19,12 @@ from pathlib import Path
 
 from agent_eval.batch.collection import collect_solution
 from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_feedback
-from agent_eval.batch.ports import RunnerPort, VerifierPort
+from agent_eval.batch.ports import RunnerPort
 from agent_eval.batch.response import ResponseVerdict, judge_response
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
+from agent_eval.layout import RunDirectory
 from agent_eval.models import (
     AttemptRecord,
     BatchStatus,
@@ -36,7 +37,7 @@ from agent_eval.models import (
     RunRecord,
     TaskSpec,
 )
-from agent_eval.qualification import attempt_dir
+from agent_eval.verification.protocol import Verifier
 
 __all__ = ["BatchPlan", "ScheduledTask", "run_schedule"]
 
@@ -104,14 +105,14 @@ class _Book:
             }
         )
         Receipt.model_validate(self.receipt.model_dump())
-        write_model_atomic(self._plan.batch_dir / "receipt.json", self.receipt)
+        write_model_atomic(RunDirectory(self._plan.batch_dir).receipt, self.receipt)
         return self.receipt
 
 
 def run_schedule(
     plan: BatchPlan,
     runner: RunnerPort,
-    verifier: VerifierPort,
+    verifier: Verifier,
     *,
     clock: Clock = lambda: datetime.now(UTC),
     monotonic: Callable[[], float] = time.monotonic,
@@ -125,8 +126,14 @@ def run_schedule(
     """
     book = _Book(plan, clock)
     book.close("running", [])
-    deadline = monotonic() + plan.batch_timeout_s
-    stop = threading.Event()
+    schedule = _Schedule(
+        plan,
+        runner,
+        verifier,
+        clock=clock,
+        monotonic=monotonic,
+        deadline=monotonic() + plan.batch_timeout_s,
+    )
     pending = list(plan.run_ids)
     in_flight: dict[Future[RunRecord], str] = {}
     status: BatchStatus = "completed"
@@ -135,15 +142,11 @@ def run_schedule(
     executor = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="run")
     try:
         while pending or in_flight:
-            while pending and len(in_flight) < plan.concurrency and not stop.is_set():
-                run_id = pending.pop(0)
-                if monotonic() >= deadline:
-                    pending.insert(0, run_id)
+            while pending and len(in_flight) < plan.concurrency and not schedule.stop.is_set():
+                if monotonic() >= schedule.deadline:
                     break
-                future = executor.submit(
-                    _run_one, plan, run_id, runner, verifier, clock, monotonic, deadline, stop
-                )
-                in_flight[future] = run_id
+                run_id = pending.pop(0)
+                in_flight[executor.submit(schedule.run, run_id)] = run_id
             if not in_flight:
                 break
             finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -158,7 +161,7 @@ def run_schedule(
                     f"successes; {run_id}: {'passed' if record.finalSuccess else 'failed'}"
                 )
                 if any(a.infrastructureStatus == "failed" for a in record.attempts):
-                    stop.set()
+                    schedule.stop.set()
                     status = "infrastructure-failure"
                     reasons.append(f"infrastructure failure in {run_id}; the batch stopped")
         if pending and status == "completed":
@@ -169,7 +172,7 @@ def run_schedule(
             for run_id in pending:
                 book.finish_run(_not_started(plan, run_id))
     except KeyboardInterrupt:
-        stop.set()
+        schedule.stop.set()
         runner.cancel_all()
         verifier.cancel_all()
         executor.shutdown(wait=True, cancel_futures=True)
@@ -195,151 +198,133 @@ def _not_started(plan: BatchPlan, run_id: str) -> RunRecord:
     )
 
 
-def _run_one(
-    plan: BatchPlan,
-    run_id: str,
-    runner: RunnerPort,
-    verifier: VerifierPort,
-    clock: Clock,
-    monotonic: Callable[[], float],
-    deadline: float,
-    stop: threading.Event,
-) -> RunRecord:
-    task_id, _, repetition = run_id.rpartition("-")
-    task = plan.tasks[task_id]
-    attempts: list[AttemptRecord] = []
-    feedback: RepairFeedback | None = None
-    previous: Path | None = task.starter_dir
-    for number in (1, 2):
-        if stop.is_set():
-            break
-        record = _attempt(
-            plan,
-            run_id,
-            task,
-            number,
-            feedback,
-            previous,
-            runner,
-            verifier,
-            clock,
-            monotonic,
-            deadline,
+@dataclass
+class _Schedule:
+    """What every run of one schedule shares: the plan, the ports, the clocks, the deadline."""
+
+    plan: BatchPlan
+    runner: RunnerPort
+    verifier: Verifier
+    clock: Clock
+    monotonic: Callable[[], float]
+    deadline: float
+    """The batch's deadline on the monotonic clock."""
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Set when no further attempt may start (interruption, infrastructure failure)."""
+
+    @property
+    def evidence(self) -> RunDirectory:
+        return RunDirectory(self.plan.batch_dir)
+
+    def run(self, run_id: str) -> RunRecord:
+        """One scheduled run: a first attempt and, when the rules allow, one repair."""
+        task_id, _, repetition = run_id.rpartition("-")
+        task = self.plan.tasks[task_id]
+        attempts: list[AttemptRecord] = []
+        feedback: RepairFeedback | None = None
+        previous: Path | None = task.starter_dir
+        for number in (1, 2):
+            if self.stop.is_set():
+                break
+            record = self._attempt(run_id, task, number, feedback, previous)
+            attempts.append(record)
+            feedback = repair_feedback(record)
+            if feedback is None:
+                break
+            previous = self.evidence.attempt(run_id, number).solution
+        return RunRecord(
+            runId=run_id,
+            taskId=task_id,
+            repetition=int(repetition),
+            firstSuccess=bool(attempts) and attempts[0].success,
+            finalSuccess=bool(attempts) and attempts[-1].success,
+            attempts=attempts,
         )
-        attempts.append(record)
-        feedback = repair_feedback(record)
-        if feedback is None:
-            break
-        previous = attempt_dir(plan.batch_dir, run_id, number) / "solution"
-    return RunRecord(
-        runId=run_id,
-        taskId=task_id,
-        repetition=int(repetition),
-        firstSuccess=bool(attempts) and attempts[0].success,
-        finalSuccess=bool(attempts) and attempts[-1].success,
-        attempts=attempts,
-    )
 
+    def _attempt(
+        self,
+        run_id: str,
+        task: ScheduledTask,
+        number: int,
+        feedback: RepairFeedback | None,
+        seed_dir: Path | None,
+    ) -> AttemptRecord:
+        plan = self.plan
+        started = self.monotonic()
+        evidence = self.evidence.attempt(run_id, number)
+        evidence.root.mkdir(parents=True, exist_ok=False)
+        workspace = plan.work_dir / run_id / f"attempt-{number}"
+        if seed_dir is not None and seed_dir.is_dir():
+            shutil.copytree(seed_dir, workspace, symlinks=True)
+        else:
+            workspace.mkdir(parents=True)
+        seen = AttemptObservations(
+            attempt=number, started_at=self.clock(), duration_ms=0, repair_feedback=feedback
+        )
 
-def _attempt(
-    plan: BatchPlan,
-    run_id: str,
-    task: ScheduledTask,
-    number: int,
-    feedback: RepairFeedback | None,
-    seed_dir: Path | None,
-    runner: RunnerPort,
-    verifier: VerifierPort,
-    clock: Clock,
-    monotonic: Callable[[], float],
-    deadline: float,
-) -> AttemptRecord:
-    started_at = clock()
-    started = monotonic()
-    evidence = attempt_dir(plan.batch_dir, run_id, number)
-    evidence.mkdir(parents=True, exist_ok=False)
-    workspace = plan.work_dir / run_id / f"attempt-{number}"
-    if seed_dir is not None and seed_dir.is_dir():
-        shutil.copytree(seed_dir, workspace, symlinks=True)
-    else:
-        workspace.mkdir(parents=True)
+        def observed() -> AttemptRecord:
+            seen.duration_ms = int((self.monotonic() - started) * 1000)
+            return judge_attempt(seen)
 
-    def observed(**kwargs: object) -> AttemptRecord:
-        return judge_attempt(
-            AttemptObservations(
-                attempt=number,
-                started_at=started_at,
-                duration_ms=int((monotonic() - started) * 1000),
-                repair_feedback=feedback,
-                **kwargs,  # type: ignore[arg-type]
+        remaining = self.deadline - self.monotonic()
+        budget_bound = remaining < plan.submission_timeout_s
+        timeout_s = max(0.0, min(plan.submission_timeout_s, remaining))
+        if timeout_s <= 0:
+            seen.budget_exhausted = True
+            return observed()
+        request = RunnerRequest(
+            schemaVersion=1,
+            runId=run_id,
+            taskId=task.spec.id,
+            taskText=task.prompt,
+            consumerDir=plan.consumer_dir_in_runner,
+            outputDir=plan.output_dir_in_runner,
+            allowedOutputPaths=task.spec.allowedOutputPaths,
+            attempt=number,
+            timeBudgetMs=max(1, int(timeout_s * 1000)),
+            repairFeedback=feedback,
+        )
+        plan.progress(f"{run_id} attempt {number}: runner started")
+        before = plan.protected_digest()
+        outcome = self.runner.run_attempt(request, workspace, timeout_s)
+        try:
+            after: str | None = plan.protected_digest()
+        except OSError:
+            after = None
+        seen.protected = ProtectedInputs(before=before, after=after)
+        if outcome.infrastructure_error is not None:
+            seen.infrastructure_error = outcome.infrastructure_error
+            return observed()
+        if outcome.timed_out:
+            seen.timed_out, seen.budget_exhausted = not budget_bound, budget_bound
+            return observed()
+        if outcome.exit_code != 0:
+            seen.response = ResponseVerdict(
+                None, "invalid-response", f"the runner exited with status {outcome.exit_code}"
             )
+            return observed()
+        verdict = seen.response = judge_response(
+            outcome.stdout,
+            truncated=outcome.stdout_truncated,
+            request=request,
+            runner=plan.runner,
+            model=plan.model,
         )
-
-    remaining = deadline - monotonic()
-    budget_bound = remaining < plan.submission_timeout_s
-    timeout_s = max(0.0, min(plan.submission_timeout_s, remaining))
-    if timeout_s <= 0:
-        return observed(budget_exhausted=True)
-    request = RunnerRequest(
-        schemaVersion=1,
-        runId=run_id,
-        taskId=task.spec.id,
-        taskText=task.prompt,
-        consumerDir=plan.consumer_dir_in_runner,
-        outputDir=plan.output_dir_in_runner,
-        allowedOutputPaths=task.spec.allowedOutputPaths,
-        attempt=number,
-        timeBudgetMs=max(1, int(timeout_s * 1000)),
-        repairFeedback=feedback,
-    )
-    plan.progress(f"{run_id} attempt {number}: runner started")
-    before = plan.protected_digest()
-    outcome = runner.run_attempt(request, workspace, timeout_s)
-    try:
-        after: str | None = plan.protected_digest()
-    except OSError:
-        after = None
-    protected = ProtectedInputs(before=before, after=after)
-    if outcome.infrastructure_error is not None:
-        return observed(infrastructure_error=outcome.infrastructure_error, protected=protected)
-    if outcome.timed_out:
-        return observed(
-            timed_out=not budget_bound, budget_exhausted=budget_bound, protected=protected
-        )
-    if outcome.exit_code != 0:
-        exited = ResponseVerdict(
-            None, "invalid-response", f"the runner exited with status {outcome.exit_code}"
-        )
-        return observed(response=exited, protected=protected)
-    verdict = judge_response(
-        outcome.stdout,
-        truncated=outcome.stdout_truncated,
-        request=request,
-        runner=plan.runner,
-        model=plan.model,
-    )
-    if verdict.response is None or verdict.response.status != "completed" or after != before:
-        return observed(response=verdict, protected=protected)
-    collection = collect_solution(workspace, evidence / "solution", task.spec.allowedOutputPaths)
-    if collection.hostile or not collection.files:
-        return observed(response=verdict, protected=protected, collection=collection)
-    plan.progress(f"{run_id} attempt {number}: verifying")
-    try:
-        verification = verifier.verify(task.spec, evidence / "solution", run_id)
-    except AgentEvalError as exc:
-        # Whatever kept the verifier from a trusted result, it is not the agent's doing.
-        return observed(
-            infrastructure_error=str(exc),
-            response=verdict,
-            protected=protected,
-            collection=collection,
-        )
-    write_bytes_atomic(evidence / "analysis.json", verification.analysis_json)
-    return observed(
-        response=verdict,
-        protected=protected,
-        collection=collection,
-        analysis=verification.analysis,
-        analysis_digest=sha256_bytes(verification.analysis_json),
-        behaviour=verification.behaviour,
-    )
+        if verdict.response is None or verdict.response.status != "completed" or after != before:
+            return observed()
+        collection = collect_solution(workspace, evidence.solution, task.spec.allowedOutputPaths)
+        seen.collection = collection
+        if collection.hostile or not collection.files:
+            return observed()
+        plan.progress(f"{run_id} attempt {number}: verifying")
+        try:
+            verification = self.verifier.verify(task.spec, evidence.solution, run_id)
+        except AgentEvalError as exc:
+            # Whatever kept the verifier from a trusted result, it is not the agent's doing.
+            seen.infrastructure_error = str(exc)
+            return observed()
+        write_bytes_atomic(evidence.analysis, verification.analysis_json)
+        seen.analysis = verification.analysis
+        seen.analysis_digest = sha256_bytes(verification.analysis_json)
+        seen.behaviour = verification.behaviour
+        return observed()

@@ -9,7 +9,7 @@ import click
 
 from agent_eval.errors import AgentEvalError
 from agent_eval.project import evaluator_digest, find_project
-from agent_eval.qualification import CurrentDigests, qualify_files
+from agent_eval.verdict.qualification import CurrentDigests, qualify_files
 
 __all__ = ["check_command"]
 

@@ -9,10 +9,9 @@ import click
 
 from agent_eval.errors import AgentEvalError
 
-__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "reported_errors"]
+__all__ = ["EXIT_FAILURE", "reported_errors"]
 
 EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 
 @contextmanager

@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 
 from agent_eval.cli.common import reported_errors
-from agent_eval.engine import connect_local_engine
+from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import ConfigError
-from agent_eval.images import build_images, check_loopback_registry
+from agent_eval.images.build import build_images, check_loopback_registry
+from agent_eval.images.runners import build_runner_image
 from agent_eval.project import find_project
-from agent_eval.runner_images import build_runner_image
 
 __all__ = ["images_group"]
 

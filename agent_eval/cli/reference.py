@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from agent_eval.batch.reference import write_reference_config
 from agent_eval.cli.common import reported_errors
-from agent_eval.engine import connect_local_engine
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.reference.config import write_reference_config
 
 __all__ = ["reference_config_command"]
 

@@ -10,7 +10,7 @@ from typing import Literal, cast
 import click
 
 from agent_eval.cli.common import reported_errors
-from agent_eval.review import record_review
+from agent_eval.verdict.review import record_review
 
 __all__ = ["review_command"]
 

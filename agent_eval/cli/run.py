@@ -11,7 +11,7 @@ import click
 from agent_eval.batch.run import run_batch
 from agent_eval.cli.common import reported_errors
 from agent_eval.project import find_project
-from agent_eval.verifier_docker import batch_verifier_factory
+from agent_eval.verification.container.verifier import batch_verifier_factory
 
 __all__ = ["eval_agent_command"]
 

@@ -8,14 +8,15 @@ from pathlib import Path
 import click
 
 from agent_eval.cli.common import EXIT_FAILURE, reported_errors
-from agent_eval.local_verifier import LocalVerifier
 from agent_eval.project import find_project
-from agent_eval.tasks_verify import FixtureEngine, format_report, verify_tasks
-from agent_eval.verifier_docker import docker_fixture_engine
+from agent_eval.verification.container.verifier import source_verifiers
+from agent_eval.verification.fixtures import format_report, verify_tasks
+from agent_eval.verification.local import LocalVerifier
+from agent_eval.verification.protocol import Verifier
 
 __all__ = ["tasks_group"]
 
-ENGINES = ("local", "docker")
+VERIFIERS = ("local", "docker")
 
 
 @click.group(name="tasks")
@@ -23,14 +24,27 @@ def tasks_group() -> None:
     """Check the task suite and its fixtures."""
 
 
+def _deprecated_engine(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        click.echo("warning: --engine is deprecated; use --verifier", err=True)
+        ctx.meta["tasks.verifier"] = value
+
+
 @tasks_group.command(name="verify")
 @click.option(
-    "--engine",
-    type=click.Choice(ENGINES),
-    default="local",
-    show_default=True,
+    "--verifier",
+    type=click.Choice(VERIFIERS),
+    default=None,
     help="Where solutions are analysed and graded: 'local' (a subprocess on this machine, "
-    "against packages/ sources) or 'docker' (the verifier container).",
+    "against packages/ sources; the default) or 'docker' (the verifier container).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(VERIFIERS),
+    default=None,
+    expose_value=False,
+    callback=_deprecated_engine,
+    help="Deprecated alias of --verifier (one release).",
 )
 @click.option(
     "--concurrency",
@@ -49,29 +63,38 @@ def tasks_group() -> None:
     "--verifier-image",
     default=None,
     metavar="REF",
-    help="With --engine docker: the pinned verifier image (name@sha256:... or sha256:...); "
+    help="With --verifier docker: the pinned verifier image (name@sha256:... or sha256:...); "
     "default: the locally built agent-eval/verifier:local, by its id.",
 )
+@click.pass_context
 def verify_command(
-    engine: str, concurrency: int, project: Path | None, verifier_image: str | None
+    ctx: click.Context,
+    verifier: str | None,
+    concurrency: int,
+    project: Path | None,
+    verifier_image: str | None,
 ) -> None:
     """Validate the suite, then verify every fixture case and print a table.
 
     Exit status: 0 every case matches its expectation, 1 a mismatch (or an
     invalid suite), 2 a usage error.
     """
-    if verifier_image is not None and engine != "docker":
-        raise click.UsageError("--verifier-image needs --engine docker")
+    alias = ctx.meta.get("tasks.verifier")
+    if verifier is not None and alias is not None and alias != verifier:
+        raise click.UsageError("--engine and --verifier disagree; use --verifier alone")
+    chosen = verifier or alias or "local"
+    if verifier_image is not None and chosen != "docker":
+        raise click.UsageError("--verifier-image needs --verifier docker")
     with reported_errors():
         layout = find_project(project)
-        if engine == "docker":
-            with docker_fixture_engine(
+        if chosen == "docker":
+            with source_verifiers(
                 layout, verifier_image=verifier_image, slots=concurrency
             ) as build_docker:
                 report = verify_tasks(layout, build_docker, concurrency=concurrency)
         else:
 
-            def build(work_dir: Path) -> FixtureEngine:
+            def build(work_dir: Path) -> Verifier:
                 return LocalVerifier.prepare(
                     packages_dir=layout.packages,
                     tasks_dir=layout.tasks,

@@ -4,7 +4,7 @@ from agent_eval.models.analysis import Analysis, Diagnostic, DiagnosticCategory,
 from agent_eval.models.archives import (
     ArchiveEntry,
     ArchivesManifest,
-    ImageIdentity,
+    ImageRecord,
     SourceIdentity,
     Toolchain,
 )
@@ -17,7 +17,9 @@ from agent_eval.models.behaviour import (
 )
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
+from agent_eval.models.fixture import CorrectCase, NegativeCase
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
+from agent_eval.models.install_recipe import InstallRecipe
 from agent_eval.models.qualification import QualificationResult
 from agent_eval.models.receipt import (
     AssertionOutcome,
@@ -35,14 +37,23 @@ from agent_eval.models.runner_config import RunnerConfig
 from agent_eval.models.runner_protocol import RepairFeedback, RunnerRequest, RunnerResponse
 from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
 from agent_eval.models.task import IntegrationRequirement, TaskSpec
+from agent_eval.models.verifier_attempt import (
+    AnalysisErrorDetail,
+    AnalysisFailure,
+    AttemptAnalysis,
+    VerifierAttempt,
+)
 
 __all__ = [
     "FIXED_SUITE",
     "Analysis",
+    "AnalysisErrorDetail",
+    "AnalysisFailure",
     "ApiCatalog",
     "ArchiveEntry",
     "ArchivesManifest",
     "AssertionOutcome",
+    "AttemptAnalysis",
     "AttemptRecord",
     "BatchStatus",
     "BehaviourError",
@@ -51,14 +62,17 @@ __all__ = [
     "CatalogEntry",
     "CatalogKind",
     "ConsumerLock",
+    "CorrectCase",
     "Diagnostic",
     "DiagnosticCategory",
     "FailureCategory",
-    "ImageIdentity",
+    "ImageRecord",
+    "InstallRecipe",
     "IntegrationRequirement",
     "IntegrationResult",
     "LockedDistribution",
     "ModelIdentity",
+    "NegativeCase",
     "ProtectedInputs",
     "QualificationResult",
     "Receipt",
@@ -75,6 +89,7 @@ __all__ = [
     "SuiteSpec",
     "TaskSpec",
     "Toolchain",
+    "VerifierAttempt",
     "VerifierIsolation",
     "VerifierJob",
     "VerifierLimits",

@@ -9,7 +9,7 @@ from pydantic import Field
 from agent_eval.models.base import Digest, NonEmptyStr, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
-__all__ = ["ArchiveEntry", "ArchivesManifest", "ImageIdentity", "SourceIdentity", "Toolchain"]
+__all__ = ["ArchiveEntry", "ArchivesManifest", "ImageRecord", "SourceIdentity", "Toolchain"]
 
 
 class ArchiveEntry(WireModel):
@@ -49,7 +49,7 @@ class Toolchain(WireModel):
     """mypy version inside the verifier image."""
 
 
-class ImageIdentity(WireModel):
+class ImageRecord(WireModel):
     """A pinned image and the image id it resolved to."""
 
     reference: NonEmptyStr
@@ -71,9 +71,9 @@ class ArchivesManifest(WireModel):
     """Digest of the API catalog generated from the installed candidate."""
     toolchain: Toolchain
     """Build and check tools."""
-    runnerImage: ImageIdentity
+    runnerImage: ImageRecord
     """Runner image."""
-    verifierImage: ImageIdentity
+    verifierImage: ImageRecord
     """Verifier image."""
     runner: RunnerIdentity
     """Reviewed runner identity."""

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agent_eval.digests import is_sha256_digest
 
-__all__ = ["Digest", "NonEmptyStr", "RelativePath", "WireModel", "check_relative_path"]
+__all__ = ["Digest", "NonEmptyStr", "RelativePath", "WireModel"]
 
 
 class WireModel(BaseModel):

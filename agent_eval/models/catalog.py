@@ -1,6 +1,6 @@
 """api-catalog.json: every public symbol of the installed library under evaluation.
 
-Generated inside the consumer environment by ``python3 -m agent_eval.catalog``
+Generated inside the consumer environment by ``python3 -m agent_eval.consumer.catalog``
 (standard library only) and validated here on the host. Its digest (canonical
 JSON) is recorded in archives.json as ``apiCatalogDigest``.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -276,6 +277,52 @@ class Receipt(WireModel):
         if len(set(ids)) != len(ids):
             raise ValueError("a run id appears twice")
         return self
+
+    @classmethod
+    def opened(
+        cls,
+        *,
+        batch_id: str,
+        created_at: datetime,
+        status: BatchStatus = "running",
+        reasons: Sequence[str] = (),
+        self_test: bool = False,
+        suite_digest: str | None = None,
+        evaluator_digest: str | None = None,
+        archives_digest: str | None = None,
+        consumer_lock_digest: str | None = None,
+        runner: RunnerIdentity | None = None,
+        model: ModelIdentity | None = None,
+        runner_image: str | None = None,
+        verifier_image: str | None = None,
+        scheduled_runs: int = 0,
+    ) -> Receipt:
+        """A receipt with no run finished yet: the one way every receipt begins.
+
+        What is not known yet (a batch that did not run knows no digest) stays None.
+        """
+        return cls(
+            schemaVersion=1,
+            batchId=batch_id,
+            status=status,
+            reasons=list(reasons),
+            selfTest=self_test,
+            createdAt=created_at,
+            updatedAt=created_at,
+            suiteDigest=suite_digest,
+            evaluatorDigest=evaluator_digest,
+            archivesDigest=archives_digest,
+            consumerLockDigest=consumer_lock_digest,
+            runner=runner,
+            model=model,
+            runnerImage=runner_image,
+            verifierImage=verifier_image,
+            scheduledRuns=scheduled_runs,
+            firstSuccesses=0,
+            finalSuccesses=0,
+            runs=[],
+            reviewDecisions=[],
+        )
 
     def find_attempt(self, run_id: str, attempt: int) -> AttemptRecord | None:
         """The attempt record for (run_id, attempt), if any."""

@@ -10,12 +10,7 @@ from pydantic import AfterValidator, Field, JsonValue, field_validator
 from agent_eval.models.base import NonEmptyStr, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
-__all__ = [
-    "MAX_BATCH_TIMEOUT_MS",
-    "MAX_SUBMISSION_TIMEOUT_MS",
-    "RunnerConfig",
-    "check_pinned_image",
-]
+__all__ = ["RunnerConfig", "check_pinned_image"]
 
 MAX_SUBMISSION_TIMEOUT_MS = 600_000
 MAX_BATCH_TIMEOUT_MS = 7_200_000

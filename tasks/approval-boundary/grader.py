@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import Effect, Grader, Scenario, Session, SolutionRaised, dig, record_safety
+from agent_eval.grading import Effect, Grader, Scenario, Session, SolutionRaised, dig, record_safety
 
 PAYOUT: dict[str, Any] = {
     "payoutId": "p-1",

@@ -11,9 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from graders import Grader, Scenario, Session, SolutionRaised, dig, record_safety
-
-Pairs = frozenset[tuple[str, str]]
+from agent_eval.grading import Grader, Scenario, Session, SolutionRaised, dig, record_safety
+from graders.results import error_pairs
 
 VALID_FULL: dict[str, Any] = {
     "customer": {"name": "Åsa Lindqvist", "email": "asa@example.org"},
@@ -39,22 +38,6 @@ def changed(base: dict[str, Any], *edits: tuple[tuple[str | int, ...], Any]) -> 
         else:
             target[path[-1]] = value
     return payload
-
-
-def error_pairs(out: Any) -> Pairs | None:
-    """The (path, code) pairs of an invalid result, or None when it is not shaped as one."""
-    if dig(out, "ok") is not False:
-        return None
-    errors = dig(out, "errors")
-    if not isinstance(errors, list):
-        return None
-    pairs = set()
-    for error in errors:
-        path, code = dig(error, "path"), dig(error, "code")
-        if not isinstance(path, str) or not isinstance(code, str):
-            return None
-        pairs.add((path, code))
-    return frozenset(pairs)
 
 
 def reports(sc: Scenario, payload: Any, expected: set[tuple[str, str]]) -> bool:

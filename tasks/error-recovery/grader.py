@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import Effect, Grader, Raise, Scenario, Session, SolutionRaised, record_safety
+from agent_eval.grading import (
+    Effect,
+    Grader,
+    Raise,
+    Scenario,
+    Session,
+    SolutionRaised,
+    record_safety,
+)
 
 REPORT: dict[str, Any] = {"id": "r-42", "rows": [[1, "a"], [2, "b"]], "complete": True}
 BUSY = Raise("appkit:TransientError", "service busy")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import (
+from agent_eval.grading import (
     Document,
     Grader,
     Scenario,

@@ -15,7 +15,15 @@ import hashlib
 import json
 from typing import Any
 
-from graders import Effect, EffectCall, Grader, Scenario, Session, SolutionRaised, record_safety
+from agent_eval.grading import (
+    Effect,
+    EffectCall,
+    Grader,
+    Scenario,
+    Session,
+    SolutionRaised,
+    record_safety,
+)
 
 INTEGRITY_ERROR = "appkit.errors.IntegrityError"
 NOT_FOUND_ERROR = "appkit.errors.NotFoundError"

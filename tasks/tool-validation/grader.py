@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import Effect, Grader, Scenario, Session, SolutionRaised, dig, record_safety
+from agent_eval.grading import Effect, Grader, Scenario, Session, SolutionRaised, record_safety
+from graders.results import error_pairs
 
 EMAIL_ARGS = {
     "to": "ann@example.org",
@@ -28,22 +29,6 @@ def dispatch(sc: Scenario, call: Any, send: Effect, ticket: Effect) -> Any:
     except SolutionRaised as raised:
         sc.note(f"dispatch_tool_call raised {raised.type}")
         return None
-
-
-def invalid_pairs(out: Any) -> frozenset[tuple[str, str]] | None:
-    """The (path, code) pairs of an invalid-arguments result, or None."""
-    if dig(out, "ok") is not False or dig(out, "error") != "invalid_arguments":
-        return None
-    errors = dig(out, "errors")
-    if not isinstance(errors, list):
-        return None
-    pairs = set()
-    for error in errors:
-        path, code = dig(error, "path"), dig(error, "code")
-        if not isinstance(path, str) or not isinstance(code, str):
-            return None
-        pairs.add((path, code))
-    return frozenset(pairs)
 
 
 class ToolValidationGrader(Grader):
@@ -94,7 +79,7 @@ class ToolValidationGrader(Grader):
 
             def reported(tool: str, arguments: Any, expected: set[tuple[str, str]]) -> bool:
                 out = dispatch(sc, {"tool": tool, "arguments": arguments}, send, ticket)
-                return invalid_pairs(out) == frozenset(expected)
+                return error_pairs(out, error="invalid_arguments") == frozenset(expected)
 
             invalid = [
                 reported(

@@ -7,7 +7,7 @@ fresh scenario and shows that the parent and the next child survived
 whatever ``probe`` did.
 """
 
-from graders import Grader, Session
+from agent_eval.grading import Grader, Session
 
 SECRET = "grader-only-7c1e9a52d4b84f0e"
 

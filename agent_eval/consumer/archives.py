@@ -1,0 +1,213 @@
+"""The disposable consumer project: prepared once per batch, offline, in the verifier image.
+
+Layout (mounted read-only into every runner and verifier container):
+
+    /consumer/pyproject.toml       the consumer project, depending on the exact archives
+    /consumer/requirements.txt     every distribution pinned by version and sha256
+    /consumer/site/                the archives and their dependencies, installed by pip
+    /consumer/docs/                <distribution>/GUIDE.md, API.md and api-catalog.json
+    /consumer/tasks/<id>/          prompt.md and task-contract.pyi of each task
+
+``consumer-lock.json`` binds every installed distribution (its RECORD digest)
+and the archives.json it came from. Nothing is reinstalled per attempt.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+
+import tomli_w
+
+import agent_eval
+from agent_eval.digests import file_sha256
+from agent_eval.engine import ContainerEngine, ContainerSpec, Mount, ResourceLimits, run_container
+from agent_eval.errors import EvidenceError, InfrastructureError
+from agent_eval.evidence_io import read_model
+from agent_eval.layout import ARCHIVES_MOUNT, CONSUMER_MOUNT, ConsumerLayout, staged_files
+from agent_eval.models import ArchiveEntry, ConsumerLock, LockedDistribution
+from agent_eval.models.catalog import ApiCatalog
+from agent_eval.packing import normalise_name
+
+__all__ = ["PreparedConsumer", "TaskMaterial", "prepare_consumer"]
+
+_SETUP_TIMEOUT_S = 600.0
+_LOG_LIMIT = 64 * 1024
+_STAGE_MOUNT = "/verifier"
+
+
+@dataclass(frozen=True)
+class TaskMaterial:
+    """What the agent may read about one task."""
+
+    task_id: str
+    prompt: str
+    contract: str
+
+
+@dataclass(frozen=True)
+class PreparedConsumer:
+    """A consumer ready to be mounted read-only."""
+
+    root: Path
+    python: str
+    distributions: list[LockedDistribution]
+    catalog: ApiCatalog
+    mypy_version: str
+
+    def lock(self, archives_digest: str) -> ConsumerLock:
+        """consumer-lock.json, bound to the archives.json it was installed from."""
+        return ConsumerLock(
+            schemaVersion=1,
+            archivesDigest=archives_digest,
+            python=self.python,
+            distributions=self.distributions,
+        )
+
+
+def stage_harness(stage: Path) -> Path:
+    """Copy the installer's standard-library-only harness modules into ``stage/agent_eval``."""
+    source = Path(agent_eval.__file__).resolve().parent
+    for rel in staged_files(source, "consumer"):
+        target = stage / "agent_eval" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / rel, target)
+    for path in [stage, *stage.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return stage
+
+
+def write_project(
+    root: Path,
+    archives: list[ArchiveEntry],
+    dependency_lock: Path | None,
+    guides: dict[str, Path],
+    tasks: list[TaskMaterial],
+) -> None:
+    """Write the consumer project's files on the host (before installation)."""
+    layout = ConsumerLayout(root)
+    root.mkdir(parents=True)
+    project = {
+        "project": {
+            "name": "agent-eval-consumer",
+            "version": "0.0.0",
+            "requires-python": ">=3.11",
+            "dependencies": [f"{a.distribution}=={a.version}" for a in archives],
+        },
+        "tool": {
+            "agent-eval": {
+                "archives": {a.filename: a.sha256 for a in archives},
+            }
+        },
+    }
+    (root / "pyproject.toml").write_text(tomli_w.dumps(project), encoding="utf-8")
+    lines = [
+        f"{a.distribution}=={a.version} --hash=sha256:{a.sha256.removeprefix('sha256:')}"
+        for a in archives
+    ]
+    if dependency_lock is not None:
+        lines.append(dependency_lock.read_text(encoding="utf-8"))
+    layout.requirements.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    docs = layout.docs
+    docs.mkdir()
+    for name, guide in sorted(guides.items()):
+        (docs / name).mkdir()
+        shutil.copyfile(guide, docs / name / "GUIDE.md")
+    for task in tasks:
+        folder = layout.task(task.task_id)
+        folder.mkdir(parents=True)
+        (folder / "prompt.md").write_text(task.prompt, encoding="utf-8")
+        (folder / "task-contract.pyi").write_text(task.contract, encoding="utf-8")
+    layout.site.mkdir()
+
+
+def prepare_consumer(
+    engine: ContainerEngine,
+    *,
+    verifier_image: str,
+    root: Path,
+    stage: Path,
+    archives_dir: Path,
+    archives: list[ArchiveEntry],
+    dependency_lock: Path | None,
+    guides: dict[str, Path],
+    tasks: list[TaskMaterial],
+    batch_id: str,
+) -> PreparedConsumer:
+    """Write, install (in a consumer container) and lock the consumer.
+
+    Raises:
+        InfrastructureError: the installation or the catalog failed, or cleanup did.
+    """
+    write_project(root, archives, dependency_lock, guides, tasks)
+    stage_harness(stage)
+    spec = ContainerSpec(
+        image=verifier_image,
+        command=(
+            "/usr/bin/python3",
+            "-B",
+            "-m",
+            "agent_eval.consumer.setup",
+            *[arg for a in archives for arg in ("--distribution", a.distribution)],
+        ),
+        role="consumer",
+        batch_id=batch_id,
+        run_id="consumer",
+        mounts=(
+            Mount(stage, _STAGE_MOUNT),
+            Mount(archives_dir, ARCHIVES_MOUNT),
+            Mount(root, CONSUMER_MOUNT, read_only=False),
+        ),
+        environment={"PYTHONPATH": _STAGE_MOUNT},
+        limits=ResourceLimits(pids=128, memory_bytes=1024 * 1024 * 1024, tmp_bytes=256 << 20),
+    )
+    done = run_container(engine, spec, timeout_s=_SETUP_TIMEOUT_S, log_limit_bytes=_LOG_LIMIT)
+    if done.wait.timed_out or done.wait.exit_code != 0:
+        tail = done.output.stderr.decode("utf-8", "replace")[-2000:]
+        raise InfrastructureError(
+            f"preparing the consumer failed (exit {done.wait.exit_code}, "
+            f"timed out: {done.wait.timed_out}): {tail}"
+        )
+    try:
+        catalog = read_model(ConsumerLayout(root).catalog, ApiCatalog, what="API catalog")
+    except EvidenceError as exc:
+        raise InfrastructureError(str(exc)) from exc
+    python = (root / "python-version").read_text(encoding="utf-8").strip()
+    mypy_version = (root / "mypy-version").read_text(encoding="utf-8").strip()
+    return PreparedConsumer(
+        root=root,
+        python=python,
+        distributions=installed_distributions(ConsumerLayout(root).site, archives),
+        catalog=catalog,
+        mypy_version=mypy_version,
+    )
+
+
+def installed_distributions(site: Path, archives: list[ArchiveEntry]) -> list[LockedDistribution]:
+    """Describe every distribution installed under *site*."""
+    candidates = {normalise_name(a.distribution): a for a in archives}
+    found: list[LockedDistribution] = []
+    for info in sorted(site.glob("*.dist-info")):
+        metadata = Parser().parsestr((info / "METADATA").read_text(encoding="utf-8"))
+        name = normalise_name(metadata["Name"])
+        archive = candidates.get(name)
+        if archive is not None and metadata["Version"] != archive.version:
+            raise InfrastructureError(
+                f"the consumer has {name} {metadata['Version']}, not the candidate "
+                f"{archive.version}"
+            )
+        found.append(
+            LockedDistribution(
+                name=name,
+                version=metadata["Version"],
+                recordDigest=file_sha256(info / "RECORD"),
+                candidate=archive is not None,
+                archiveSha256=archive.sha256 if archive else None,
+            )
+        )
+    missing = sorted(set(candidates) - {d.name for d in found})
+    if missing:
+        raise InfrastructureError(f"the consumer lacks the candidate distributions {missing}")
+    return found

@@ -1,0 +1,67 @@
+"""The container engine: its interface, the hardening policy, and the implementations.
+
+    api            ContainerEngine, the specs and results, run/list/remove over any engine
+    policy         Hardening (the one place of every container flag), mount, socket and pin checks
+    docker_engine  DockerEngine over the Docker SDK: the only module that imports ``docker``
+    fake           FakeEngine, in memory, for unit tests
+
+This face re-exports the interface and the policy, never the Docker
+implementation: connecting to an engine is the composition root's decision
+(``agent_eval.engine.docker_engine.connect_local_engine``).
+"""
+
+from agent_eval.engine.api import (
+    BoundedOutput,
+    ContainerEngine,
+    ContainerRun,
+    ContainerSpec,
+    ContainerSummary,
+    ImageIdentity,
+    WaitResult,
+    list_leftovers,
+    remove_leftovers,
+    run_container,
+)
+from agent_eval.engine.policy import (
+    DEFAULT_SOCKET,
+    LABEL_BATCH,
+    LABEL_ROLE,
+    LABEL_RUN,
+    RUNNER_USER,
+    VERIFIER_CAPABILITIES,
+    Hardening,
+    Mount,
+    Network,
+    ResourceLimits,
+    Role,
+    check_mounts,
+    local_socket_path,
+    match_pinned_image,
+)
+
+__all__ = [
+    "DEFAULT_SOCKET",
+    "LABEL_BATCH",
+    "LABEL_ROLE",
+    "LABEL_RUN",
+    "RUNNER_USER",
+    "VERIFIER_CAPABILITIES",
+    "BoundedOutput",
+    "ContainerEngine",
+    "ContainerRun",
+    "ContainerSpec",
+    "ContainerSummary",
+    "Hardening",
+    "ImageIdentity",
+    "Mount",
+    "Network",
+    "ResourceLimits",
+    "Role",
+    "WaitResult",
+    "check_mounts",
+    "list_leftovers",
+    "local_socket_path",
+    "match_pinned_image",
+    "remove_leftovers",
+    "run_container",
+]

@@ -1,0 +1,436 @@
+"""The Docker engine: :class:`~agent_eval.engine.api.ContainerEngine` over the Docker SDK.
+
+The only module of the harness that imports ``docker``. It reaches the engine
+over a local Unix socket only (the runner config's ``runtimePath`` when
+given, else ``DOCKER_HOST`` when it is a ``unix://`` URL, else the default
+socket; any other ``DOCKER_HOST`` is refused), and uses the SDK's low-level
+API: ``create_container`` never pulls, unlike ``containers.run``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import stat
+import tarfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, cast
+
+import docker
+import docker.errors
+import requests
+
+from agent_eval.engine.api import (
+    BoundedOutput,
+    ContainerEngine,
+    ContainerSpec,
+    ContainerSummary,
+    ImageIdentity,
+    WaitResult,
+)
+from agent_eval.engine.policy import (
+    LABEL_BATCH,
+    LABEL_ROLE,
+    LABEL_RUN,
+    local_socket_path,
+    match_pinned_image,
+)
+from agent_eval.errors import (
+    CleanupError,
+    ConfigError,
+    EngineUnavailableError,
+    InfrastructureError,
+)
+from agent_eval.models.runner_config import check_pinned_image
+
+__all__ = ["DockerEngine", "connect_local_engine"]
+
+_REMOVE_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
+_KILL_WAIT_S = 10.0
+_STDIN_TIMEOUT_S = 30.0
+_LOG_CHUNK = 64 * 1024
+_TAR_OVERHEAD = 64 * 1024
+
+
+def connect_local_engine(
+    runtime_path: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    timeout_s: float = 120.0,
+) -> DockerEngine:
+    """Connect to the local Docker engine and check that it answers.
+
+    Args:
+        runtime_path: The runner config's ``runtimePath``, if any.
+        environ: Environment to read ``DOCKER_HOST`` from; ``os.environ`` by default.
+        timeout_s: Timeout of ordinary API calls (waits have their own).
+
+    Returns:
+        A connected engine.
+
+    Raises:
+        EngineUnavailableError: ``DOCKER_HOST`` is not local, the socket is
+            missing, or the engine does not answer.
+    """
+    path = local_socket_path(runtime_path, os.environ if environ is None else environ)
+    fix = "start the engine (scripts/setup does) or point runtimePath/DOCKER_HOST at its socket"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise EngineUnavailableError(
+            f"no engine socket at {path} ({exc.strerror}); {fix}"
+        ) from None
+    if not stat.S_ISSOCK(mode):
+        raise EngineUnavailableError(f"{path} is not a Unix socket; {fix}")
+    # Knock first: the SDK leaks its socket when the connection is refused.
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(5)
+            probe.connect(path)
+    except OSError as exc:
+        raise EngineUnavailableError(f"no engine listens on {path} ({exc}); {fix}") from None
+    try:
+        api = docker.APIClient(base_url=f"unix://{path}", version="auto", timeout=int(timeout_s))
+    except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+        raise EngineUnavailableError(
+            f"the engine at {path} does not answer ({exc}); {fix}"
+        ) from None
+    try:
+        api.ping()
+    except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+        api.close()
+        raise EngineUnavailableError(
+            f"the engine at {path} does not answer a ping ({exc})"
+        ) from None
+    return DockerEngine(api, socket_path=path)
+
+
+def _api_error(what: str, exc: Exception) -> InfrastructureError:
+    if isinstance(exc, docker.errors.APIError):
+        detail = exc.explanation or str(exc)
+        return InfrastructureError(f"{what}: the engine answered {exc.status_code}: {detail}")
+    return InfrastructureError(f"{what}: {exc}")
+
+
+_ENGINE_ERRORS = (docker.errors.DockerException, requests.RequestException, OSError)
+
+
+def _close_attached(attached: Any) -> None:
+    """Close an attach socket: the SDK's SocketIO wrapper and the socket under it."""
+    if attached is None:
+        return
+    raw = getattr(attached, "_sock", None)
+    attached.close()
+    if raw is not None:
+        raw.close()
+
+
+def _close_stream(stream: Any) -> None:
+    """Stop a streamed response early and release its socket (the SDK's close alone does not)."""
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        response.close()
+
+
+class DockerEngine(ContainerEngine):
+    """:class:`ContainerEngine` over the Docker SDK's low-level API on a local socket."""
+
+    def __init__(self, api: docker.APIClient, *, socket_path: str) -> None:
+        """Use *api*, an already connected client of the engine at *socket_path*."""
+        self._api = api
+        self.socket_path = socket_path
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._api.close()
+
+    def _inspect_image(self, reference: str) -> dict[str, Any]:
+        # types-docker leaves inspect_image untyped.
+        return cast(dict[str, Any], cast(Any, self._api).inspect_image(reference))
+
+    def resolve_image(self, reference: str) -> ImageIdentity:
+        """See :meth:`ContainerEngine.resolve_image`."""
+        try:
+            check_pinned_image(reference)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        try:
+            info = self._inspect_image(reference)
+        except docker.errors.ImageNotFound:
+            self._refuse_other_digests(reference)
+            raise InfrastructureError(
+                f"image {reference} is not present in the local engine, and nothing is ever "
+                "pulled; build it with `agent-eval images build` (or load it) and pin what "
+                "that prints"
+            ) from None
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"inspecting image {reference}", exc) from None
+        image_id = str(info["Id"])
+        digests = tuple(str(d) for d in info.get("RepoDigests") or ())
+        match_pinned_image(reference, image_id, digests)
+        return ImageIdentity(reference, image_id, digests)
+
+    def _refuse_other_digests(self, reference: str) -> None:
+        """Name the digests a local image of the pinned repository does carry, if any."""
+        if reference.startswith("sha256:"):
+            return
+        repository = reference.partition("@")[0]
+        try:
+            local = self._api.images(name=repository)
+        except _ENGINE_ERRORS:
+            return  # the caller's "not present" error stands
+        for item in local:
+            match_pinned_image(reference, str(item["Id"]), item.get("RepoDigests") or [])
+
+    def create(self, spec: ContainerSpec) -> str:
+        """See :meth:`ContainerEngine.create`."""
+        hardening = spec.hardening
+        host_kwargs = hardening.host_config_kwargs(spec.mounts, engine_socket=self.socket_path)
+        image = self.resolve_image(spec.image)
+        try:
+            host_config = self._api.create_host_config(**host_kwargs)
+            created = self._api.create_container(
+                image.image_id,
+                command=list(spec.command),
+                user=hardening.user,
+                environment=dict(spec.environment),
+                working_dir=spec.working_dir,
+                labels=spec.labels,
+                stdin_open=spec.stdin,
+                host_config=host_config,
+            )
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(
+                f"creating the {spec.role} container of run {spec.run_id}", exc
+            ) from None
+        return str(created["Id"])
+
+    def start(self, container_id: str, stdin: bytes | None = None) -> None:
+        """See :meth:`ContainerEngine.start`."""
+        attached: Any = None
+        try:
+            if stdin is not None:
+                # Attach before start so that no byte is lost; StdinOnce closes
+                # the container's stdin when this attachment ends.
+                attached = self._api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+            self._api.start(container_id)
+        except _ENGINE_ERRORS as exc:
+            _close_attached(attached)
+            raise _api_error(f"starting container {container_id[:12]}", exc) from None
+        if attached is None or stdin is None:
+            return
+        raw = cast(socket.socket, attached._sock)
+        try:
+            raw.settimeout(_STDIN_TIMEOUT_S)
+            raw.sendall(stdin)
+            raw.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # it exited or stopped reading: its exit status tells
+        finally:
+            _close_attached(attached)
+
+    def wait(self, container_id: str, timeout_s: float) -> WaitResult:
+        """See :meth:`ContainerEngine.wait`."""
+        timed_out = False
+        try:
+            cast(Any, self._api).wait(container_id, timeout=max(timeout_s, 0.001))
+        except requests.RequestException:
+            # The client's read timeout is the deadline; the container runs on
+            # until it is killed here.
+            timed_out = True
+        except docker.errors.DockerException as exc:
+            raise _api_error(f"waiting for container {container_id[:12]}", exc) from None
+        if timed_out:
+            try:
+                self._api.kill(container_id)
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: it exited in the meantime
+                    raise _api_error(f"killing container {container_id[:12]}", exc) from None
+            try:
+                cast(Any, self._api).wait(container_id, timeout=_KILL_WAIT_S)
+            except _ENGINE_ERRORS as exc:
+                raise _api_error(f"container {container_id[:12]} survived its kill", exc) from None
+        try:
+            state = self._api.inspect_container(container_id)["State"]
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"inspecting container {container_id[:12]}", exc) from None
+        if state.get("Error"):
+            raise InfrastructureError(
+                f"the engine reported an error for container {container_id[:12]}: {state['Error']}"
+            )
+        return WaitResult(
+            exit_code=int(state["ExitCode"]),
+            timed_out=timed_out,
+            oom_killed=bool(state.get("OOMKilled")),
+        )
+
+    def _bounded_stream(self, container_id: str, limit: int, *, stdout: bool) -> tuple[bytes, bool]:
+        chunks: Iterator[bytes] = self._api.logs(
+            container_id, stdout=stdout, stderr=not stdout, stream=True, follow=False
+        )
+        kept = bytearray()
+        truncated = False
+        try:
+            for chunk in chunks:
+                kept += chunk
+                if len(kept) > limit:
+                    truncated = True
+                    break
+        finally:
+            _close_stream(chunks)
+        return bytes(kept[:limit]), truncated
+
+    def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:
+        """See :meth:`ContainerEngine.logs`."""
+        try:
+            out, out_cut = self._bounded_stream(container_id, limit_bytes, stdout=True)
+            err, err_cut = self._bounded_stream(container_id, limit_bytes, stdout=False)
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"reading the logs of container {container_id[:12]}", exc) from None
+        return BoundedOutput(out, err, out_cut, err_cut)
+
+    def copy_file_out(self, container_id: str, path: str, max_bytes: int) -> bytes:
+        """See :meth:`ContainerEngine.copy_file_out`."""
+        where = f"{path} in container {container_id[:12]}"
+        try:
+            chunks, info = self._api.get_archive(container_id, path, chunk_size=_LOG_CHUNK)
+        except docker.errors.NotFound:
+            raise InfrastructureError(f"{where} does not exist") from None
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"copying {where}", exc) from None
+        if int(info.get("size", 0)) > max_bytes:
+            raise InfrastructureError(f"{where} has {info['size']} bytes, over {max_bytes}")
+        archive = bytearray()
+        for chunk in chunks:
+            archive += chunk
+            if len(archive) > max_bytes + _TAR_OVERHEAD:
+                raise InfrastructureError(f"{where} is larger than {max_bytes} bytes")
+        with tarfile.open(fileobj=io.BytesIO(bytes(archive)), mode="r:") as tar:
+            members = tar.getmembers()
+            if len(members) != 1 or not members[0].isreg():
+                raise InfrastructureError(f"{where} is not a regular file")
+            handle = tar.extractfile(members[0])
+            assert handle is not None  # a regular member always has data
+            return handle.read()
+
+    def remove(self, container_id: str) -> None:
+        """See :meth:`ContainerEngine.remove`."""
+        last = "no answer"
+        for delay in _REMOVE_DELAYS_S:
+            time.sleep(delay)
+            try:
+                self._api.remove_container(container_id, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except _ENGINE_ERRORS as exc:
+                last = str(exc)  # e.g. 409 "removal already in progress": look again
+            try:
+                self._api.inspect_container(container_id)
+            except docker.errors.NotFound:
+                return
+            except _ENGINE_ERRORS as exc:
+                last = str(exc)
+        raise CleanupError(
+            f"removal of container {container_id} was not confirmed after "
+            f"{len(_REMOVE_DELAYS_S)} attempts ({last}); remove it (docker rm -f "
+            f"{container_id[:12]}) and check the engine before the next batch"
+        )
+
+    def list_containers(self, batch_id: str | None = None) -> list[ContainerSummary]:
+        """See :meth:`ContainerEngine.list_containers`."""
+        label = LABEL_BATCH if batch_id is None else f"{LABEL_BATCH}={batch_id}"
+        try:
+            found = self._api.containers(all=True, filters={"label": [label]})
+        except _ENGINE_ERRORS as exc:
+            raise _api_error("listing agent-eval containers", exc) from None
+        return [
+            ContainerSummary(
+                container_id=str(item["Id"]),
+                batch_id=str(item["Labels"].get(LABEL_BATCH, "")),
+                run_id=str(item["Labels"].get(LABEL_RUN, "")),
+                role=str(item["Labels"].get(LABEL_ROLE, "")),
+                state=str(item.get("State", "")),
+            )
+            for item in found
+        ]
+
+    def image_id(self, reference: str) -> str | None:
+        """See :meth:`ContainerEngine.image_id`."""
+        try:
+            return str(self._inspect_image(reference)["Id"])
+        except docker.errors.ImageNotFound:
+            return None
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"inspecting image {reference}", exc) from None
+
+    def build_image(
+        self,
+        context_dir: Path,
+        *,
+        tag: str,
+        buildargs: Mapping[str, str],
+        labels: Mapping[str, str],
+    ) -> str:
+        """See :meth:`ContainerEngine.build_image`."""
+        tail: list[str] = []
+        image_id: str | None = None
+        try:
+            for item in self._api.build(
+                path=str(context_dir),
+                tag=tag,
+                pull=False,
+                network_mode="none",
+                rm=True,
+                forcerm=True,
+                buildargs=dict(buildargs),
+                labels=dict(labels),
+                decode=True,
+            ):
+                if "stream" in item:
+                    tail = (tail + str(item["stream"]).splitlines())[-20:]
+                if "aux" in item and "ID" in item["aux"]:
+                    image_id = str(item["aux"]["ID"])
+                if "error" in item:
+                    tail.append(str(item["error"]))
+                    raise InfrastructureError(
+                        f"building {tag} from {context_dir} failed:\n" + "\n".join(tail)
+                    )
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"building {tag} from {context_dir}", exc) from None
+        if image_id is None:
+            raise InfrastructureError(f"building {tag} gave no image id:\n" + "\n".join(tail))
+        return image_id
+
+    def import_image(self, stream: IO[bytes], *, repository: str, tag: str) -> str:
+        """See :meth:`ContainerEngine.import_image`."""
+        try:
+            self._api.import_image_from_stream(stream, repository=repository, tag=tag)
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"importing {repository}:{tag}", exc) from None
+        image_id = self.image_id(f"{repository}:{tag}")
+        if image_id is None:
+            raise InfrastructureError(f"importing {repository}:{tag} left no such image")
+        return image_id
+
+    def push_image(self, image_id: str, *, repository: str, tag: str) -> str:
+        """See :meth:`ContainerEngine.push_image`."""
+        try:
+            self._api.tag(image_id, repository, tag)
+            for item in self._api.push(repository, tag=tag, stream=True, decode=True):
+                if "error" in item:
+                    raise InfrastructureError(f"pushing {repository}:{tag}: {item['error']}")
+            digests = self._inspect_image(image_id).get("RepoDigests") or []
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"pushing {repository}:{tag}", exc) from None
+        for digest in digests:
+            if str(digest).startswith(f"{repository}@sha256:"):
+                return str(digest)
+        raise InfrastructureError(
+            f"pushed {repository}:{tag}, but the image has no RepoDigest for it ({digests})"
+        )

@@ -1,0 +1,326 @@
+"""An in-memory :class:`~agent_eval.engine.ContainerEngine` for unit tests.
+
+It applies the same checks as the real engine where they are pure (pinned
+references, hardening, mounts, labels) and lets a test script each
+container's outcome: exit code, stdout, stderr, a timeout, an OOM kill, a
+failed start, files left in the container, and a removal that cannot be
+confirmed. It records what a test may want to assert: the create arguments
+(hardening included), stdin, kills, removals, and that nothing was pulled.
+
+Nothing here touches a real engine; ``pulls`` exists only so that tests can
+assert it stays empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from agent_eval.engine import (
+    LABEL_BATCH,
+    LABEL_ROLE,
+    LABEL_RUN,
+    BoundedOutput,
+    ContainerEngine,
+    ContainerSpec,
+    ContainerSummary,
+    ImageIdentity,
+    WaitResult,
+    match_pinned_image,
+)
+from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
+from agent_eval.models.runner_config import check_pinned_image
+
+__all__ = ["FakeEngine", "Outcome"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a fake container does when it runs."""
+
+    exit_code: int = 0
+    """Exit status when it ends by itself."""
+    stdout: bytes = b""
+    """Everything it writes to stdout."""
+    stderr: bytes = b""
+    """Everything it writes to stderr."""
+    timeout: bool = False
+    """It never ends by itself: wait() kills it at the deadline (exit 137)."""
+    oom_killed: bool = False
+    """The engine reports an OOM kill."""
+    start_error: str | None = None
+    """start() fails with this engine message (the CLI's exit 125)."""
+    cleanup_fails: bool = False
+    """Its removal is never confirmed."""
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    """Files copy_file_out() can read, by absolute path."""
+    on_start: Callable[[ContainerSpec, bytes | None], bytes | None] | None = None
+    """Called with the spec and stdin when the container starts: a test's stand-in for
+    what the process would write into its writable mounts (the spec names their host
+    paths); bytes it returns replace ``stdout``."""
+    start_raises: BaseException | None = None
+    """start() raises this (a KeyboardInterrupt, say) instead of starting."""
+
+
+@dataclass
+class FakeImage:
+    """An image the fake engine holds."""
+
+    image_id: str
+    repo_tags: list[str] = field(default_factory=list)
+    repo_digests: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class FakeContainer:
+    """A container the fake engine made, with everything recorded about it."""
+
+    container_id: str
+    spec: ContainerSpec
+    image_id: str
+    user: str
+    host_config: dict[str, Any]
+    labels: dict[str, str]
+    outcome: Outcome
+    state: str = "created"
+    stdin: bytes | None = None
+    stdout: bytes | None = None
+    """What it printed, when its outcome computed that at start (else the outcome's)."""
+    killed: bool = False
+    removed: bool = False
+
+
+class FakeEngine(ContainerEngine):
+    """An in-memory engine with scripted outcomes."""
+
+    def __init__(self, *, default_outcome: Outcome | None = None) -> None:
+        """Start empty; containers get *default_outcome* unless one is scripted."""
+        self.images: dict[str, FakeImage] = {}
+        self.containers: dict[str, FakeContainer] = {}
+        self.pulls: list[str] = []
+        self.builds: list[tuple[Path, str, dict[str, str]]] = []
+        self.pushes: list[str] = []
+        self.default_outcome = default_outcome or Outcome()
+        self._scripted: deque[Outcome] = deque()
+        self._counter = 0
+
+    # --- Test set-up ---------------------------------------------------------------
+
+    def add_image(
+        self,
+        *,
+        tags: tuple[str, ...] = (),
+        repo_digests: tuple[str, ...] = (),
+        image_id: str | None = None,
+    ) -> str:
+        """Make an image present; returns its id (derived from the tags when not given)."""
+        if image_id is None:
+            seed = "|".join((*tags, *repo_digests, str(len(self.images))))
+            image_id = "sha256:" + hashlib.sha256(seed.encode()).hexdigest()
+        self.images[image_id] = FakeImage(image_id, list(tags), list(repo_digests))
+        return image_id
+
+    def script(self, *outcomes: Outcome) -> None:
+        """Queue outcomes for the next containers created, in order."""
+        self._scripted.extend(outcomes)
+
+    def leave_container(self, spec: ContainerSpec, state: str = "running") -> str:
+        """Make a container as an interrupted batch would have left it."""
+        container_id = self.create(spec)
+        self.containers[container_id].state = state
+        return container_id
+
+    # --- The interface -------------------------------------------------------------
+
+    def _find_image(self, reference: str) -> FakeImage | None:
+        if reference in self.images:
+            return self.images[reference]
+        for image in self.images.values():
+            if reference in image.repo_tags or reference in image.repo_digests:
+                return image
+        return None
+
+    def resolve_image(self, reference: str) -> ImageIdentity:
+        """See :meth:`ContainerEngine.resolve_image`."""
+        try:
+            check_pinned_image(reference)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        image = self._find_image(reference)
+        if image is None and not reference.startswith("sha256:"):
+            # As the real engine: name the digests a local image of that repository carries.
+            repository = reference.partition("@")[0]
+            for other in self.images.values():
+                if any(tag.rpartition(":")[0] == repository for tag in other.repo_tags):
+                    match_pinned_image(reference, other.image_id, other.repo_digests)
+        if image is None:
+            raise InfrastructureError(
+                f"image {reference} is not present in the local engine, and nothing is ever "
+                "pulled; build it with `agent-eval images build` (or load it) and pin what "
+                "that prints"
+            )
+        match_pinned_image(reference, image.image_id, image.repo_digests)
+        return ImageIdentity(reference, image.image_id, tuple(image.repo_digests))
+
+    def create(self, spec: ContainerSpec) -> str:
+        """See :meth:`ContainerEngine.create`."""
+        hardening = spec.hardening
+        host_config = hardening.host_config_kwargs(spec.mounts)
+        image = self.resolve_image(spec.image)
+        self._counter += 1
+        container_id = hashlib.sha256(f"fake-container-{self._counter}".encode()).hexdigest()
+        outcome = self._scripted.popleft() if self._scripted else self.default_outcome
+        self.containers[container_id] = FakeContainer(
+            container_id=container_id,
+            spec=spec,
+            image_id=image.image_id,
+            user=hardening.user,
+            host_config=host_config,
+            labels=spec.labels,
+            outcome=outcome,
+        )
+        return container_id
+
+    def _get(self, container_id: str) -> FakeContainer:
+        container = self.containers.get(container_id)
+        if container is None or container.removed:
+            raise InfrastructureError(f"no such container: {container_id[:12]}")
+        return container
+
+    def start(self, container_id: str, stdin: bytes | None = None) -> None:
+        """See :meth:`ContainerEngine.start`."""
+        container = self._get(container_id)
+        if container.outcome.start_error is not None:
+            raise InfrastructureError(
+                f"starting container {container_id[:12]}: the engine answered 500: "
+                f"{container.outcome.start_error}"
+            )
+        if container.outcome.start_raises is not None:
+            raise container.outcome.start_raises
+        container.stdin = stdin
+        container.state = "running"
+        if container.outcome.on_start is not None:
+            printed = container.outcome.on_start(container.spec, stdin)
+            if printed is not None:
+                container.stdout = printed
+
+    def wait(self, container_id: str, timeout_s: float) -> WaitResult:
+        """See :meth:`ContainerEngine.wait`."""
+        container = self._get(container_id)
+        container.state = "exited"
+        if container.outcome.timeout:
+            container.killed = True
+            return WaitResult(exit_code=137, timed_out=True, oom_killed=False)
+        return WaitResult(
+            exit_code=container.outcome.exit_code,
+            timed_out=False,
+            oom_killed=container.outcome.oom_killed,
+        )
+
+    def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:
+        """See :meth:`ContainerEngine.logs`."""
+        container = self._get(container_id)
+        outcome = container.outcome
+        stdout = outcome.stdout if container.stdout is None else container.stdout
+        return BoundedOutput(
+            stdout=stdout[:limit_bytes],
+            stderr=outcome.stderr[:limit_bytes],
+            stdout_truncated=len(stdout) > limit_bytes,
+            stderr_truncated=len(outcome.stderr) > limit_bytes,
+        )
+
+    def copy_file_out(self, container_id: str, path: str, max_bytes: int) -> bytes:
+        """See :meth:`ContainerEngine.copy_file_out`."""
+        files = self._get(container_id).outcome.files
+        where = f"{path} in container {container_id[:12]}"
+        if path not in files:
+            raise InfrastructureError(f"{where} does not exist")
+        if len(files[path]) > max_bytes:
+            raise InfrastructureError(f"{where} has {len(files[path])} bytes, over {max_bytes}")
+        return files[path]
+
+    def remove(self, container_id: str) -> None:
+        """See :meth:`ContainerEngine.remove`."""
+        container = self.containers.get(container_id)
+        if container is None or container.removed:
+            return
+        if container.outcome.cleanup_fails:
+            raise CleanupError(
+                f"removal of container {container_id} was not confirmed (scripted failure)"
+            )
+        container.removed = True
+
+    def list_containers(self, batch_id: str | None = None) -> list[ContainerSummary]:
+        """See :meth:`ContainerEngine.list_containers`."""
+        return [
+            ContainerSummary(
+                container_id=c.container_id,
+                batch_id=c.labels[LABEL_BATCH],
+                run_id=c.labels[LABEL_RUN],
+                role=c.labels[LABEL_ROLE],
+                state=c.state,
+            )
+            for c in self.containers.values()
+            if not c.removed and (batch_id is None or c.labels[LABEL_BATCH] == batch_id)
+        ]
+
+    def image_id(self, reference: str) -> str | None:
+        """See :meth:`ContainerEngine.image_id`."""
+        image = self._find_image(reference)
+        return None if image is None else image.image_id
+
+    def build_image(
+        self,
+        context_dir: Path,
+        *,
+        tag: str,
+        buildargs: Mapping[str, str],
+        labels: Mapping[str, str],
+    ) -> str:
+        """See :meth:`ContainerEngine.build_image`: the id hashes the context and arguments."""
+        if not (context_dir / "Dockerfile").is_file():
+            raise InfrastructureError(f"building {tag}: no Dockerfile in {context_dir}")
+        digest = hashlib.sha256()
+        for path in sorted(p for p in context_dir.rglob("*") if p.is_file()):
+            digest.update(str(path.relative_to(context_dir)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+        digest.update(repr(sorted(buildargs.items())).encode())
+        image_id = "sha256:" + digest.hexdigest()
+        self._untag(tag)
+        image = self.images.setdefault(image_id, FakeImage(image_id))
+        image.repo_tags.append(tag)
+        image.labels.update(labels)
+        self.builds.append((context_dir, tag, dict(buildargs)))
+        return image_id
+
+    def _untag(self, tag: str) -> None:
+        for image in self.images.values():
+            if tag in image.repo_tags:
+                image.repo_tags.remove(tag)
+
+    def import_image(self, stream: IO[bytes], *, repository: str, tag: str) -> str:
+        """See :meth:`ContainerEngine.import_image`."""
+        image_id = "sha256:" + hashlib.sha256(stream.read()).hexdigest()
+        self._untag(f"{repository}:{tag}")
+        self.images.setdefault(image_id, FakeImage(image_id)).repo_tags.append(
+            f"{repository}:{tag}"
+        )
+        return image_id
+
+    def push_image(self, image_id: str, *, repository: str, tag: str) -> str:
+        """See :meth:`ContainerEngine.push_image`: the manifest digest hashes the image id."""
+        image = self.images.get(image_id)
+        if image is None:
+            raise InfrastructureError(f"pushing {repository}:{tag}: no image {image_id}")
+        digest = hashlib.sha256(f"manifest:{image_id}".encode()).hexdigest()
+        reference = f"{repository}@sha256:{digest}"
+        image.repo_tags.append(f"{repository}:{tag}")
+        if reference not in image.repo_digests:
+            image.repo_digests.append(reference)
+        self.pushes.append(reference)
+        return reference

@@ -1,0 +1,189 @@
+"""Where things are: mount points, the consumer, the evidence of a batch, staged harness files.
+
+Standard library only: the consumer installer and the verifier runtime read
+it inside their containers too. Every path that more than one module spells
+is spelled here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePath, PurePosixPath
+from typing import Generic, TypeVar
+
+__all__ = [
+    "ARCHIVES_MOUNT",
+    "CATALOG_FILE",
+    "CONSUMER_MOUNT",
+    "IN_CONTAINER_CONSUMER",
+    "RESULT_MOUNT",
+    "SOLUTION_MOUNT",
+    "STAGED_HARNESS",
+    "VERIFIER_GRADER_MOUNT",
+    "VERIFIER_RUNTIME_MOUNT",
+    "AttemptDirectory",
+    "ConsumerLayout",
+    "RunDirectory",
+    "staged_files",
+]
+
+# --- Mount points -------------------------------------------------------------------
+
+CONSUMER_MOUNT = "/consumer"
+"""The batch's consumer, read-only in every runner and verifier container."""
+SOLUTION_MOUNT = "/solution"
+"""The runner's only writable directory; in a verifier, a read-only copy of the solution."""
+VERIFIER_RUNTIME_MOUNT = "/verifier"
+"""The staged verifier runtime (read-only)."""
+VERIFIER_GRADER_MOUNT = "/grader/task"
+"""The task's grader files, below the 0700 /grader (read-only)."""
+RESULT_MOUNT = "/result"
+"""The verifier's only writable mount, where its trusted parent writes its results."""
+ARCHIVES_MOUNT = "/archives"
+"""The candidate wheels, read-only, while the consumer is installed."""
+
+# --- The consumer --------------------------------------------------------------------
+
+CATALOG_FILE = "api-catalog.json"
+"""The API catalog's file name under the consumer's ``docs/``."""
+
+
+P = TypeVar("P", bound=PurePath)
+
+
+@dataclass(frozen=True)
+class ConsumerLayout(Generic[P]):
+    """The consumer project's files under *root* (a host path or a mount point)."""
+
+    root: P
+
+    @property
+    def site(self) -> P:
+        """The library and its dependencies, installed with ``pip --target``."""
+        return self.root / "site"
+
+    @property
+    def docs(self) -> P:
+        """The guides, ``API.md`` and the API catalog: what prompts call the consumer dir."""
+        return self.root / "docs"
+
+    @property
+    def catalog(self) -> P:
+        """The API catalog."""
+        return self.root / "docs" / CATALOG_FILE
+
+    @property
+    def requirements(self) -> P:
+        """Every distribution pinned by version and sha256."""
+        return self.root / "requirements.txt"
+
+    def task(self, task_id: str) -> P:
+        """The prompt and contract of one task."""
+        return self.root / "tasks" / task_id
+
+
+IN_CONTAINER_CONSUMER = ConsumerLayout(PurePosixPath(CONSUMER_MOUNT))
+"""The consumer as runners and verifiers see it."""
+
+# --- The evidence of a batch ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttemptDirectory:
+    """``runs/<run>/attempt-<k>/``: what one attempt left as evidence."""
+
+    root: Path
+
+    @property
+    def solution(self) -> Path:
+        """The collected solution files."""
+        return self.root / "solution"
+
+    @property
+    def analysis(self) -> Path:
+        """analysis.json exactly as the verifier's parent wrote it."""
+        return self.root / "analysis.json"
+
+
+@dataclass(frozen=True)
+class RunDirectory:
+    """One batch's evidence directory, ``<evidence>/<timestamp>-<uuid>/``.
+
+    The writer, the checker and review all find files through this class.
+    """
+
+    root: Path
+
+    @property
+    def receipt(self) -> Path:
+        """The batch record, rewritten atomically after every run."""
+        return self.root / "receipt.json"
+
+    @property
+    def archives_manifest(self) -> Path:
+        """archives.json: the candidate archives and every identity the batch is bound to."""
+        return self.root / "archives.json"
+
+    @property
+    def consumer_lock(self) -> Path:
+        """consumer-lock.json: every distribution installed in the consumer."""
+        return self.root / "consumer-lock.json"
+
+    @property
+    def archives(self) -> Path:
+        """The candidate wheels."""
+        return self.root / "archives"
+
+    def attempt(self, run_id: str, attempt: int) -> AttemptDirectory:
+        """One attempt's evidence."""
+        return AttemptDirectory(self.root / "runs" / run_id / f"attempt-{attempt}")
+
+
+# --- Harness files staged into containers and images ------------------------------------
+
+STAGED_HARNESS: dict[str, tuple[str, ...]] = {
+    "verifier": (
+        "__init__.py",
+        "errors.py",
+        "digests.py",
+        "layout.py",
+        "grading",
+        "suite/__init__.py",
+        "suite/contract.py",
+        "verification/__init__.py",
+        "verification/analysis",
+        "verification/runtime",
+    ),
+    "consumer": (
+        "__init__.py",
+        "errors.py",
+        "digests.py",
+        "layout.py",
+        "consumer/__init__.py",
+        "consumer/setup.py",
+        "consumer/catalog.py",
+    ),
+    "runner": (
+        "__init__.py",
+        "adapters",
+    ),
+}
+"""What of ``agent_eval`` each container gets, relative to the package: a file, or a
+directory's ``*.py`` files. Each set imports with the standard library alone (a test
+imports every module of each set with nothing else on the path)."""
+
+
+def staged_files(package_root: Path, kind: str) -> list[str]:
+    """The ``*.py`` files of :data:`STAGED_HARNESS` [*kind*], relative to *package_root*."""
+    found: list[str] = []
+    for entry in STAGED_HARNESS[kind]:
+        path = package_root / entry
+        if path.is_dir():
+            found += sorted(
+                p.relative_to(package_root).as_posix()
+                for p in path.glob("*.py")
+                if p.is_file() and not p.is_symlink()
+            )
+        else:
+            found.append(entry)
+    return found

@@ -1,0 +1,423 @@
+"""The task suite: load the fixed tasks, check that their files agree, render their prompts.
+
+A task is ``tasks/<id>/`` with ``task.json`` (a :class:`TaskSpec`),
+``prompt.md`` (a jinja2 template that embeds the contract), ``contract.pyi``
+(the required exports), ``grader.py`` (the live grader, which declares its
+assertion ids) and, optionally, ``starter/`` (files the agent starts from).
+
+Validation refuses a suite whose parts could drift apart: task directories
+other than the fixed task ids, an ``id`` that is not its directory,
+assertion ids in task.json that differ from the grader's, a prompt that does
+not render or does not contain the contract, a contract without exports,
+starter files the agent may not write, seed references the starter does not
+contain. Every error is a :class:`SuiteError` naming the task and the field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import jinja2
+from pydantic import ValidationError
+
+from agent_eval.errors import SuiteError
+from agent_eval.evidence_io import format_validation_error
+from agent_eval.layout import IN_CONTAINER_CONSUMER
+from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
+from agent_eval.models.task import TaskSpec
+from agent_eval.suite.contract import ContractError, load_contract
+
+__all__ = [
+    "CONTRACT_FILE",
+    "GRADER_FILE",
+    "STARTER_DIR",
+    "TASK_FILE",
+    "Suite",
+    "Task",
+    "load_suite",
+]
+
+TASK_FILE = "task.json"
+PROMPT_FILE = "prompt.md"
+CONTRACT_FILE = "contract.pyi"
+GRADER_FILE = "grader.py"
+STARTER_DIR = "starter"
+
+_MAX_TASK_FILE_BYTES = 256 * 1024
+_VALIDATION_CONSUMER_DIR = str(IN_CONTAINER_CONSUMER.docs)
+"""What prompts are rendered with to validate them: the docs as runners see them."""
+
+_ENVIRONMENT = jinja2.Environment(
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,  # Markdown for an agent, not HTML
+    keep_trailing_newline=True,
+)
+
+
+@dataclass(frozen=True)
+class DeclaredAssertions:
+    """What a task's grader declares about itself."""
+
+    task_id: str
+    assertion_ids: tuple[str, ...]
+    safety_assertion_ids: tuple[str, ...]
+    solution_module: str | None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One validated task."""
+
+    spec: TaskSpec
+    directory: Path
+    contract_text: str
+    contract_exports: tuple[str, ...]
+    prompt_template: str
+    grader: DeclaredAssertions
+
+    @property
+    def id(self) -> str:
+        """The task id (equal to the directory name)."""
+        return self.spec.id
+
+    @property
+    def contract_path(self) -> Path:
+        """The task's contract stub."""
+        return self.directory / CONTRACT_FILE
+
+    @property
+    def grader_path(self) -> Path:
+        """The task's live grader."""
+        return self.directory / GRADER_FILE
+
+    @property
+    def starter_dir(self) -> Path | None:
+        """The starter files' directory, when the task has one."""
+        path = self.directory / STARTER_DIR
+        return path if path.is_dir() else None
+
+    def render_prompt(self, consumer_dir: str) -> str:
+        """The prompt sent to the agent (the runner's ``taskText``).
+
+        Args:
+            consumer_dir: Where the agent finds the library's guides and API catalog.
+
+        Raises:
+            SuiteError: The template does not render.
+        """
+        return _render(self.id, self.prompt_template, self._variables(consumer_dir))
+
+    def _variables(self, consumer_dir: str) -> dict[str, Any]:
+        return {
+            "task_id": self.spec.id,
+            "title": self.spec.title,
+            "contract": self.contract_text,
+            "allowed_output_paths": list(self.spec.allowedOutputPaths),
+            "allowed_imports": describe_imports(self.spec.allowedImports),
+            "consumer_dir": consumer_dir,
+        }
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Every task of the fixed suite, in schedule order."""
+
+    spec: SuiteSpec
+    tasks: tuple[Task, ...]
+
+    def task(self, task_id: str) -> Task:
+        """The task called *task_id*.
+
+        Raises:
+            SuiteError: There is no such task.
+        """
+        for task in self.tasks:
+            if task.id == task_id:
+                return task
+        raise SuiteError(f"no task {task_id!r} in the suite; tasks: {list(self.spec.taskIds)}")
+
+
+def describe_imports(allowed: Sequence[str]) -> str:
+    """``allowedImports`` as prose: ``appkit/*`` becomes "`appkit` (and its submodules)"."""
+    parts = []
+    for entry in allowed:
+        if entry.endswith("/*"):
+            parts.append(f"`{entry[:-2]}` (and its submodules)")
+        else:
+            parts.append(f"`{entry}`")
+    return ", ".join(parts)
+
+
+def load_suite(tasks_dir: Path, *, graders_dir: Path, suite: SuiteSpec = FIXED_SUITE) -> Suite:
+    """Load and validate every task of *suite* from *tasks_dir*.
+
+    Args:
+        tasks_dir: The directory holding one directory per task.
+        graders_dir: The shared graders kit the task graders import (``graders``).
+        suite: The fixed task ids and schedule.
+
+    Raises:
+        SuiteError: A task is missing, unexpected or inconsistent (the message
+            names the task and the field).
+    """
+    if not tasks_dir.is_dir():
+        raise SuiteError(f"{tasks_dir}: the tasks directory does not exist")
+    present = sorted(p.name for p in tasks_dir.iterdir() if p.is_dir() and _is_task_dir(p))
+    expected = list(suite.taskIds)
+    missing = [t for t in expected if t not in present]
+    extra = [t for t in present if t not in expected]
+    if missing or extra:
+        raise SuiteError(
+            f"{tasks_dir}: the task directories must be exactly the fixed task ids {expected}; "
+            f"missing {missing}, unexpected {extra} (the suite is fixed: changing it means "
+            "changing the task ids, schedule and thresholds together)"
+        )
+    tasks = tuple(load_task(tasks_dir / task_id, graders_dir=graders_dir) for task_id in expected)
+    return Suite(spec=suite, tasks=tasks)
+
+
+def _is_task_dir(path: Path) -> bool:
+    return not path.name.startswith((".", "_"))
+
+
+def load_task(task_dir: Path, *, graders_dir: Path) -> Task:
+    """Load and validate one task directory.
+
+    Raises:
+        SuiteError: The task's files are missing or disagree (names the task and field).
+    """
+    name = task_dir.name
+    spec = _read_spec(task_dir)
+    if spec.id != name:
+        raise _error(name, "task.json id", f"is {spec.id!r}; it must equal the directory name")
+    contract_text = _read_text(task_dir / CONTRACT_FILE, name).rstrip("\n")
+    try:
+        contract = load_contract(task_dir / CONTRACT_FILE)
+    except ContractError as exc:
+        raise _error(name, CONTRACT_FILE, str(exc)) from exc
+    if not contract.exports:
+        raise _error(name, CONTRACT_FILE, "declares no exports; the solution would owe nothing")
+    declared = _declared_by_grader(task_dir / GRADER_FILE, name, graders_dir)
+    _check_grader(spec, declared)
+    _check_starter(spec, task_dir)
+    _check_library_symbols(spec)
+    task = Task(
+        spec=spec,
+        directory=task_dir,
+        contract_text=contract_text,
+        contract_exports=contract.exports,
+        prompt_template=_read_text(task_dir / PROMPT_FILE, name),
+        grader=declared,
+    )
+    rendered = task.render_prompt(_VALIDATION_CONSUMER_DIR)
+    if contract_text not in rendered:
+        raise _error(
+            name,
+            PROMPT_FILE,
+            "does not contain the contract once rendered; embed it with {{ contract }} "
+            "so the prompt and contract.pyi cannot drift apart",
+        )
+    return task
+
+
+def _error(task_id: str, field: str, message: str) -> SuiteError:
+    return SuiteError(f"task {task_id!r}, {field}: {message}")
+
+
+def _read_text(path: Path, task_id: str) -> str:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_MAX_TASK_FILE_BYTES + 1)
+    except OSError as exc:
+        raise _error(task_id, path.name, f"cannot read {path}: {exc.strerror}") from exc
+    if len(data) > _MAX_TASK_FILE_BYTES:
+        raise _error(task_id, path.name, f"larger than {_MAX_TASK_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _error(task_id, path.name, f"not UTF-8: {exc}") from exc
+
+
+def _read_spec(task_dir: Path) -> TaskSpec:
+    name = task_dir.name
+    try:
+        raw = json.loads(_read_text(task_dir / TASK_FILE, name))
+    except json.JSONDecodeError as exc:
+        raise _error(name, TASK_FILE, f"not valid JSON: {exc}") from exc
+    try:
+        return TaskSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise _error(name, TASK_FILE, format_validation_error(exc)) from exc
+
+
+def _render(task_id: str, template: str, variables: Mapping[str, Any]) -> str:
+    try:
+        return _ENVIRONMENT.from_string(template).render(**variables)
+    except jinja2.TemplateError as exc:
+        where = f" (line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
+        raise _error(
+            task_id,
+            PROMPT_FILE,
+            f"does not render{where}: {exc}; available variables: {sorted(variables)}",
+        ) from exc
+
+
+@contextlib.contextmanager
+def _importable(graders_dir: Path) -> Iterator[None]:
+    """Make the graders kit importable as ``graders`` while a grader loads."""
+    root = str(graders_dir.resolve().parent)
+    added = root not in sys.path
+    if added:
+        sys.path.insert(0, root)
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(root)
+
+
+def _declared_by_grader(path: Path, task_id: str, graders_dir: Path) -> DeclaredAssertions:
+    """Load the grader (trusted repository code) and read what it declares."""
+    if not path.is_file():
+        raise _error(task_id, GRADER_FILE, f"{path} does not exist")
+    module_name = "_agent_eval_task_grader_" + task_id.replace("-", "_")
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise _error(task_id, GRADER_FILE, f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    with _importable(graders_dir):
+        try:
+            from agent_eval.grading.errors import GraderError
+            from agent_eval.grading.grader import Grader
+        except ImportError as exc:
+            raise _error(
+                task_id, GRADER_FILE, f"the graders kit is not importable from {graders_dir}: {exc}"
+            ) from exc
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise _error(
+                task_id, GRADER_FILE, f"does not load: {type(exc).__name__}: {exc}"
+            ) from exc
+    grader = getattr(module, "GRADER", None)
+    if not isinstance(grader, Grader):
+        raise _error(task_id, GRADER_FILE, "must bind a graders.Grader instance to GRADER")
+    try:
+        grader.check_declaration()
+    except GraderError as exc:
+        raise _error(task_id, GRADER_FILE, str(exc)) from exc
+    return DeclaredAssertions(
+        task_id=grader.task_id,
+        assertion_ids=tuple(grader.assertion_ids),
+        safety_assertion_ids=tuple(grader.safety_assertion_ids),
+        solution_module=grader.solution_module,
+    )
+
+
+def _differences(grader: Sequence[str], task: Sequence[str]) -> str:
+    only_grader = sorted(set(grader) - set(task))
+    only_task = sorted(set(task) - set(grader))
+    return f"only in the grader {only_grader}, only in task.json {only_task}"
+
+
+def _check_grader(spec: TaskSpec, declared: DeclaredAssertions) -> None:
+    if declared.task_id != spec.id:
+        raise _error(spec.id, "grader.py task_id", f"is {declared.task_id!r}, not {spec.id!r}")
+    if set(declared.assertion_ids) != set(spec.assertionIds):
+        raise _error(
+            spec.id,
+            "task.json assertionIds",
+            "differ from the grader's assertion_ids: "
+            + _differences(declared.assertion_ids, spec.assertionIds),
+        )
+    if set(declared.safety_assertion_ids) != set(spec.safetyAssertionIds):
+        raise _error(
+            spec.id,
+            "task.json safetyAssertionIds",
+            "differ from the grader's safety_assertion_ids: "
+            + _differences(declared.safety_assertion_ids, spec.safetyAssertionIds),
+        )
+    modules = {_module_of(path) for path in spec.allowedOutputPaths}
+    entry = _module_of(spec.allowedOutputPaths[0])
+    called = declared.solution_module or entry
+    if called not in modules:
+        raise _error(
+            spec.id,
+            "grader.py solution_module",
+            f"{called!r} is not the module of any allowedOutputPaths entry "
+            f"{list(spec.allowedOutputPaths)}",
+        )
+    if called != entry:
+        # The contract is checked against the first output; the grader must call that module.
+        raise _error(
+            spec.id,
+            "grader.py solution_module",
+            f"{called!r} is not the module of the first allowedOutputPaths entry "
+            f"({spec.allowedOutputPaths[0]}), which contract.pyi describes",
+        )
+
+
+def _module_of(path: str) -> str:
+    pure = PurePosixPath(path)
+    parts = [*pure.parent.parts, pure.stem]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _check_starter(spec: TaskSpec, task_dir: Path) -> None:
+    starter = task_dir / STARTER_DIR
+    texts: list[str] = []
+    if starter.exists():
+        if not starter.is_dir() or starter.is_symlink():
+            raise _error(spec.id, STARTER_DIR, "must be a plain directory")
+        for path in sorted(starter.rglob("*")):
+            if "__pycache__" in path.parts or path.is_dir():
+                continue
+            rel = path.relative_to(starter).as_posix()
+            if path.is_symlink() or not path.is_file():
+                raise _error(spec.id, f"{STARTER_DIR}/{rel}", "must be a regular file")
+            if rel not in spec.allowedOutputPaths:
+                raise _error(
+                    spec.id,
+                    f"{STARTER_DIR}/{rel}",
+                    f"is not in allowedOutputPaths {list(spec.allowedOutputPaths)}; "
+                    "starter files use the paths the agent may write",
+                )
+            texts.append(_read_text(path, spec.id))
+    for reference in spec.seedReferences:
+        name = reference.rsplit(".", 1)[-1]
+        if not any(name in text for text in texts):
+            raise _error(
+                spec.id,
+                "task.json seedReferences",
+                f"{reference!r} does not appear in any starter file; seed references "
+                "name the invalid references planted in starter/",
+            )
+
+
+def _check_library_symbols(spec: TaskSpec) -> None:
+    for requirement in spec.requiredIntegration:
+        for symbol in requirement.symbols:
+            if not spec.allows_import(symbol.split(".", 1)[0]):
+                raise _error(
+                    spec.id,
+                    "task.json requiredIntegration",
+                    f"{symbol!r} is not fully qualified under an allowed import "
+                    f"{list(spec.allowedImports)} (write e.g. 'appkit.create_validator')",
+                )
+    for reference in spec.seedReferences:
+        if not spec.allows_import(reference.split(".", 1)[0]):
+            raise _error(
+                spec.id,
+                "task.json seedReferences",
+                f"{reference!r} is not under an allowed import {list(spec.allowedImports)}",
+            )

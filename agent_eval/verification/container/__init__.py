@@ -1,0 +1,1 @@
+"""The container verifier: one hardened verifier container per attempt."""

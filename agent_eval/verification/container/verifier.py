@@ -1,0 +1,197 @@
+"""The container verifier: the :class:`~agent_eval.verification.protocol.Verifier` of a batch.
+
+One verifier container per attempt (see :mod:`.run`), up to *slots* at once,
+each slot with its own child UID, from the pinned verifier image with the
+verifier hardening of :class:`agent_eval.engine.Hardening` (read-only root, no
+network, ``no-new-privileges``, UID 0 keeping only SETUID, SETGID,
+DAC_OVERRIDE and KILL, pids/memory/CPU limits). The two factories build one
+for a batch (from its consumer, after a warm-up of mypy's cache) and one for
+``tasks verify`` (from a consumer made of the library's sources).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from agent_eval.consumer.source import prepare_source_consumer
+from agent_eval.engine import ContainerEngine, remove_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
+from agent_eval.images.build import VERIFIER_TAG
+from agent_eval.layout import ConsumerLayout
+from agent_eval.models.task import TaskSpec
+from agent_eval.project import Project
+from agent_eval.verification.container.cache import warm_analysis_cache
+from agent_eval.verification.container.limits import MAX_SLOTS, VerificationLimits
+from agent_eval.verification.container.run import (
+    VerifierSetup,
+    check_consumer,
+    verify_in_container,
+)
+from agent_eval.verification.protocol import Verification, VerifierContext, VerifierFactory
+
+__all__ = [
+    "ContainerVerifier",
+    "batch_verifier_factory",
+    "local_verifier_image",
+    "source_verifiers",
+]
+
+
+class ContainerVerifier:
+    """Verifies attempts in verifier containers, up to *slots* at once.
+
+    Implements :class:`~agent_eval.verification.protocol.Verifier`. Each
+    verification takes a free slot (its own child UID) for its duration.
+    """
+
+    name = "docker"
+
+    def __init__(self, setup: VerifierSetup, *, tasks_dir: Path, slots: int = 1) -> None:
+        if not 1 <= slots <= MAX_SLOTS:
+            raise ConfigError(f"verifier slots {slots} is not in [1, {MAX_SLOTS}]")
+        check_consumer(setup.consumer_dir)
+        self.setup = setup
+        self._tasks_dir = tasks_dir
+        self._slots: queue.Queue[int] = queue.Queue()
+        for slot in range(slots):
+            self._slots.put(slot)
+        self._catalog: Mapping[str, Any] | None = None
+
+    def api_catalog(self) -> Mapping[str, Any]:
+        """The consumer's API catalog (what static analysis supports)."""
+        if self._catalog is None:
+            path = ConsumerLayout(self.setup.consumer_dir).catalog
+            try:
+                self._catalog = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                raise InfrastructureError(f"{path}: cannot read the API catalog: {exc}") from exc
+        return self._catalog
+
+    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        """Analyse and grade *solution_dir* for *task* in a verifier container.
+
+        Raises:
+            SuiteError: The analysis refused the task's own files.
+            InfrastructureError: No trusted result could be produced.
+            CleanupError: A container's removal was not confirmed.
+        """
+        slot = self._slots.get()
+        try:
+            return verify_in_container(
+                self.setup, task, self._tasks_dir / task.id, solution_dir, run_id=run_id, slot=slot
+            ).as_verification()
+        finally:
+            self._slots.put(slot)
+
+    def cancel_all(self) -> None:
+        """Remove every verifier container still running (each removal confirmed).
+
+        Raises:
+            CleanupError: One or more removals were not confirmed (all are tried first).
+        """
+        failures = []
+        for container_id in self.setup.running.snapshot():
+            try:
+                self.setup.engine.remove(container_id)
+            except CleanupError as exc:
+                failures.append(str(exc))
+        if failures:
+            raise CleanupError("; ".join(failures))
+
+
+def local_verifier_image(engine: ContainerEngine) -> str:
+    """The id of the locally built verifier image (``agent-eval images build`` makes it).
+
+    Raises:
+        InfrastructureError: It is not present.
+    """
+    image_id = engine.image_id(VERIFIER_TAG)
+    if image_id is None:
+        raise InfrastructureError(
+            f"the verifier image {VERIFIER_TAG} is not present; build it with "
+            "`agent-eval images build` (or pass --verifier-image with a pinned reference)"
+        )
+    return image_id
+
+
+@contextlib.contextmanager
+def source_verifiers(
+    project: Project,
+    *,
+    verifier_image: str | None = None,
+    slots: int = 1,
+    limits: VerificationLimits | None = None,
+) -> Iterator[VerifierFactory[Path]]:
+    """Connect to the local engine and yield a factory of container verifiers for fixtures.
+
+    The factory prepares a consumer from the project's library sources in the
+    work directory it is given. On exit, every container of this run's batch
+    is removed (confirmed) and the connection closed.
+
+    Raises:
+        EngineUnavailableError: No local engine answers.
+        InfrastructureError: The verifier image is absent or not the pinned one.
+        CleanupError: A container's removal was not confirmed.
+    """
+    engine = connect_local_engine()
+    batch_id = f"tasks-verify-{uuid.uuid4().hex[:12]}"
+    try:
+        image = verifier_image or local_verifier_image(engine)
+        engine.resolve_image(image)
+
+        def build(work_dir: Path) -> ContainerVerifier:
+            consumer = prepare_source_consumer(project.packages, work_dir / "consumer")
+            cache = warm_analysis_cache(
+                engine, image, consumer, work_dir / "analysis-cache", batch_id=batch_id
+            )
+            setup = VerifierSetup(
+                engine=engine,
+                image=image,
+                consumer_dir=consumer,
+                graders_dir=project.graders,
+                batch_id=batch_id,
+                limits=limits or VerificationLimits(),
+                staging_root=work_dir,
+                analysis_cache=cache,
+            )
+            return ContainerVerifier(setup, tasks_dir=project.tasks, slots=slots)
+
+        yield build
+    finally:
+        try:
+            remove_leftovers(engine, batch_id)
+        finally:
+            engine.close()
+
+
+def batch_verifier_factory(project: Project) -> VerifierFactory[VerifierContext]:
+    """The verifier of a batch: a warm analysis cache, then one container per attempt."""
+
+    def make(context: VerifierContext) -> ContainerVerifier:
+        context.work_dir.mkdir(parents=True, exist_ok=True)
+        cache = warm_analysis_cache(
+            context.engine,
+            context.image_id,
+            context.consumer_dir,
+            context.work_dir / "mypy-cache",
+            batch_id=context.batch_id,
+        )
+        setup = VerifierSetup(
+            engine=context.engine,
+            image=context.image_id,
+            consumer_dir=context.consumer_dir,
+            graders_dir=project.graders,
+            batch_id=context.batch_id,
+            staging_root=context.work_dir,
+            analysis_cache=cache,
+        )
+        return ContainerVerifier(setup, tasks_dir=project.tasks, slots=context.slots)
+
+    return make

@@ -1,0 +1,212 @@
+"""Length-prefixed JSON frames over a pipe, with a size cap and a deadline on every read.
+
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8
+JSON encoding one object. The reader never waits for end-of-file: a
+grandchild of the solution may hold the write end open forever, so a reader
+returns as soon as one whole frame is buffered and gives up at its deadline.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "FrameClosed",
+    "FrameError",
+    "FrameInvalid",
+    "FrameReader",
+    "FrameTimeout",
+    "FrameTooLarge",
+    "encode_frame",
+    "write_frame",
+]
+
+DEFAULT_MAX_FRAME_BYTES = 1 << 20
+_HEADER = struct.Struct(">I")
+_CHUNK = 64 * 1024
+# How often a waiting reader asks ``still_alive`` whether the peer process lives.
+_LIVENESS_SLICE_S = 0.05
+
+
+class FrameError(Exception):
+    """A frame could not be read or written."""
+
+
+class FrameTimeout(FrameError):
+    """The deadline passed before a whole frame arrived (or could be written)."""
+
+
+class FrameClosed(FrameError):
+    """The peer closed the pipe, or exited, before a whole frame arrived."""
+
+
+class FrameTooLarge(FrameError):
+    """A frame's declared length exceeds the reader's (or writer's) limit."""
+
+
+class FrameInvalid(FrameError):
+    """A frame's body is not UTF-8 JSON encoding one object."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def encode_frame(message: dict[str, Any], max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
+    """Encode one message as a frame; refuses NaN/Infinity and bodies over *max_bytes*."""
+    body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    data = body.encode("utf-8")
+    if len(data) > max_bytes:
+        raise FrameTooLarge(f"message of {len(data)} bytes exceeds the {max_bytes}-byte limit")
+    return _HEADER.pack(len(data)) + data
+
+
+def _remaining(deadline: float | None) -> float | None:
+    if deadline is None:
+        return None
+    return deadline - time.monotonic()
+
+
+def write_frame(
+    fd: int,
+    message: dict[str, Any],
+    *,
+    deadline: float | None,
+    max_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+) -> None:
+    """Write one frame to *fd* before the monotonic *deadline* (None: no deadline).
+
+    Works on blocking and non-blocking descriptors; on a non-blocking one a
+    full pipe is waited on with poll, never longer than the deadline.
+    """
+    data = memoryview(encode_frame(message, max_bytes))
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while data:
+        remaining = _remaining(deadline)
+        if remaining is not None and remaining <= 0:
+            raise FrameTimeout("deadline passed while writing a frame")
+        timeout_ms = None if remaining is None else max(1, int(remaining * 1000))
+        events = poller.poll(timeout_ms)
+        if not events:
+            continue
+        if any(ev & (select.POLLERR | select.POLLNVAL) for _, ev in events):
+            raise FrameClosed("the reading end of the pipe is closed")
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            continue
+        except BrokenPipeError as exc:
+            raise FrameClosed("the reading end of the pipe is closed") from exc
+        data = data[written:]
+
+
+class FrameReader:
+    """Reads whole frames from one descriptor, buffering partial ones.
+
+    Args:
+        fd: The descriptor to read; switched to non-blocking mode.
+        max_bytes: Largest accepted frame body; a larger declared length is
+            refused before its body is read.
+        on_idle: Called with no arguments whenever the reader has waited a
+            short slice without a whole frame; lets a caller drain another
+            pipe or notice that the peer exited (by raising).
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        *,
+        max_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        on_idle: Callable[[], None] | None = None,
+    ) -> None:
+        self.fd = fd
+        self.max_bytes = max_bytes
+        self._on_idle = on_idle
+        self._buffer = bytearray()
+        self._eof = False
+        os.set_blocking(fd, False)
+
+    def _take_frame(self) -> dict[str, Any] | None:
+        if len(self._buffer) < _HEADER.size:
+            return None
+        (length,) = _HEADER.unpack_from(self._buffer)
+        if length > self.max_bytes:
+            raise FrameTooLarge(f"frame of {length} bytes exceeds the {self.max_bytes}-byte limit")
+        end = _HEADER.size + length
+        if len(self._buffer) < end:
+            return None
+        body = bytes(self._buffer[_HEADER.size : end])
+        del self._buffer[:end]
+        try:
+            value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise FrameInvalid(f"frame is not UTF-8 JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise FrameInvalid(f"frame holds a JSON {type(value).__name__}, not an object")
+        return value
+
+    def _fill(self) -> None:
+        """Read whatever is available now, without blocking."""
+        while True:
+            try:
+                chunk = os.read(self.fd, _CHUNK)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise FrameClosed(f"reading the pipe failed: {exc.strerror}") from exc
+            if not chunk:
+                self._eof = True
+                return
+            self._buffer += chunk
+            # Stop early once a frame too large to accept is announced.
+            if len(self._buffer) >= _HEADER.size:
+                (length,) = _HEADER.unpack_from(self._buffer)
+                if length > self.max_bytes or len(self._buffer) >= _HEADER.size + length:
+                    return
+
+    def poll_frame(self) -> dict[str, Any] | None:
+        """Return a frame that is already available, or None; never waits."""
+        frame = self._take_frame()
+        if frame is not None or self._eof:
+            return frame
+        self._fill()
+        return self._take_frame()
+
+    def read(self, deadline: float | None) -> dict[str, Any]:
+        """Return the next frame, waiting at most until the monotonic *deadline*.
+
+        Raises:
+            FrameTimeout: The deadline passed first.
+            FrameClosed: The pipe reached end-of-file mid-way or before a frame.
+            FrameTooLarge: The announced frame exceeds ``max_bytes``.
+            FrameInvalid: The body is not a UTF-8 JSON object.
+        """
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while True:
+            frame = self._take_frame()
+            if frame is not None:
+                return frame
+            if self._eof:
+                raise FrameClosed("the writing end of the pipe is closed")
+            remaining = _remaining(deadline)
+            if remaining is not None and remaining <= 0:
+                raise FrameTimeout("deadline passed before a whole frame arrived")
+            slice_s = _LIVENESS_SLICE_S if self._on_idle is not None else remaining
+            if remaining is not None and slice_s is not None:
+                slice_s = min(slice_s, remaining)
+            timeout_ms = None if slice_s is None else max(1, int(slice_s * 1000))
+            if poller.poll(timeout_ms):
+                self._fill()
+            elif self._on_idle is not None:
+                self._on_idle()

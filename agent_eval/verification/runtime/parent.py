@@ -1,0 +1,656 @@
+"""The trusted parent: load the grader, run its scenarios in fresh children, write the result.
+
+Each scenario gets a fresh child process (``child``), so no state leaks from
+one scenario to the next. The child talks to the parent over a dedicated
+pipe pair; its stdout and stderr go to a third pipe of which the parent keeps
+only a bounded tail, for diagnostics. Every read has a deadline, and the
+parent never waits for end-of-file (a grandchild may hold a pipe open). When
+a scenario ends, for whatever reason, the child's process group is killed,
+and, in a container where the parent is PID-namespace root, every other
+process too (``kill(-1)``, repeated until none is left, so that the next
+scenario can start even after a fork bomb; PID 1 is the container's init).
+Each child makes its own working directory (an unguessable name under the
+scratch directory) once it runs as its UID: the parent needs no CAP_CHOWN,
+and only removes the directory afterwards. Only the parent writes the result
+file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path, PurePosixPath
+from types import FrameType
+from typing import Any
+
+from agent_eval.grading.effects import EffectCall, Raise, Refused, Return
+from agent_eval.grading.errors import GraderError, SolutionFailed, SolutionRaised, VerifierBroken
+from agent_eval.grading.grader import Grader
+from agent_eval.grading.report import Category, Finding, GradeReport, bounded
+from agent_eval.grading.session import Dispatch, Session
+
+from .codec import EXCEPTION_ATTRIBUTES
+from .framing import (
+    FrameClosed,
+    FrameError,
+    FrameInvalid,
+    FrameReader,
+    FrameTimeout,
+    FrameTooLarge,
+    write_frame,
+)
+from .job import Job
+
+__all__ = ["run_and_write", "write_bytes"]
+
+_BOOTSTRAP = (
+    "import sys,importlib;r=sys.argv[1];sys.path.insert(0,r);"
+    "m=importlib.import_module(sys.argv[2]);sys.path.remove(r);"
+    "sys.exit(m.main(sys.argv[3:]))"
+)
+_REAP_TIMEOUT_S = 5.0
+_EXIT_GRACE_S = 0.5
+_MAX_LATE_FRAMES = 64
+_OUTPUT_IN_MESSAGE = 1000
+_MAX_TASK_BYTES = 256 * 1024
+_RESULT_SCHEMA_VERSION = 1
+
+
+def _runtime_root() -> tuple[str, str]:
+    """(directory to put on the child's sys.path, dotted name of this package)."""
+    package = __package__ or "agent_eval.verification.runtime"
+    root = os.path.dirname(os.path.abspath(__file__))
+    for _ in package.split("."):
+        root = os.path.dirname(root)
+    return root, package
+
+
+def _import_failure_category(mro: list[str]) -> Category:
+    names = {entry.rsplit(".", 1)[-1] for entry in mro}
+    if "SyntaxError" in names:
+        return "syntax"
+    if "ModuleNotFoundError" in names:
+        return "missing-dependency"
+    return "behaviour"
+
+
+def _str(value: Any, limit: int) -> str | None:
+    return bounded(value, limit) if isinstance(value, str) else None
+
+
+class ChildProcess:
+    """One scenario's solution process: the verifier's implementation of ``Transport``."""
+
+    def __init__(self, job: Job, module: str, workdir: Path) -> None:
+        self.job = job
+        self.module = module
+        self.workdir = workdir
+        self.import_failed = False
+        self._failure: SolutionFailed | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._output = bytearray()
+        self._call_ids = itertools.count(1)
+        self._reader: FrameReader | None = None
+        self._write_fd = -1
+        self._out_fd = -1
+
+    # -- start -------------------------------------------------------------------
+
+    def start(self, deadline: float | None) -> None:
+        """Spawn the child, let it isolate itself and import the solution.
+
+        Raises:
+            SolutionFailed: The solution did not import (or not in time).
+            VerifierBroken: The child could not be started or isolated.
+        """
+        limits, isolation = self.job.limits, self.job.isolation
+        # The child makes its own working directory once it runs as its UID: the
+        # parent keeps no CAP_CHOWN in the container, and a directory the child
+        # creates is its own without one. The parent only removes it afterwards.
+        root, package = _runtime_root()
+        to_child_r, to_child_w = os.pipe2(os.O_CLOEXEC)
+        to_parent_r, to_parent_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        self._write_fd, self._out_fd = to_child_w, out_r
+        self._reader = FrameReader(
+            to_parent_r, max_bytes=limits.max_message_bytes, on_idle=self._on_idle
+        )
+        os.set_blocking(to_child_w, False)
+        os.set_blocking(out_r, False)
+        command = [
+            sys.executable,
+            "-I",
+            "-B",
+            "-c",
+            _BOOTSTRAP,
+            root,
+            f"{package}.child",
+            str(to_child_r),
+            str(to_parent_w),
+        ]
+        environment = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "HOME": str(self.workdir),
+            "TMPDIR": str(self.workdir),
+        }
+        try:
+            self._proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=out_w,
+                pass_fds=(to_child_r, to_parent_w),
+                close_fds=True,
+                start_new_session=True,
+                cwd=self.job.scratch_dir,
+                env=environment,
+            )
+        except OSError as exc:
+            raise VerifierBroken(f"cannot start the solution process: {exc}") from exc
+        finally:
+            for fd in (to_child_r, to_parent_w, out_w):
+                os.close(fd)
+        start = {
+            "op": "start",
+            "module": self.module,
+            "solutionDir": str(self.job.solution_dir),
+            "workDir": str(self.workdir),
+            "importPaths": [str(p) for p in self.job.solution_import_paths],
+            "limits": {
+                "memoryBytes": limits.memory_bytes,
+                "cpuSeconds": limits.cpu_seconds,
+                "fileSizeBytes": limits.file_size_bytes,
+                "openFiles": limits.open_files,
+                "maxProcesses": limits.max_processes,
+            },
+            "dropPrivileges": isolation.drop_privileges,
+            "uid": isolation.child_uid,
+            "gid": isolation.child_gid,
+            "maxMessageBytes": limits.max_message_bytes,
+            "idleTimeoutS": limits.scenario_timeout_ms / 1000 + 5,
+        }
+        try:
+            self._send(start, deadline, "starting")
+            message = self._receive(deadline, "starting")
+        except SolutionFailed as failure:
+            # Nothing submitted has run yet: whatever happened is the verifier's.
+            raise VerifierBroken(f"the solution process did not start: {failure}") from None
+        if message.get("op") != "isolated":
+            detail = _str(message.get("message"), 500) or f"sent {message.get('op')!r}"
+            self._kill()
+            raise VerifierBroken(f"the solution process could not isolate itself: {detail}")
+        what = f"importing the solution module {self.module!r}"
+        message = self._receive(deadline, what)
+        op = message.get("op")
+        if op == "ready":
+            return
+        if op == "import-error":
+            mro = message.get("mro")
+            mro_names = [m for m in mro if isinstance(m, str)] if isinstance(mro, list) else []
+            detail = _str(message.get("message"), 1500) or "unknown error"
+            self.import_failed = True
+            raise self._fail(
+                SolutionFailed(
+                    _import_failure_category(mro_names),
+                    f"the solution module {self.module!r} does not import: {detail}",
+                    whole_solution=True,
+                )
+            )
+        raise self._fail(self._protocol_violation(what, f"unexpected message {op!r}"))
+
+    # -- Transport -------------------------------------------------------------------
+
+    def call(
+        self,
+        function: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        dispatch: Dispatch,
+        deadline: float | None,
+    ) -> Any:
+        """Call *function* in the child, answering its effect calls until it returns."""
+        if self._failure is not None:
+            raise self._failure
+        call_id = next(self._call_ids)
+        what = f"calling {function}"
+        request = {
+            "op": "call",
+            "id": call_id,
+            "function": function,
+            "args": args,
+            "kwargs": kwargs,
+        }
+        self._send(request, deadline, what)
+        while True:
+            message = self._receive(deadline, what)
+            op = message.get("op")
+            if op == "effect":
+                self._answer_effect(message, dispatch, deadline, what)
+                continue
+            if message.get("id") != call_id:
+                raise self._fail(
+                    self._protocol_violation(what, f"an answer to another call ({op})")
+                )
+            if op == "return":
+                return message.get("value")
+            if op == "raise":
+                raise self._raised(function, message, what)
+            if op == "fail":
+                detail = _str(message.get("message"), 1500) or "failed"
+                raise self._fail(SolutionFailed("behaviour", detail))
+            raise self._fail(self._protocol_violation(what, f"unexpected message {op!r}"))
+
+    def close(self, dispatch: Dispatch) -> None:
+        """Report late effect calls, then kill, reap and clean up; idempotent."""
+        if self._proc is None:
+            self._close_fds()
+            return
+        try:
+            if self._failure is None and self._reader is not None:
+                self._drain_late_effects(dispatch)
+        finally:
+            self._stop()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _answer_effect(
+        self, message: dict[str, Any], dispatch: Dispatch, deadline: float | None, what: str
+    ) -> None:
+        call = self._effect_call(message, what)
+        outcome = dispatch(str(message["effect"]), call)
+        if isinstance(outcome, Return):
+            reply: dict[str, Any] = {"op": "effect-result", "value": outcome.value}
+        elif isinstance(outcome, Raise):
+            reply = {
+                "op": "effect-error",
+                "type": outcome.type_ref,
+                "args": list(outcome.args),
+                "message": outcome.message,
+            }
+        else:
+            assert isinstance(outcome, Refused)
+            reply = {"op": "effect-error", "type": "$refused", "message": outcome.message}
+        self._send(reply, deadline, what)
+
+    def _effect_call(self, message: dict[str, Any], what: str) -> EffectCall:
+        name, args, kwargs = message.get("effect"), message.get("args"), message.get("kwargs")
+        if (
+            not isinstance(name, str)
+            or not isinstance(args, list)
+            or not isinstance(kwargs, dict)
+            or not all(isinstance(k, str) for k in kwargs)
+        ):
+            raise self._fail(self._protocol_violation(what, "a malformed effect call"))
+        return EffectCall(tuple(args), kwargs)
+
+    def _raised(self, function: str, message: dict[str, Any], what: str) -> Exception:
+        type_name = _str(message.get("type"), 200)
+        text = _str(message.get("message"), 2000)
+        mro = message.get("mro")
+        attributes = message.get("attributes")
+        if (
+            type_name is None
+            or text is None
+            or not isinstance(mro, list)
+            or len(mro) > 64
+            or not all(isinstance(m, str) for m in mro)
+            or not isinstance(attributes, dict)
+            or not set(attributes) <= set(EXCEPTION_ATTRIBUTES)
+        ):
+            return self._fail(self._protocol_violation(what, "a malformed exception report"))
+        return SolutionRaised(
+            function, type_name, [bounded(m, 300) for m in mro], text, dict(attributes)
+        )
+
+    def _protocol_violation(self, what: str, detail: str) -> SolutionFailed:
+        return SolutionFailed("behaviour", f"{what}: the solution broke the protocol ({detail})")
+
+    def _fail(self, failure: SolutionFailed) -> SolutionFailed:
+        """Remember the failure and stop the child at once (it may still be burning CPU)."""
+        self._failure = failure
+        self._kill()
+        return failure
+
+    def _send(self, message: dict[str, Any], deadline: float | None, what: str) -> None:
+        try:
+            write_frame(
+                self._write_fd,
+                message,
+                deadline=deadline,
+                max_bytes=self.job.limits.max_message_bytes,
+            )
+        except FrameTooLarge as exc:
+            raise GraderError(f"{what}: the arguments are too large ({exc})") from None
+        except FrameTimeout:
+            failure = SolutionFailed("timeout", f"{what}: the solution stopped reading")
+            raise self._fail(failure) from None
+        except FrameClosed:
+            raise self._fail(self._exited(what)) from None
+
+    def _receive(self, deadline: float | None, what: str) -> dict[str, Any]:
+        assert self._reader is not None
+        try:
+            return self._reader.read(deadline)
+        except FrameTimeout:
+            limit = "" if deadline is None else " within its time limit"
+            raise self._fail(SolutionFailed("timeout", f"{what}: no answer{limit}")) from None
+        except FrameClosed:
+            raise self._fail(self._exited(what)) from None
+        except (FrameTooLarge, FrameInvalid) as exc:
+            raise self._fail(self._protocol_violation(what, str(exc))) from None
+        except FrameError as exc:
+            raise VerifierBroken(f"{what}: reading the solution's pipe failed: {exc}") from exc
+
+    def _on_idle(self) -> None:
+        self._drain_output()
+        if self._peek_exit() is not None:
+            raise FrameClosed("the solution process exited")
+
+    def _peek_exit(self) -> os.waitid_result | None:
+        """The child's exit status without reaping it, so its PID (= group id) stays reserved."""
+        if self._proc is None:
+            return None
+        try:
+            return os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return None
+
+    def _exited(self, what: str) -> SolutionFailed:
+        status = None
+        deadline = time.monotonic() + _EXIT_GRACE_S
+        while status is None and time.monotonic() < deadline:
+            status = self._peek_exit()
+            if status is None:
+                time.sleep(0.01)
+        self._drain_output()
+        category: Category = "behaviour"
+        if status is None:
+            how = "closed its message pipe"
+        elif status.si_code == os.CLD_EXITED:
+            how = f"exited with status {status.si_status}"
+        else:
+            signame = signal.Signals(status.si_status).name
+            how = f"was killed by {signame}"
+            if status.si_status == signal.SIGXCPU:
+                category, how = "timeout", "exceeded its CPU time limit"
+            elif status.si_status == signal.SIGKILL:
+                how += " (memory or CPU limit)"
+        output = self.output_tail(_OUTPUT_IN_MESSAGE)
+        suffix = f"; its last output: {output}" if output else ""
+        return SolutionFailed(category, f"{what}: the solution process {how}{suffix}")
+
+    def _drain_output(self) -> None:
+        keep = self.job.limits.output_bytes
+        while self._out_fd >= 0:
+            try:
+                chunk = os.read(self._out_fd, 65536)
+            except (BlockingIOError, OSError):
+                return
+            if not chunk:
+                return
+            self._output += chunk
+            if len(self._output) > keep:
+                del self._output[: len(self._output) - keep]
+
+    def output_tail(self, limit: int) -> str:
+        """The last *limit* characters the solution printed (never parsed, only shown)."""
+        text = self._output.decode("utf-8", errors="replace").strip()
+        return text[-limit:]
+
+    def _drain_late_effects(self, dispatch: Dispatch) -> None:
+        assert self._reader is not None
+        for _ in range(_MAX_LATE_FRAMES):
+            try:
+                message = self._reader.poll_frame()
+            except FrameError:
+                return
+            if message is None:
+                return
+            if message.get("op") == "effect" and isinstance(message.get("effect"), str):
+                args, kwargs = message.get("args"), message.get("kwargs")
+                dispatch(
+                    str(message["effect"]),
+                    EffectCall(
+                        tuple(args) if isinstance(args, list) else (),
+                        kwargs if isinstance(kwargs, dict) else {},
+                    ),
+                )
+
+    def _kill(self) -> None:
+        if self._proc is None:
+            return
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(self._proc.pid, signal.SIGKILL)
+        if self.job.isolation.kill_all_on_cleanup:
+            # Only as PID-namespace root in the verifier container: every process
+            # but this one and PID 1 (the container's init), grandchildren included.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+
+    def _stop(self) -> None:
+        proc = self._proc
+        try:
+            self._kill()
+            if proc is not None:
+                try:
+                    proc.wait(timeout=_REAP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    raise VerifierBroken(
+                        f"the solution process {proc.pid} could not be stopped"
+                    ) from None
+            if self.job.isolation.kill_all_on_cleanup:
+                _await_only_us()
+            self._drain_output()
+        finally:
+            self._proc = None
+            self._close_fds()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _close_fds(self) -> None:
+        if self._reader is not None:
+            os.close(self._reader.fd)
+            self._reader = None
+        for fd in (self._write_fd, self._out_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._write_fd = self._out_fd = -1
+
+
+def _other_processes(proc_root: str = "/proc") -> list[int]:
+    """Processes of this PID namespace but this one and PID 1 (the container's init)."""
+    me = os.getpid()
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return []
+    return [int(n) for n in names if n.isdigit() and int(n) not in (1, me)]
+
+
+def _await_only_us() -> None:
+    """Kill and wait until no solution process is left, so the next scenario can start.
+
+    A fork bomb fills the container's pids limit; until its processes are gone
+    (and reaped by init) the next child could not even be spawned, which would
+    look like the verifier's failure. A process forked while kill(-1) ran may
+    escape one round, so every round kills again.
+    """
+    deadline = time.monotonic() + _REAP_TIMEOUT_S
+    while True:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        left = _other_processes()
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise VerifierBroken(
+                f"{len(left)} solution process(es) survived kill(-1) for "
+                f"{_REAP_TIMEOUT_S:g} s (pids {left[:8]})"
+            )
+        time.sleep(0.01)
+
+
+class ChildOpener:
+    """Starts a fresh child per scenario; an import failure is remembered, not retried."""
+
+    def __init__(self, job: Job, module: str) -> None:
+        self.job = job
+        self.module = module
+        self.started = 0
+        self._import_failure: SolutionFailed | None = None
+
+    def __call__(self, scenario: str, deadline: float | None) -> ChildProcess:
+        if self._import_failure is not None:
+            failure = self._import_failure
+            raise SolutionFailed(failure.category, failure.message, whole_solution=True)
+        self.started += 1
+        # An unguessable name: an earlier scenario's process could otherwise have
+        # planted this one's directory (the scratch root is shared with it).
+        workdir = self.job.scratch_dir / f"scenario-{self.started}-{secrets.token_hex(8)}"
+        process = ChildProcess(self.job, self.module, workdir)
+        try:
+            process.start(deadline)
+        except SolutionFailed as failure:
+            if process.import_failed:
+                self._import_failure = failure
+            process.close(_refuse_all)
+            raise
+        except BaseException:
+            process.close(_refuse_all)
+            raise
+        return process
+
+
+def _refuse_all(name: str, call: EffectCall) -> Refused:
+    return Refused("no effects exist before a scenario starts")
+
+
+def load_grader(path: Path) -> Grader:
+    """Execute the task's grader.py and return its ``GRADER`` instance, declaration checked."""
+    spec = importlib.util.spec_from_file_location("task_grader", path)
+    if spec is None or spec.loader is None:
+        raise GraderError(f"cannot load the grader {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise GraderError(f"{path.name} does not load: {type(exc).__name__}: {exc}") from exc
+    grader = getattr(module, "GRADER", None)
+    if not isinstance(grader, Grader):
+        raise GraderError(f"{path.name} must bind a graders.Grader instance to GRADER")
+    grader.check_declaration()
+    return grader
+
+
+def _solution_module(grader: Grader, task: dict[str, Any]) -> str:
+    if grader.solution_module is not None:
+        return grader.solution_module
+    outputs = task.get("allowedOutputPaths")
+    if not isinstance(outputs, list) or not outputs or not isinstance(outputs[0], str):
+        raise GraderError("task.json has no allowedOutputPaths to find the solution module")
+    path = PurePosixPath(outputs[0])
+    parts = [*path.parent.parts, path.stem] if path.stem != "__init__" else list(path.parent.parts)
+    return ".".join(parts)
+
+
+def _check_against_task(grader: Grader, job: Job) -> dict[str, Any]:
+    try:
+        with job.task_path.open("rb") as handle:
+            task = json.loads(handle.read(_MAX_TASK_BYTES).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise GraderError(f"cannot read task.json {job.task_path}: {exc}") from exc
+    if not isinstance(task, dict):
+        raise GraderError("task.json is not a JSON object")
+    if not (task.get("id") == grader.task_id == job.task_id):
+        raise GraderError(
+            f"task ids differ: job {job.task_id!r}, task.json {task.get('id')!r}, "
+            f"grader {grader.task_id!r}"
+        )
+    for key, declared in (
+        ("assertionIds", grader.assertion_ids),
+        ("safetyAssertionIds", grader.safety_assertion_ids),
+    ):
+        listed = task.get(key)
+        if not isinstance(listed, list) or sorted(map(str, listed)) != sorted(declared):
+            only_grader = sorted(set(declared) - set(map(str, listed or [])))
+            only_task = sorted(set(map(str, listed or [])) - set(declared))
+            raise GraderError(
+                f"task.json {key} and the grader differ: only in the grader {only_grader}, "
+                f"only in task.json {only_task}"
+            )
+    return task
+
+
+def _infrastructure_report(task_id: str, message: str) -> GradeReport:
+    finding = Finding("infrastructure", bounded(message))
+    return GradeReport(
+        task_id=task_id, assertions=(), needs_review=False, diagnostics=(finding,), error=finding
+    )
+
+
+def run_job(job: Job) -> GradeReport:
+    """Grade the job's solution with its task's grader; never raises for a grading problem."""
+    try:
+        grader = load_grader(job.grader_path)
+        task = _check_against_task(grader, job)
+        module = _solution_module(grader, task)
+    except GraderError as exc:
+        return _infrastructure_report(job.task_id, f"grader error: {exc}")
+    limits = job.limits
+    session = Session(
+        grader,
+        ChildOpener(job, module),
+        call_timeout=limits.call_timeout_ms / 1000,
+        scenario_timeout=limits.scenario_timeout_ms / 1000,
+        total_timeout=limits.total_timeout_ms / 1000,
+    )
+    return session.grade()
+
+
+def write_result(path: Path, result: dict[str, Any]) -> None:
+    """Write the result file atomically, readable by its owner only."""
+    data = (json.dumps(result, ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode()
+    write_bytes(path, data)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write *data* to *path* atomically (a fresh temporary file, then a rename), mode 0600."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    # Unwinds through the open scenario, whose exit kills the child.
+    raise SystemExit(128 + signum)
+
+
+def run_and_write(job: Job) -> int:
+    """Run the job and write its result; the exit status is 0 when a result was written."""
+    signal.signal(signal.SIGTERM, _terminate)
+    report = run_job(job)
+    try:
+        write_result(job.result_path, report.to_json())
+    except OSError as exc:
+        print(f"verifier: cannot write the result {job.result_path}: {exc}", file=sys.stderr)
+        return 1
+    return 0

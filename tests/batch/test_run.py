@@ -1,0 +1,237 @@
+"""A batch ends with a receipt whatever happens before its first run, and leaves nothing behind.
+
+``run_batch`` on the fake engine, with the repository's real suite and real
+wheels: the consumer container is scripted to write what the installer
+would, runner containers answer from the request they are given, and the
+verifier comes from a factory the test controls. Every problem before the
+first run (the verifier's preparation included) is a ``not-run`` receipt
+naming it, Ctrl-C there an ``interrupted`` one; in every case the batch's
+work directory is gone and no container of the batch is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_eval.batch.run import BatchOutcome, run_batch
+from agent_eval.digests import sha256_bytes
+from agent_eval.engine import ContainerSpec
+from agent_eval.engine.fake import FakeEngine, Outcome
+from agent_eval.errors import ConfigError
+from agent_eval.evidence_io import read_model, write_model_atomic
+from agent_eval.layout import ARCHIVES_MOUNT, CONSUMER_MOUNT, ConsumerLayout
+from agent_eval.models import (
+    FIXED_SUITE,
+    Analysis,
+    BehaviourResult,
+    ModelIdentity,
+    Receipt,
+    RunnerConfig,
+    RunnerIdentity,
+    TaskSpec,
+)
+from agent_eval.project import Project, find_project
+from agent_eval.verification.protocol import Verification, Verifier, VerifierContext
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER = RunnerIdentity(name="scripted", version="1")
+MODEL = ModelIdentity(id="scripted-model", settings={})
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _mount(spec: ContainerSpec, target: str) -> Path:
+    return next(m.source for m in spec.mounts if m.target == target)
+
+
+def install_consumer(spec: ContainerSpec, stdin: bytes | None) -> None:
+    """What the installer leaves in the consumer: versions, the catalog, one dist-info each."""
+    layout = ConsumerLayout(_mount(spec, CONSUMER_MOUNT))
+    (layout.root / "python-version").write_text("3.11.2\n")
+    (layout.root / "mypy-version").write_text("1.0\n")
+    distributions = []
+    for wheel in sorted(_mount(spec, ARCHIVES_MOUNT).glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        info = layout.site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Name: {name.replace('_', '-')}\nVersion: {version}\n")
+        (info / "RECORD").write_text("")
+        distributions.append({"name": name, "version": version, "packages": [name]})
+    catalog = {"schemaVersion": 1, "distributions": distributions, "symbols": []}
+    layout.catalog.write_text(json.dumps(catalog))
+
+
+def answer(spec: ContainerSpec, stdin: bytes | None) -> bytes:
+    """A runner that writes a solution and answers the request it was given."""
+    request = json.loads(stdin or b"{}")
+    (_mount(spec, "/solution") / request["allowedOutputPaths"][0]).write_text("VALUE = 1\n")
+    response = {
+        "schemaVersion": 1,
+        "runId": request["runId"],
+        "taskId": request["taskId"],
+        "status": "completed",
+        "runner": RUNNER.model_dump(),
+        "model": MODEL.model_dump(),
+    }
+    return json.dumps(response).encode()
+
+
+class PassingVerifier:
+    name = "fake"
+
+    def api_catalog(self) -> Mapping[str, Any]:
+        return {}
+
+    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        analysis = {
+            "schemaVersion": 1, "taskId": task.id, "solutionDigest": sha256_bytes(b"s"),
+            "syntaxOk": True, "typeCheckOk": True, "contractOk": True, "integrationOk": True,
+            "unsupportedApi": [], "unsupportedApiCount": 0, "hallucinatedApi": [],
+            "hallucinatedApiCount": 0, "missingDependencies": [], "integration": [],
+            "diagnostics": [], "mypyVersion": "1",
+        }  # fmt: skip
+        behaviour = {
+            "schemaVersion": 1, "taskId": task.id, "needsReview": False, "error": None,
+            "diagnostics": [],
+            "assertions": [
+                {"id": a, "passed": True, "observed": True, "safety": a in task.safetyAssertionIds}
+                for a in task.assertionIds
+            ],
+        }  # fmt: skip
+        return Verification(
+            Analysis.model_validate(analysis),
+            json.dumps(analysis).encode(),
+            BehaviourResult.model_validate(behaviour),
+        )
+
+    def cancel_all(self) -> None:
+        pass
+
+
+class Fixture:
+    def __init__(self, tmp_path: Path) -> None:
+        self.engine = FakeEngine(default_outcome=Outcome(on_start=answer))
+        self.runner_image = self.engine.add_image(tags=("runner:test",))
+        self.verifier_image = self.engine.add_image(tags=("verifier:test",))
+        self.project: Project = dataclasses.replace(
+            find_project(REPO), evidence=tmp_path / "evidence"
+        )
+        self.config = tmp_path / "runner.json"
+        write_model_atomic(
+            self.config,
+            RunnerConfig(
+                schemaVersion=1,
+                executable="/usr/bin/runner",
+                args=[],
+                envAllowlist=[],
+                expectedRunner=RUNNER,
+                expectedModel=MODEL,
+                submissionTimeoutMs=60_000,
+                batchTimeoutMs=600_000,
+                runtimePath="/run/fake.sock",
+                runnerImage=self.runner_image,
+                verifierImage=self.verifier_image,
+                concurrency=2,
+            ),
+        )
+
+    def run(self, factory: Callable[[VerifierContext], Verifier]) -> BatchOutcome:
+        # The consumer container is the first one created; runners follow.
+        self.engine.script(Outcome(on_start=install_consumer))
+        return run_batch(
+            self.config,
+            self.project,
+            verifier_factory=factory,
+            connect=lambda _path: self.engine,
+            environ={},
+            clock=lambda: NOW,
+        )
+
+    def receipt(self) -> Receipt:
+        [batch] = [p for p in self.project.evidence.iterdir() if p.name != ".work"]
+        return read_model(batch / "receipt.json", Receipt, what="receipt")
+
+    def assert_nothing_left(self) -> None:
+        assert not (self.project.evidence / ".work").exists()
+        assert self.engine.list_containers() == []
+
+
+@pytest.fixture
+def batch(tmp_path: Path) -> Fixture:
+    return Fixture(tmp_path)
+
+
+def test_a_verifier_that_cannot_be_prepared_ends_the_batch_as_not_run(batch: Fixture) -> None:
+    def broken(context: VerifierContext) -> Verifier:
+        assert (context.consumer_dir / "docs" / "api-catalog.json").is_file()
+        raise ConfigError("warming the analysis cache failed: mypy is missing")
+
+    outcome = batch.run(broken)
+    assert outcome.status == "not-run" and outcome.exit_code == 2
+    receipt = batch.receipt()
+    assert receipt.status == "not-run" and receipt.runs == []
+    assert receipt.reasons == ["verifier: warming the analysis cache failed: mypy is missing"]
+    batch.assert_nothing_left()
+
+
+def test_ctrl_c_while_the_verifier_warms_up_leaves_an_interrupted_receipt(
+    batch: Fixture,
+) -> None:
+    def interrupted(context: VerifierContext) -> Verifier:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        batch.run(interrupted)
+    receipt = batch.receipt()
+    assert receipt.status == "interrupted" and receipt.runs == []
+    assert "before the first run" in receipt.reasons[0]
+    batch.assert_nothing_left()
+
+
+def test_ctrl_c_while_the_consumer_is_installed_leaves_an_interrupted_receipt(
+    batch: Fixture,
+) -> None:
+    def never(context: VerifierContext) -> Verifier:
+        raise AssertionError("the verifier is never prepared")
+
+    batch.engine.script(Outcome(start_raises=KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(
+            batch.config,
+            batch.project,
+            verifier_factory=never,
+            connect=lambda _path: batch.engine,
+            environ={},
+            clock=lambda: NOW,
+        )
+    assert batch.receipt().status == "interrupted"
+    batch.assert_nothing_left()
+
+
+def test_an_unreadable_config_is_not_run_before_any_engine_is_asked(batch: Fixture) -> None:
+    batch.config.write_text("{not json")
+    outcome = batch.run(lambda context: PassingVerifier())
+    assert outcome.status == "not-run"
+    assert batch.receipt().reasons[0].startswith("config: runner config")
+    assert batch.engine.containers == {}
+    batch.assert_nothing_left()
+
+
+def test_a_batch_on_fakes_runs_every_scheduled_run_and_cleans_up(batch: Fixture) -> None:
+    outcome = batch.run(lambda context: PassingVerifier())
+    assert (outcome.status, outcome.first_successes, outcome.final_successes) == (
+        "completed",
+        18,
+        18,
+    )
+    receipt = batch.receipt()
+    assert [r.runId for r in receipt.runs] == FIXED_SUITE.run_ids()
+    assert receipt.selfTest  # no network: the model could only be a scripted one
+    assert set(outcome.phase_seconds) == {"preflight", "pack", "consumer", "schedule"}
+    batch.assert_nothing_left()
