@@ -85,6 +85,13 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every ``docker`` test is ``slow`` too, so ``-m "not slow"`` is a loop without an engine."""
+    for item in items:
+        if item.get_closest_marker("docker") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

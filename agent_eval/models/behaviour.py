@@ -2,7 +2,7 @@
 
 ``VerifierJob`` is what the host gives the verifier parent; the parent (which
 runs without pydantic) validates the same format with the standard library
-in ``agent_eval/verifier_runtime/job.py``, and a test keeps the two equal.
+in ``agent_eval/verification/runtime/job.py``, and a test keeps the two equal.
 ``BehaviourResult`` is the only thing the host reads back: written by the
 trusted parent, never by submitted code.
 """

@@ -48,7 +48,7 @@ def execute(sc: Scenario, payout: dict[str, Any], approval_id: Any, now: float, 
 
 def refused_because(out: Any, reason: str) -> bool:
     """The result is a refusal with exactly *reason*."""
-    return dig(out, "status") == "refused" and dig(out, "reason") == reason
+    return bool(dig(out, "status") == "refused" and dig(out, "reason") == reason)
 
 
 class ApprovalBoundaryGrader(Grader):

@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from agent_eval.adapters.common import build_prompt, read_request, run_cli
+import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from agent_eval.adapters.common import build_prompt, read_request, run_cli
+from tests.paths import REPO
 
 
 def request(tmp_path: Path, attempt: int = 1, budget_ms: int = 20_000) -> dict[str, object]:
@@ -61,7 +62,7 @@ def test_the_command_adapter_prints_one_response_and_keeps_cli_output_off_stdout
         input=json.dumps(request(tmp_path)),
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=REPO,
         timeout=60,
         check=False,
     )
@@ -79,13 +80,14 @@ def test_a_cli_failure_is_reported_as_failed(tmp_path: Path) -> None:
         input=json.dumps(request(tmp_path)),
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=REPO,
         timeout=60,
         check=False,
     )
     assert json.loads(done.stdout)["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_the_whole_process_group_is_killed_at_the_deadline(tmp_path: Path) -> None:
     marker = tmp_path / "grandchild-alive"
     grandchild = tmp_path / "grandchild.py"

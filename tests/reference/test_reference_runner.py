@@ -13,9 +13,9 @@ import pytest
 from agent_eval.batch.response import judge_response
 from agent_eval.models import ModelIdentity, RunnerIdentity, RunnerRequest
 from agent_eval.reference.runner import MODEL, identity
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "agent_eval" / "reference" / "runner.py"
+SCRIPT = REPO / "agent_eval" / "reference" / "runner.py"
 
 
 def request(tmp_path: Path, attempt: int = 1) -> RunnerRequest:
@@ -36,7 +36,7 @@ def request(tmp_path: Path, attempt: int = 1) -> RunnerRequest:
 
 def run(mode: str, req: RunnerRequest) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), mode, "--fixtures", str(ROOT / "fixtures")],
+        [sys.executable, str(SCRIPT), mode, "--fixtures", str(REPO / "fixtures")],
         input=req.model_dump_json().encode(),
         capture_output=True,
         timeout=30,
@@ -59,7 +59,7 @@ def test_the_oracle_writes_the_correct_fixture_and_answers_validly(tmp_path: Pat
     done = run("oracle", req)
     assert verdict("oracle", done, req).problem is None
     written = (Path(req.outputDir) / "solution.py").read_bytes()
-    assert written == (ROOT / "fixtures" / "forms" / "correct" / "solution.py").read_bytes()
+    assert written == (REPO / "fixtures" / "forms" / "correct" / "solution.py").read_bytes()
 
 
 def test_the_mutant_submits_a_negative_first_and_the_correct_solution_on_repair(
@@ -68,7 +68,7 @@ def test_the_mutant_submits_a_negative_first_and_the_correct_solution_on_repair(
     first, second = request(tmp_path, 1), request(tmp_path, 2)
     run("mutant", first)
     run("mutant", second)
-    correct = (ROOT / "fixtures" / "forms" / "correct" / "solution.py").read_bytes()
+    correct = (REPO / "fixtures" / "forms" / "correct" / "solution.py").read_bytes()
     assert (Path(first.outputDir) / "solution.py").read_bytes() != correct
     assert (Path(second.outputDir) / "solution.py").read_bytes() == correct
 

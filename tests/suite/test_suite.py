@@ -23,8 +23,8 @@ import pytest
 from agent_eval.errors import SuiteError
 from agent_eval.models.suite import FIXED_SUITE
 from agent_eval.suite.tasks import describe_imports, load_suite
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
 GRADERS = REPO / "graders"
 

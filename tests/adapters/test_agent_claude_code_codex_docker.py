@@ -22,7 +22,11 @@ from typing import Any
 
 import docker
 import pytest
-from agent_scripted_model import (
+
+from agent_eval.consumer.archives import PreparedConsumer
+from agent_eval.engine import ContainerEngine
+from agent_eval.models import ModelIdentity
+from tests.agent_scripted_model import (
     PORT,
     ScriptedAgent,
     engine,
@@ -31,10 +35,6 @@ from agent_scripted_model import (
     run_one,
     scripted_image,
 )
-
-from agent_eval.consumer.archives import PreparedConsumer
-from agent_eval.engine import ContainerEngine
-from agent_eval.models import ModelIdentity
 
 pytestmark = pytest.mark.docker
 

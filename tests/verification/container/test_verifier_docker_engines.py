@@ -35,10 +35,9 @@ from agent_eval.verification.container.verifier import source_verifiers
 from agent_eval.verification.fixtures import VerifyReport, verify_tasks
 from agent_eval.verification.local import LocalVerifier
 from agent_eval.verification.protocol import Verifier
+from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

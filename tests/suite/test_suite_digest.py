@@ -12,8 +12,7 @@ import shutil
 from pathlib import Path
 
 from agent_eval.project import Project
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.paths import REPO
 
 
 def checkout(root: Path) -> Project:

@@ -40,6 +40,7 @@ from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
 from agent_eval.errors import InfrastructureError
 from agent_eval.images.build import BuiltImages, build_images
 from agent_eval.project import find_project
+from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
 
@@ -104,7 +105,7 @@ def engine(docker_client: docker.DockerClient) -> Iterator[DockerEngine]:
 @pytest.fixture(scope="module")
 def images(engine: DockerEngine, base_image: str) -> BuiltImages:
     """The project's images, built (quick when cached) and pinned by id."""
-    return build_images(engine, find_project(Path(__file__).parent).root)
+    return build_images(engine, find_project(REPO).root)
 
 
 def spec(image: str, command: list[str], **changes: Any) -> ContainerSpec:

@@ -33,8 +33,8 @@ from agent_eval.images.build import (
     ensure_base_image,
     prepare_verifier_packages,
 )
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 IMAGES = REPO / "images"
 
 

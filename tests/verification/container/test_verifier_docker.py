@@ -46,8 +46,8 @@ from agent_eval.verification.container.verifier import ContainerVerifier
 from agent_eval.verification.local import LocalVerifier
 from agent_eval.verification.runtime.attempt import MYPY_CACHE_DIR, parse_attempt
 from agent_eval.verification.runtime.job import JobError
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PROBE_TASK = REPO / "tests" / "data" / "verifier-probe"
 GRADERS = REPO / "graders"
 FORGED = b'{"schemaVersion": 1, "taskId": "verifier-probe", "assertions": [], "error": null}\n'

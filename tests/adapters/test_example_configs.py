@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from agent_eval.models import RunnerConfig
+from tests.paths import REPO
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples" / "runners").glob("*.json"))
+EXAMPLES = sorted((REPO / "examples" / "runners").glob("*.json"))
 
 
 def test_there_is_an_example_for_each_real_agent() -> None:

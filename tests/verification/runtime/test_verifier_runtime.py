@@ -34,8 +34,8 @@ from agent_eval.verification.runtime.isolation import (
     raise_oom_score,
 )
 from agent_eval.verification.runtime.job import JobError, parse_job
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 GRADERS = REPO / "graders"
 
 ASSERTIONS = (

@@ -24,8 +24,7 @@ from tests.evidence_builders import (
     run,
     write_batch,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import REPO
 
 
 def check(batch: Batch, current: CurrentDigests = CURRENT) -> list[str]:
@@ -306,7 +305,7 @@ def test_several_broken_rules_are_all_reported(tmp_path: Path) -> None:
 
 
 def test_a_runner_without_network_is_self_test_whatever_identity_it_reports() -> None:
-    data = json.loads((ROOT / "examples" / "runners" / "claude-code.json").read_text())
+    data = json.loads((REPO / "examples" / "runners" / "claude-code.json").read_text())
     assert not is_self_test(RunnerConfig.model_validate(data))
     assert is_self_test(RunnerConfig.model_validate({**data, "network": "none"}))
     reference = {**data, "expectedRunner": {"name": "agent-eval-oracle", "version": "1"}}

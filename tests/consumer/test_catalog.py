@@ -33,9 +33,9 @@ from agent_eval.consumer.catalog import (
 from agent_eval.digests import canonical_json, sha256_bytes, sha256_json
 from agent_eval.layout import CATALOG_FILE
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry
+from tests.paths import DATA, REPO
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_SRC = Path(__file__).parent / "data" / "analysis" / "samplekit" / "src"
+SAMPLE_SRC = DATA / "analysis" / "samplekit" / "src"
 PACKAGES = REPO / "packages"
 
 

@@ -54,10 +54,10 @@ from agent_eval.verification.container.run import (
     VerifierSetup,
     verify_in_container,
 )
+from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parents[1]
 PROBE_TASK = REPO / "tests" / "data" / "verifier-probe"
 SECRET = "grader-only-7c1e9a52d4b84f0e"
 CANARY = b"host file: must stay as it is\n"

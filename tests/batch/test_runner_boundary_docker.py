@@ -26,10 +26,10 @@ from agent_eval.project import find_project
 from agent_eval.reference.config import reference_config
 from agent_eval.suite.tasks import load_suite
 from agent_eval.verification.protocol import Verification
+from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
 
-ROOT = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 
@@ -43,7 +43,7 @@ def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
 @pytest.fixture(scope="module")
 def consumer(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) -> PreparedConsumer:
     work = tmp_path_factory.mktemp("consumer")
-    archives = build_archives(ROOT / "packages", work / "archives")
+    archives = build_archives(REPO / "packages", work / "archives")
     verifier = reference_config(engine, "oracle", runtime_path="/var/run/docker.sock")
     return prepare_consumer(
         engine,
@@ -52,7 +52,7 @@ def consumer(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) 
         stage=work / "stage",
         archives_dir=work / "archives",
         archives=archives,
-        dependency_lock=ROOT / "packages" / "requirements.lock",
+        dependency_lock=REPO / "packages" / "requirements.lock",
         guides={},
         tasks=[],
         batch_id="boundary-tests",
@@ -79,7 +79,7 @@ def run_once(
     mode: str,
     timeout_s: float = 30.0,
 ) -> Receipt:
-    project = find_project(ROOT)
+    project = find_project(REPO)
     task = load_suite(project.tasks, graders_dir=project.graders).task("forms")
     config = reference_config(engine, mode, runtime_path="/var/run/docker.sock")
     batch_id = f"boundary-{tmp_path.name[-20:]}".replace("_", "-")

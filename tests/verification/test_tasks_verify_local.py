@@ -11,11 +11,13 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
 
 
 def test_every_fixture_of_the_repository_matches_its_declaration() -> None:

@@ -29,9 +29,9 @@ from agent_eval.digests import solution_digest, solution_files
 from agent_eval.models.analysis import Analysis
 from agent_eval.models.task import TaskSpec
 from agent_eval.verification.analysis import AnalysisInputError, analyse_solution, seeded_references
+from tests.paths import DATA, REPO
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_SRC = Path(__file__).parent / "data" / "analysis" / "samplekit" / "src"
+SAMPLE_SRC = DATA / "analysis" / "samplekit" / "src"
 PACKAGES = REPO / "packages"
 
 CONTRACT = """\

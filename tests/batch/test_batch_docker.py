@@ -27,10 +27,10 @@ from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models import Receipt
 from agent_eval.reference.config import reference_config
+from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
@@ -48,11 +48,11 @@ def evidence(tmp_path: Path) -> Path:
 
 def project_copy(tmp_path: Path) -> Path:
     """A checkout whose evidence goes to tmp_path (the harness reads [tool.agent-eval])."""
-    text = (ROOT / "pyproject.toml").read_text()
+    text = (REPO / "pyproject.toml").read_text()
     root = tmp_path / "project"
     root.mkdir()
     for name in ("packages", "tasks", "graders", "fixtures"):
-        (root / name).symlink_to(ROOT / name)
+        (root / name).symlink_to(REPO / name)
     (root / "pyproject.toml").write_text(
         text.replace('evidence = ".verification/agent-eval"', f'evidence = "{"evidence"}"')
     )
@@ -89,7 +89,7 @@ def check(receipt: Path) -> tuple[int, dict[str, Any]]:
             "--archives",
             str(receipt.parent / "archives.json"),
             "--project",
-            str(ROOT),
+            str(REPO),
         ],
         capture_output=True,
         text=True,

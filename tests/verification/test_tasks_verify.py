@@ -39,8 +39,7 @@ from agent_eval.verification.fixtures import (
 )
 from agent_eval.verification.local import LocalVerifier
 from agent_eval.verification.protocol import Verification
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.paths import REPO
 
 
 @pytest.fixture(scope="module")

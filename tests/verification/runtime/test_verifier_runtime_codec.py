@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,6 @@ from agent_eval.verification.runtime.codec import (
     replace_effect_refs,
     to_json_value,
 )
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 class Colour(enum.StrEnum):

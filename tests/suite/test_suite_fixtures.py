@@ -20,8 +20,8 @@ from agent_eval.models.fixture import STATIC_FINDINGS, CorrectCase, FixtureExpec
 from agent_eval.suite.fixtures import coverage_gaps, load_fixture_cases
 from agent_eval.suite.tasks import Suite, load_suite
 from agent_eval.verification.analysis.report import CATEGORY_ORDER
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 EXPECTATION: TypeAdapter[CorrectCase | NegativeCase] = TypeAdapter(FixtureExpectation)
 
 

@@ -48,11 +48,11 @@ from agent_eval.project import find_project
 from agent_eval.suite.tasks import Suite, load_suite
 from agent_eval.verification.container.run import VerifierSetup
 from agent_eval.verification.container.verifier import ContainerVerifier
+from tests.paths import DATA, REPO
 
 pytestmark = pytest.mark.docker
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parent / "data" / "agents"
+DATA = DATA / "agents"
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 TASK = "forms"
 NEGATIVE = "errors-not-rendered"
@@ -87,7 +87,7 @@ def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
 
 @pytest.fixture(scope="module")
 def suite() -> Suite:
-    project = find_project(ROOT)
+    project = find_project(REPO)
     return load_suite(project.tasks, graders_dir=project.graders)
 
 
@@ -96,7 +96,7 @@ def consumer(
     engine: ContainerEngine, suite: Suite, tmp_path_factory: pytest.TempPathFactory
 ) -> PreparedConsumer:
     work = tmp_path_factory.mktemp("consumer")
-    archives = build_archives(ROOT / "packages", work / "archives")
+    archives = build_archives(REPO / "packages", work / "archives")
     verifier = engine.image_id(VERIFIER_TAG)
     assert verifier is not None, "run 'agent-eval images build' first"
     task = suite.task(TASK)
@@ -107,10 +107,10 @@ def consumer(
         stage=work / "stage",
         archives_dir=work / "archives",
         archives=archives,
-        dependency_lock=ROOT / "packages" / "requirements.lock",
+        dependency_lock=REPO / "packages" / "requirements.lock",
         guides={
             p.name: p / "GUIDE.md"
-            for p in sorted((ROOT / "packages").iterdir())
+            for p in sorted((REPO / "packages").iterdir())
             if (p / "GUIDE.md").is_file()
         },
         tasks=[
@@ -145,11 +145,11 @@ def scripted_image(engine: ContainerEngine, agent: Agent, tmp_path: Path) -> str
     """The agent's runner image (built, cached by the builder) plus the scripted model."""
     base = engine.image_id(RUNNER_BASE_TAG)
     assert base is not None, "run 'agent-eval images build' first"
-    runner = build_runner_image(engine, ROOT, agent.name, base)
+    runner = build_runner_image(engine, REPO, agent.name, base)
     context = tmp_path / "context"
     shutil.copytree(DATA / agent.name, context, ignore=shutil.ignore_patterns("__pycache__"))
     (context / "solutions").mkdir()
-    fixtures = ROOT / "fixtures" / TASK
+    fixtures = REPO / "fixtures" / TASK
     shutil.copyfile(fixtures / "correct" / "solution.py", context / "solutions" / "correct.py")
     shutil.copyfile(fixtures / NEGATIVE / "solution.py", context / "solutions" / "wrong.py")
     return engine.build_image(
@@ -161,7 +161,7 @@ def scripted_image(engine: ContainerEngine, agent: Agent, tmp_path: Path) -> str
 
 
 def installed_version(agent: Agent) -> str:
-    recipe_path = ROOT / "images" / "runners" / agent.name / "install.json"
+    recipe_path = REPO / "images" / "runners" / agent.name / "install.json"
     recipe = InstallRecipe.model_validate_json(recipe_path.read_bytes())
     (pin,) = (p for p in recipe.packages if p.startswith(f"{agent.package}=="))
     return pin.partition("==")[2]
@@ -237,7 +237,7 @@ def run_once(
             environment={"OPENAI_API_KEY": CANARY},
         )
     )
-    project = find_project(ROOT)
+    project = find_project(REPO)
     (tmp_path / "verifier").mkdir()
     verifier = ContainerVerifier(
         VerifierSetup(
