@@ -90,7 +90,7 @@ class VerifierJob(WireModel):
     resultPath: AbsolutePath
     """Where the parent writes the result (a directory only the parent can write)."""
     parentImportPaths: list[str] = Field(default_factory=list)
-    """Extra import directories for the parent (graders kit, library); absolute."""
+    """Extra import directories for the parent (the staged harness, the library); absolute."""
     solutionImportPaths: list[str] = Field(default_factory=list)
     """Import directories for the solution after its own directory; absolute."""
     limits: VerifierLimits = Field(default_factory=VerifierLimits)

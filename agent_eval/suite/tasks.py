@@ -29,6 +29,8 @@ from pydantic import ValidationError
 
 from agent_eval.errors import SuiteError
 from agent_eval.evidence_io import format_validation_error
+from agent_eval.grading.errors import GraderError
+from agent_eval.grading.grader import Grader
 from agent_eval.layout import IN_CONTAINER_CONSUMER
 from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
 from agent_eval.models.task import TaskSpec
@@ -160,7 +162,7 @@ def load_suite(tasks_dir: Path, *, graders_dir: Path, suite: SuiteSpec = FIXED_S
 
     Args:
         tasks_dir: The directory holding one directory per task.
-        graders_dir: The shared graders kit the task graders import (``graders``).
+        graders_dir: The repository's grading helpers the task graders import (``graders``).
         suite: The fixed task ids and schedule.
 
     Raises:
@@ -271,7 +273,7 @@ def _render(task_id: str, template: str, variables: Mapping[str, Any]) -> str:
 
 @contextlib.contextmanager
 def _importable(graders_dir: Path) -> Iterator[None]:
-    """Make the graders kit importable as ``graders`` while a grader loads."""
+    """Make the repository's grading helpers importable as ``graders`` while a grader loads."""
     root = str(graders_dir.resolve().parent)
     added = root not in sys.path
     if added:
@@ -294,13 +296,6 @@ def _declared_by_grader(path: Path, task_id: str, graders_dir: Path) -> Declared
         raise _error(task_id, GRADER_FILE, f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     with _importable(graders_dir):
-        try:
-            from agent_eval.grading.errors import GraderError
-            from agent_eval.grading.grader import Grader
-        except ImportError as exc:
-            raise _error(
-                task_id, GRADER_FILE, f"the graders kit is not importable from {graders_dir}: {exc}"
-            ) from exc
         try:
             spec.loader.exec_module(module)
         except Exception as exc:

@@ -1,6 +1,6 @@
 """How values and exceptions of the submitted code become JSON, and effect errors become exceptions.
 
-Used in the child (and by the in-process test session of the graders kit), so
+Used in the child (and by in-process grading, for unit tests of graders), so
 a grader sees the same observations whether the solution ran in a separate
 process or was called directly.
 """
