@@ -8,12 +8,13 @@ solution as the sorted list of its (relative path, sha256) pairs.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
-from pathlib import Path, PurePosixPath
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "canonical_json",
     "file_sha256",
     "is_sha256_digest",
+    "regular_files",
     "sha256_bytes",
     "sha256_json",
     "solution_digest",
@@ -88,25 +90,56 @@ def file_sha256(path: Path) -> str:
     return DIGEST_PREFIX + digest.hexdigest()
 
 
+def regular_files(
+    root: Path, *, skip_dirs: Collection[str] = (), skip_suffixes: tuple[str, ...] = ()
+) -> list[str]:
+    """Every file under *root* as a sorted POSIX relative path, all of them regular files.
+
+    A symbolic link (to a file or a directory), a hard link, a FIFO, a socket
+    or a device anywhere in the tree is refused, never followed and never
+    skipped: what is hashed is exactly what is read. Directories whose name
+    matches a pattern of *skip_dirs* (caches) and files ending in
+    *skip_suffixes* are left out.
+
+    Raises:
+        DigestError: *root* is not a plain directory, or the tree holds one of the above.
+    """
+    if root.is_symlink() or not root.is_dir():
+        raise DigestError(f"{root} is not a directory (or is a symbolic link)")
+    found: list[str] = []
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise DigestError(f"cannot list {folder}: {exc.strerror}") from exc
+        for entry in entries:
+            path = Path(entry.path)
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                raise DigestError(f"{path} is a symbolic link; only regular files are read")
+            if stat.S_ISDIR(info.st_mode):
+                if not any(fnmatch.fnmatchcase(entry.name, p) for p in skip_dirs):
+                    pending.append(path)
+            elif not stat.S_ISREG(info.st_mode):
+                raise DigestError(
+                    f"{path} is a FIFO, socket or device; only regular files are read"
+                )
+            elif info.st_nlink > 1:
+                raise DigestError(f"{path} is a hard link; only files of their own are read")
+            elif not (skip_suffixes and entry.name.endswith(skip_suffixes)):
+                found.append(path.relative_to(root).as_posix())
+    return sorted(found)
+
+
 def solution_files(root: Path) -> dict[str, str]:
     """Map every file under *root* (POSIX relative path) to its sha256.
 
-    Refuses symbolic links and special files anywhere in the tree: evidence is
-    made of regular files only.
+    Refuses symbolic links, hard links and special files anywhere in the
+    tree (:func:`regular_files`): evidence is made of regular files only.
     """
-    if not root.is_dir() or root.is_symlink():
-        raise DigestError(f"{root} is not a directory")
-    found: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        base = Path(dirpath)
-        for name in dirnames:
-            if (base / name).is_symlink():
-                raise DigestError(f"{base / name} is a symbolic link")
-        for name in filenames:
-            path = base / name
-            rel = PurePosixPath(path.relative_to(root).as_posix())
-            found[str(rel)] = file_sha256(path)
-    return found
+    return {rel: file_sha256(root / rel) for rel in regular_files(root)}
 
 
 def solution_digest(files: Mapping[str, str] | Iterable[tuple[str, str]]) -> str:

@@ -1,4 +1,15 @@
-"""Reading and atomically writing evidence files.
+"""Reading user- and agent-controlled files safely, and writing evidence atomically.
+
+Every file a user, an operator or an agent can put in front of the harness
+(runner.json, task.json, prompt.md, receipts, archives.json,
+consumer-lock.json, expect.json, the verifier's results) is read through
+:func:`read_bounded`: opened without blocking (a FIFO or device is refused,
+never waited on), checked to be a regular file, cut at a size limit before
+anything parses it. JSON is then parsed by :func:`parse_json`, which bounds
+the nesting depth and refuses duplicate keys before the standard parser
+sees the text, and models are validated in strict mode (no boolean for an
+integer, no string for a number). Every error is one line naming the file,
+the field (shortened) and the rule.
 
 Evidence is written to a temporary file in the same directory, flushed and
 fsynced, then renamed over the target, so a reader (or a crash) never sees a
@@ -8,22 +19,199 @@ half-written receipt.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from agent_eval.errors import EvidenceError
 
-__all__ = ["format_validation_error", "read_model", "write_bytes_atomic", "write_model_atomic"]
+__all__ = [
+    "MAX_EVIDENCE_BYTES",
+    "MAX_JSON_DEPTH",
+    "format_validation_error",
+    "parse_json",
+    "parse_model",
+    "read_bounded",
+    "read_model",
+    "write_bytes_atomic",
+    "write_model_atomic",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
-# Evidence files are small; anything larger is refused rather than parsed.
 MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
+"""Evidence files are small; anything larger is refused rather than parsed."""
+MAX_JSON_DEPTH = 64
+"""No format nests deeper than a dozen levels; deeper input is refused unparsed."""
+_MAX_LOCATION_PARTS = 6
+_MAX_MESSAGE_CHARS = 300
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+
+
+def read_bounded(path: Path, *, what: str, max_bytes: int, follow_symlinks: bool = True) -> bytes:
+    """The bytes of a regular file, at most *max_bytes* of them, without ever blocking.
+
+    Args:
+        path: The file.
+        what: What it is, for messages ("runner config", "receipt", ...).
+        max_bytes: Larger files are refused.
+        follow_symlinks: False refuses a symbolic link as the file itself.
+
+    Raises:
+        EvidenceError: It cannot be opened, is not a regular file (a FIFO, a
+            device, a directory, a refused link) or is too large.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise EvidenceError(
+                f"{what} {path}: is a symbolic link; give the file itself"
+            ) from None
+        raise EvidenceError(f"{what} {path}: cannot read: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
+            raise EvidenceError(f"{what} {path}: is {kind}, not a regular file")
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise EvidenceError(f"{what} {path}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise EvidenceError(f"{what} {path}: larger than {max_bytes} bytes")
+    return b"".join(chunks)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"the key {key[:80]!r} appears twice in one object")
+        result[key] = value
+    return result
+
+
+def _too_deep(data: bytes, limit: int) -> bool:
+    """Whether the JSON text nests arrays and objects deeper than *limit* levels.
+
+    Strings are blanked out first; what is left of the brackets loses one level
+    of empty pairs per pass, so *limit* passes clear any text within the limit.
+    """
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    for _ in range(limit):
+        brackets, removed = _EMPTY_PAIR.subn(b"", brackets)
+        if not brackets:
+            return False
+        if not removed:
+            # Unbalanced (the parser will say where), unless it opens too deep first.
+            return re.search(rb"[\[{]{%d}" % (limit + 1), brackets) is not None
+    return bool(brackets)
+
+
+def _at(where: str, message: str) -> EvidenceError:
+    return EvidenceError(f"{where}: {message}" if where else message)
+
+
+def parse_json(data: bytes, *, where: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Decode UTF-8 JSON, bounded in depth, with duplicate keys refused.
+
+    Args:
+        data: The bytes.
+        where: What messages start with (the file); empty when the caller says it.
+        max_depth: Deeper nesting is refused before parsing.
+
+    Raises:
+        EvidenceError: It is not UTF-8 or not JSON, nests too deep or repeats a key.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _at(where, f"not UTF-8 (byte {exc.start})") from None
+    if _too_deep(data, max_depth):
+        raise _at(where, f"nested deeper than {max_depth} levels")
+    try:
+        return json.loads(
+            text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
+        )
+    except json.JSONDecodeError as exc:
+        raise _at(where, f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except ValueError as exc:
+        raise _at(where, f"{exc}") from None
+    except RecursionError:
+        raise _at(where, "nested too deeply to parse") from None
+
+
+def parse_model(data: bytes, model_type: type[M], *, where: str) -> M:
+    """Validate JSON bytes as *model_type* in strict mode, after :func:`parse_json`'s checks.
+
+    Raises:
+        EvidenceError: One line naming *where*, the field and the rule.
+    """
+    parse_json(data, where=where)
+    try:
+        return model_type.model_validate_json(data, strict=True)
+    except ValidationError as exc:
+        raise _at(where, f"{format_validation_error(exc)}") from None
+    except RecursionError:
+        raise _at(where, "nested too deeply to validate") from None
+
+
+def read_model(
+    path: Path,
+    model_type: type[M],
+    *,
+    what: str,
+    max_bytes: int = MAX_EVIDENCE_BYTES,
+    follow_symlinks: bool = True,
+) -> M:
+    """Read and validate an evidence or configuration file.
+
+    Raises:
+        EvidenceError: The file is unreadable, not a regular file, too large,
+            not JSON, too deep, or invalid (the message names file and field).
+    """
+    data = read_bounded(path, what=what, max_bytes=max_bytes, follow_symlinks=follow_symlinks)
+    return parse_model(data, model_type, where=f"{what} {path}")
+
+
+def _location(parts: tuple[int | str, ...]) -> str:
+    shown = [str(p)[:40] for p in parts]
+    if len(shown) > _MAX_LOCATION_PARTS:
+        shown = [*shown[:3], f"…({len(shown) - 5} more)…", *shown[-2:]]
+    return ".".join(shown) or "<root>"
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One clause per problem (at most five): the shortened field path, then the rule."""
+    errors = exc.errors()
+    parts = [
+        f"{_location(tuple(err['loc']))}: {str(err['msg'])[:_MAX_MESSAGE_CHARS]}"
+        for err in errors[:5]
+    ]
+    if len(errors) > 5:
+        parts.append(f"and {len(errors) - 5} more problem(s)")
+    return "; ".join(parts)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -51,31 +239,3 @@ def write_model_atomic(path: Path, model: BaseModel) -> None:
     """Write *model* as indented JSON (by alias) atomically."""
     text = model.model_dump_json(by_alias=True, indent=2) + "\n"
     write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def read_model(path: Path, model_type: type[M], *, what: str) -> M:
-    """Read and validate an evidence file, naming the file and the broken field on error."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_EVIDENCE_BYTES + 1)
-    except OSError as exc:
-        raise EvidenceError(f"{what} {path}: cannot read: {exc.strerror}") from exc
-    if len(data) > MAX_EVIDENCE_BYTES:
-        raise EvidenceError(f"{what} {path}: larger than {MAX_EVIDENCE_BYTES} bytes")
-    try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EvidenceError(f"{what} {path}: not valid JSON: {exc}") from exc
-    try:
-        return model_type.model_validate(raw)
-    except ValidationError as exc:
-        raise EvidenceError(f"{what} {path}: {format_validation_error(exc)}") from exc
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem: the dotted field path, then pydantic's message."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)

@@ -18,7 +18,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_eval.digests import file_sha256
+from agent_eval.digests import DigestError, file_sha256, regular_files
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.models import ArchiveEntry, SourceIdentity
 
@@ -30,9 +30,9 @@ __all__ = [
     "source_identity",
 ]
 
-_IGNORED = shutil.ignore_patterns(
-    "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache"
-)
+_NOT_PACKED = ("build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache")
+"""Build output and caches: never copied into a build, never checked for links."""
+_IGNORED = shutil.ignore_patterns(*_NOT_PACKED, "*.pyc")
 # 1980-01-01: the earliest time a zip archive can record.
 _EPOCH = "315532800"
 _BUILD_TIMEOUT_S = 300
@@ -76,6 +76,10 @@ def find_distributions(packages_dir: Path) -> list[SourceDistribution]:
     """
     if not packages_dir.is_dir():
         raise ConfigError(f"{packages_dir}: the packages directory does not exist")
+    try:
+        regular_files(packages_dir, skip_dirs=_NOT_PACKED)
+    except DigestError as exc:
+        raise ConfigError(f"the packages directory: {exc}") from exc
     found = []
     for pyproject in sorted(packages_dir.glob("*/pyproject.toml")):
         try:

@@ -7,19 +7,25 @@ defaults to this repository's layout.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import agent_eval
-from agent_eval.digests import file_sha256, sha256_json, solution_digest
+from agent_eval.digests import (
+    DigestError,
+    file_sha256,
+    regular_files,
+    sha256_json,
+    solution_digest,
+)
 from agent_eval.errors import ConfigError
 
-__all__ = ["Project", "evaluator_digest", "find_project"]
+__all__ = ["CACHE_DIRS", "Project", "evaluator_digest", "find_project"]
 
 _KEYS = {"packages", "tasks", "graders", "fixtures", "evidence"}
-_SKIP_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+CACHE_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+"""Caches written by tools, never read by the harness: left out of every tree it hashes."""
 
 
 @dataclass(frozen=True)
@@ -48,17 +54,11 @@ class Project:
 
 
 def _files_digest(root: Path) -> str:
-    if not root.is_dir():
-        raise ConfigError(f"{root}: directory not found")
-    pairs: list[tuple[str, str]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in filenames:
-            if name.endswith((".pyc", ".pyo")):
-                continue
-            path = Path(dirpath) / name
-            pairs.append((path.relative_to(root).as_posix(), file_sha256(path)))
-    return solution_digest(pairs)
+    try:
+        files = regular_files(root, skip_dirs=CACHE_DIRS, skip_suffixes=(".pyc", ".pyo"))
+        return solution_digest((rel, file_sha256(root / rel)) for rel in files)
+    except DigestError as exc:
+        raise ConfigError(f"{exc}; the digest covers exactly what is read") from exc
 
 
 def evaluator_digest() -> str:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent_eval.models.base import Digest, WireModel
+from agent_eval.models.base import Digest, SchemaVersion, WireModel
 
 __all__ = [
     "MAX_DIAGNOSTIC_CHARS",
@@ -61,7 +61,7 @@ class IntegrationResult(WireModel):
 class Analysis(WireModel):
     """Static analysis of a submitted solution; never executes it."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of analysis.json."""
     taskId: str
     """Task the solution was submitted for."""

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
-from agent_eval.models.base import Digest, NonEmptyStr, WireModel
+from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = ["ArchiveEntry", "ArchivesManifest", "ImageRecord", "SourceIdentity", "Toolchain"]
@@ -61,7 +59,7 @@ class ImageRecord(WireModel):
 class ArchivesManifest(WireModel):
     """Candidate archives plus the reviewed identities a batch runs against."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of archives.json."""
     archives: list[ArchiveEntry] = Field(min_length=1)
     """Every candidate wheel."""

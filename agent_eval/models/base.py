@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from agent_eval.digests import is_sha256_digest
 
-__all__ = ["Digest", "NonEmptyStr", "RelativePath", "WireModel"]
+__all__ = ["Digest", "NonEmptyStr", "RelativePath", "SchemaVersion", "WireModel"]
 
 
 class WireModel(BaseModel):
@@ -61,3 +61,14 @@ def check_relative_path(value: str) -> str:
 
 RelativePath = Annotated[str, AfterValidator(check_relative_path)]
 """A normalised relative POSIX path with no traversal."""
+
+
+def _not_a_boolean(value: Any) -> Any:
+    # Literal[1] would accept True (True == 1): a version is a number, never a flag.
+    if isinstance(value, bool):
+        raise ValueError("must be the number 1, not a boolean")
+    return value
+
+
+SchemaVersion = Annotated[Literal[1], BeforeValidator(_not_a_boolean)]
+"""The literal format version 1 (``true`` refused)."""

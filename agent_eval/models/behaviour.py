@@ -9,12 +9,12 @@ trusted parent, never by submitted code.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS, Diagnostic, DiagnosticCategory
-from agent_eval.models.base import NonEmptyStr, WireModel
+from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.receipt import AssertionOutcome
 
 __all__ = [
@@ -75,7 +75,7 @@ class VerifierIsolation(WireModel):
 class VerifierJob(WireModel):
     """The job file the verifier parent is started with."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of the job file."""
     taskId: str = Field(min_length=1, max_length=64)
     """Task being graded; must equal task.json's and the grader's id."""
@@ -119,7 +119,7 @@ class BehaviourError(WireModel):
 class BehaviourResult(WireModel):
     """The verifier parent's result file."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of the result."""
     taskId: NonEmptyStr
     """Task the solution was graded for."""

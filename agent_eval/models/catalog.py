@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from agent_eval.digests import sha256_json
-from agent_eval.models.base import NonEmptyStr, WireModel
+from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 
 __all__ = ["ApiCatalog", "CatalogDistribution", "CatalogEntry", "CatalogKind"]
 
@@ -82,7 +82,7 @@ class CatalogEntry(WireModel):
 class ApiCatalog(WireModel):
     """The contents of ``api-catalog.json``."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of the catalog."""
     distributions: list[CatalogDistribution] = Field(min_length=1)
     """Distributions the catalog was generated from, sorted by name."""

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
-from agent_eval.models.base import Digest, NonEmptyStr, WireModel
+from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
 
 __all__ = ["ConsumerLock", "LockedDistribution"]
 
@@ -29,7 +27,7 @@ class LockedDistribution(WireModel):
 class ConsumerLock(WireModel):
     """The prepared consumer, bound to the archives it was installed from."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of consumer-lock.json."""
     archivesDigest: Digest
     """Digest of archives.json's bytes."""

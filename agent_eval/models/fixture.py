@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, TypeAdapter, model_validator
 
-from agent_eval.models.base import NonEmptyStr, WireModel
+from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.task import AssertionId
 
 __all__ = [
@@ -40,7 +40,7 @@ STATIC_FINDINGS: tuple[str, ...] = get_args(StaticFinding)
 class CorrectCase(WireModel):
     """A reference solution: every assertion passes and static analysis finds nothing."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of expect.json."""
     kind: Literal["correct"]
     """Discriminator: a solution that must pass."""
@@ -51,7 +51,7 @@ class CorrectCase(WireModel):
 class NegativeCase(WireModel):
     """A flawed solution and exactly how it must fail."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of expect.json."""
     kind: Literal["negative"]
     """Discriminator: a solution that must fail for the stated reason."""
@@ -94,6 +94,6 @@ FixtureExpectation = Annotated[CorrectCase | NegativeCase, Field(discriminator="
 _EXPECTATION: TypeAdapter[CorrectCase | NegativeCase] = TypeAdapter(FixtureExpectation)
 
 
-def parse_expectation(raw: object) -> CorrectCase | NegativeCase:
-    """Validate a decoded expect.json (pydantic's ValidationError names the field)."""
-    return _EXPECTATION.validate_python(raw)
+def parse_expectation(data: bytes) -> CorrectCase | NegativeCase:
+    """Validate expect.json's bytes, strictly (pydantic's ValidationError names the field)."""
+    return _EXPECTATION.validate_json(data, strict=True)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent_eval.models.base import WireModel
+from agent_eval.models.base import SchemaVersion, WireModel
 
 __all__ = ["InstallRecipe"]
 
@@ -14,7 +14,7 @@ __all__ = ["InstallRecipe"]
 class InstallRecipe(WireModel):
     """``images/runners/<agent>/install.json``."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version."""
     kind: Literal["pip", "npm"]
     """pip: ``pip install --target``; npm: ``npm install --prefix``."""

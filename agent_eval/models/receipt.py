@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from agent_eval.models.analysis import Diagnostic
-from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, WireModel
+from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.runner_protocol import RepairFeedback
 
@@ -223,7 +223,7 @@ class ReviewDecision(WireModel):
 class Receipt(WireModel):
     """The batch record. Totals are checked against the runs on every load."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of receipt.json."""
     batchId: NonEmptyStr
     """Unique id of the batch (also in the run directory name)."""

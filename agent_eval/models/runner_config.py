@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, JsonValue, field_validator
 
-from agent_eval.models.base import NonEmptyStr, WireModel
+from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = ["RunnerConfig", "check_pinned_image"]
@@ -111,7 +111,7 @@ Argument = Annotated[str, Field(max_length=4096), AfterValidator(_check_no_secre
 class RunnerConfig(WireModel):
     """The operator's runner configuration (``runner.json``)."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of runner.json."""
     executable: NonEmptyStr
     """Absolute path of the runner executable inside the runner image (no shell)."""

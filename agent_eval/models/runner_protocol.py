@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from agent_eval.models.analysis import Diagnostic
-from agent_eval.models.base import NonEmptyStr, RelativePath, WireModel
+from agent_eval.models.base import NonEmptyStr, RelativePath, SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = [
@@ -26,7 +26,7 @@ MAX_FEEDBACK_DIAGNOSTICS = 20
 class RepairFeedback(WireModel):
     """What a repair attempt is told: diagnostics and failed assertion ids, no expected values."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of the feedback."""
     failedAssertionIds: list[str] = Field(max_length=64)
     """Behavioural assertions that failed on the previous attempt."""
@@ -37,7 +37,7 @@ class RepairFeedback(WireModel):
 class RunnerRequest(WireModel):
     """Written to the runner's stdin."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Protocol version."""
     runId: NonEmptyStr
     """Scheduled run id, ``<task-id>-<n>``."""
@@ -72,7 +72,7 @@ class RunnerResponse(WireModel):
     unknown key, and grades come only from the verifier.
     """
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Protocol version."""
     runId: NonEmptyStr
     """Must equal the request's runId."""

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, model_validator
 
-from agent_eval.models.base import WireModel
+from agent_eval.models.base import SchemaVersion, WireModel
 
 __all__ = ["FIXED_SUITE", "SuiteSpec"]
 
@@ -19,7 +17,7 @@ class SuiteSpec(WireModel):
     judge it cannot drift apart.
     """
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of the suite declaration."""
     taskIds: tuple[str, ...] = Field(min_length=1)
     """The fixed task ids, in schedule order."""

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
-from agent_eval.models.base import RelativePath, WireModel
+from agent_eval.models.base import RelativePath, SchemaVersion, WireModel
 
 __all__ = ["IntegrationRequirement", "TaskSpec"]
 
@@ -46,7 +46,7 @@ def _unique(values: list[str], field: str) -> None:
 class TaskSpec(WireModel):
     """The contents of ``tasks/<id>/task.json``."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of task.json."""
     id: str = Field(pattern=_TASK_ID, max_length=64)
     """Task identifier; equal to the task's directory name."""

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
-from agent_eval.models.base import WireModel
+from agent_eval.models.base import SchemaVersion, WireModel
 from agent_eval.models.behaviour import VerifierJob
 
 __all__ = ["AnalysisFailure", "AttemptAnalysis", "VerifierAttempt"]
@@ -43,7 +43,7 @@ class AttemptAnalysis(WireModel):
 class VerifierAttempt(WireModel):
     """The attempt file: ``python3 -B -m verifier_runtime.attempt /verifier/attempt.json``."""
 
-    schemaVersion: Literal[1]
+    schemaVersion: SchemaVersion
     """Format version of the attempt file."""
     analysis: AttemptAnalysis
     """The static analysis, run first."""

@@ -22,17 +22,16 @@ about any single rule.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from agent_eval.errors import SuiteError
-from agent_eval.evidence_io import format_validation_error
+from agent_eval.errors import EvidenceError, SuiteError
+from agent_eval.evidence_io import format_validation_error, parse_json, read_bounded
 from agent_eval.models.fixture import CorrectCase, NegativeCase, parse_expectation
-from agent_eval.suite.tasks import Suite, Task
+from agent_eval.suite.tasks import Suite, Task, check_plain_tree
 
 __all__ = ["FixtureCase", "coverage_gaps", "load_fixture_cases"]
 
@@ -67,16 +66,11 @@ def _error(label: str, message: str) -> SuiteError:
 
 def _read_expectation(path: Path, label: str) -> CorrectCase | NegativeCase:
     try:
-        with path.open("rb") as handle:
-            data = handle.read(_MAX_EXPECT_BYTES + 1)
-    except OSError as exc:
-        raise _error(label, f"cannot read {EXPECT_FILE}: {exc.strerror}") from exc
-    if len(data) > _MAX_EXPECT_BYTES:
-        raise _error(label, f"{EXPECT_FILE} is larger than {_MAX_EXPECT_BYTES} bytes")
-    try:
-        return parse_expectation(json.loads(data))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _error(label, f"{EXPECT_FILE} is not valid JSON: {exc}") from exc
+        data = read_bounded(path, what=EXPECT_FILE, max_bytes=_MAX_EXPECT_BYTES)
+        parse_json(data, where=EXPECT_FILE)
+        return parse_expectation(data)
+    except EvidenceError as exc:
+        raise _error(label, str(exc)) from exc
     except ValidationError as exc:
         raise _error(label, f"{EXPECT_FILE}: {format_validation_error(exc)}") from exc
 
@@ -126,6 +120,7 @@ def load_fixture_cases(fixtures_dir: Path, suite: Suite) -> list[FixtureCase]:
     """
     if not fixtures_dir.is_dir():
         raise SuiteError(f"{fixtures_dir}: the fixtures directory does not exist")
+    check_plain_tree(fixtures_dir, "the fixtures directory")
     known = {task.id for task in suite.tasks}
     strays = sorted(
         p.name

@@ -17,23 +17,30 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from types import FrameType
 from typing import Any
 
 import jinja2
-from pydantic import ValidationError
+import jinja2.exceptions
+import jinja2.runtime
+import jinja2.sandbox
 
-from agent_eval.errors import SuiteError
-from agent_eval.evidence_io import format_validation_error
+from agent_eval.digests import DigestError, regular_files
+from agent_eval.errors import EvidenceError, SuiteError
+from agent_eval.evidence_io import parse_model, read_bounded
 from agent_eval.grading.errors import GraderError
 from agent_eval.grading.grader import Grader
 from agent_eval.layout import IN_CONTAINER_CONSUMER
 from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
 from agent_eval.models.task import TaskSpec
+from agent_eval.project import CACHE_DIRS
 from agent_eval.suite.contract import ContractError, load_contract
 
 __all__ = [
@@ -53,12 +60,38 @@ GRADER_FILE = "grader.py"
 STARTER_DIR = "starter"
 
 _MAX_TASK_FILE_BYTES = 256 * 1024
+MAX_PROMPT_CHARS = 200_000
+"""A rendered prompt at most as long as the runner protocol's taskText."""
+RENDER_SECONDS = 5.0
+"""A prompt that takes longer to render is refused."""
 _VALIDATION_CONSUMER_DIR = str(IN_CONTAINER_CONSUMER.docs)
 """What prompts are rendered with to validate them: the docs as runners see them."""
 
-_ENVIRONMENT = jinja2.Environment(
+
+class _BoundedSandbox(jinja2.sandbox.SandboxedEnvironment):
+    """The sandbox, with repetition and powers bounded: a prompt never allocates gigabytes."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(
+        self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any
+    ) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > 1000:
+            raise jinja2.exceptions.SecurityError(f"an exponent of {right} is too large")
+        if operator == "*":
+            for seq, count in ((left, right), (right, left)):
+                sized = isinstance(seq, str | list | tuple) and isinstance(count, int)
+                if sized and len(seq) * count > MAX_PROMPT_CHARS:
+                    raise jinja2.exceptions.SecurityError("a repetition this long is refused")
+        return super().call_binop(context, operator, left, right)
+
+
+# Markdown for an agent, not HTML: no autoescaping. The sandbox keeps a template
+# away from Python internals; prompt.md is the repository's, but it is checked
+# like any input.
+_ENVIRONMENT = _BoundedSandbox(
     undefined=jinja2.StrictUndefined,
-    autoescape=False,  # Markdown for an agent, not HTML
+    autoescape=False,
     keep_trailing_newline=True,
 )
 
@@ -171,6 +204,9 @@ def load_suite(tasks_dir: Path, *, graders_dir: Path, suite: SuiteSpec = FIXED_S
     """
     if not tasks_dir.is_dir():
         raise SuiteError(f"{tasks_dir}: the tasks directory does not exist")
+    check_plain_tree(tasks_dir, "the tasks directory")
+    if graders_dir.exists():
+        check_plain_tree(graders_dir, "the graders directory")
     present = sorted(p.name for p in tasks_dir.iterdir() if p.is_dir() and _is_task_dir(p))
     expected = list(suite.taskIds)
     missing = [t for t in expected if t not in present]
@@ -229,46 +265,110 @@ def load_task(task_dir: Path, *, graders_dir: Path) -> Task:
     return task
 
 
+def check_plain_tree(root: Path, what: str) -> None:
+    """Refuse a link or special file anywhere under *root*: what is read is what is hashed.
+
+    Raises:
+        SuiteError: Naming the file.
+    """
+    try:
+        regular_files(root, skip_dirs=CACHE_DIRS)
+    except DigestError as exc:
+        raise SuiteError(f"{what}: {exc}") from exc
+
+
 def _error(task_id: str, field: str, message: str) -> SuiteError:
     return SuiteError(f"task {task_id!r}, {field}: {message}")
 
 
 def _read_text(path: Path, task_id: str) -> str:
     try:
-        with path.open("rb") as handle:
-            data = handle.read(_MAX_TASK_FILE_BYTES + 1)
-    except OSError as exc:
-        raise _error(task_id, path.name, f"cannot read {path}: {exc.strerror}") from exc
-    if len(data) > _MAX_TASK_FILE_BYTES:
-        raise _error(task_id, path.name, f"larger than {_MAX_TASK_FILE_BYTES} bytes")
+        data = read_bounded(path, what="file", max_bytes=_MAX_TASK_FILE_BYTES)
+    except EvidenceError as exc:
+        raise _error(task_id, path.name, str(exc)) from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _error(task_id, path.name, f"not UTF-8: {exc}") from exc
+        raise _error(task_id, path.name, f"not UTF-8 (byte {exc.start})") from exc
 
 
 def _read_spec(task_dir: Path) -> TaskSpec:
     name = task_dir.name
+    path = task_dir / TASK_FILE
     try:
-        raw = json.loads(_read_text(task_dir / TASK_FILE, name))
-    except json.JSONDecodeError as exc:
-        raise _error(name, TASK_FILE, f"not valid JSON: {exc}") from exc
+        data = read_bounded(path, what="file", max_bytes=_MAX_TASK_FILE_BYTES)
+        return parse_model(data, TaskSpec, where="")
+    except EvidenceError as exc:
+        raise _error(name, TASK_FILE, str(exc)) from exc
+
+
+class _RenderTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the block after *seconds* (main thread only: signals reach no other)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise _RenderTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return TaskSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise _error(name, TASK_FILE, format_validation_error(exc)) from exc
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The prompt.md line an error was raised at (jinja maps its frames to the template)."""
+    line = getattr(exc, "lineno", None)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line if isinstance(line, int) else None
 
 
 def _render(task_id: str, template: str, variables: Mapping[str, Any]) -> str:
+    """Render *template* sandboxed, within a time and a size limit; any failure is a SuiteError."""
+    chunks: list[str] = []
+    size = 0
+    deadline = time.monotonic() + RENDER_SECONDS
     try:
-        return _ENVIRONMENT.from_string(template).render(**variables)
-    except jinja2.TemplateError as exc:
-        where = f" (line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
+        with _time_limit(RENDER_SECONDS):
+            for chunk in _ENVIRONMENT.from_string(template).generate(**variables):
+                size += len(chunk)
+                if size > MAX_PROMPT_CHARS:
+                    raise _error(
+                        task_id, PROMPT_FILE, f"renders to more than {MAX_PROMPT_CHARS} characters"
+                    )
+                if time.monotonic() > deadline:
+                    raise _RenderTimeout
+                chunks.append(chunk)
+    except SuiteError:
+        raise
+    except _RenderTimeout:
+        raise _error(
+            task_id, PROMPT_FILE, f"takes longer than {RENDER_SECONDS:g} s to render"
+        ) from None
+    except Exception as exc:  # a template can fail in any way Python code can
+        line = _template_line(exc)
+        where = f" (line {line})" if line is not None else ""
+        message = str(exc)[:300] or type(exc).__name__
         raise _error(
             task_id,
             PROMPT_FILE,
-            f"does not render{where}: {exc}; available variables: {sorted(variables)}",
-        ) from exc
+            f"does not render{where}: {type(exc).__name__}: {message}; "
+            f"available variables: {sorted(variables)}",
+        ) from None
+    return "".join(chunks)
 
 
 @contextlib.contextmanager
