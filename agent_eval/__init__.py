@@ -6,7 +6,7 @@ costs nothing and needs nothing beyond the standard library (this file is
 staged into the verifier, consumer and runner containers).
 
     run a batch         run_batch, BatchOutcome, batch_verifier_factory
-    qualify a batch     qualify_files, CurrentDigests, QualificationResult
+    qualify a batch     qualify_files, current_anchors, Anchors, QualificationResult
     record a review     record_review
     verify the tasks    verify_tasks, VerifyReport, LocalVerifier, source_verifiers
     find the project    find_project, Project, RunDirectory
@@ -31,7 +31,8 @@ _EXPORTS: dict[str, str] = {
     "verify_tasks": "agent_eval.verification.fixtures",
     "VerifyReport": "agent_eval.verification.fixtures",
     "qualify_files": "agent_eval.verdict.qualification",
-    "CurrentDigests": "agent_eval.verdict.qualification",
+    "Anchors": "agent_eval.verdict.qualification",
+    "current_anchors": "agent_eval.verdict.qualification",
     "record_review": "agent_eval.verdict.review",
     "find_project": "agent_eval.project",
     "Project": "agent_eval.project",
@@ -58,13 +59,13 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "AgentEvalError",
+    "Anchors",
     "ArchivesManifest",
     "AttemptRecord",
     "BatchOutcome",
     "CleanupError",
     "ConfigError",
     "ConsumerLock",
-    "CurrentDigests",
     "EngineUnavailableError",
     "EvidenceError",
     "InfrastructureError",
@@ -84,6 +85,7 @@ __all__ = [
     "VerifyReport",
     "__version__",
     "batch_verifier_factory",
+    "current_anchors",
     "find_project",
     "qualify_files",
     "record_review",
@@ -133,7 +135,7 @@ if TYPE_CHECKING:
         RunRecord,
     )
     from agent_eval.project import Project, find_project
-    from agent_eval.verdict.qualification import CurrentDigests, qualify_files
+    from agent_eval.verdict.qualification import Anchors, current_anchors, qualify_files
     from agent_eval.verdict.review import record_review
     from agent_eval.verification.container.verifier import (
         batch_verifier_factory,

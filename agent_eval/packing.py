@@ -8,13 +8,16 @@ SOURCE_DATE_EPOCH fixed so that the same source gives the same bytes.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +30,7 @@ __all__ = [
     "build_archives",
     "find_distributions",
     "normalise_name",
+    "rebuild_archives",
     "source_identity",
 ]
 
@@ -99,45 +103,89 @@ def find_distributions(packages_dir: Path) -> list[SourceDistribution]:
     return found
 
 
-def build_archives(packages_dir: Path, output_dir: Path) -> list[ArchiveEntry]:
-    """Build one wheel per distribution into *output_dir* and describe each."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    entries: list[ArchiveEntry] = []
-    for dist in find_distributions(packages_dir):
-        name, version, source = dist.name, dist.version, dist.directory
-        with tempfile.TemporaryDirectory(prefix="agent-eval-pack-") as tmp:
-            clean = Path(tmp) / source.name
-            shutil.copytree(source, clean, ignore=_IGNORED)
-            out = Path(tmp) / "out"
-            env = {**os.environ, "SOURCE_DATE_EPOCH": _EPOCH, "PIP_NO_INDEX": "1"}
-            command = [
-                sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                "--no-index", "--disable-pip-version-check", "--quiet", "-w", str(out), str(clean),
-            ]  # fmt: skip
-            try:
-                done = subprocess.run(
-                    command, env=env, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise InfrastructureError(f"building {name} took over {_BUILD_TIMEOUT_S}s") from exc
-            wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
-            if done.returncode != 0 or len(wheels) != 1:
-                raise InfrastructureError(
-                    f"building the wheel of {name} failed (exit {done.returncode}): "
-                    f"{done.stderr.strip()[-2000:]}"
-                )
-            target = output_dir / wheels[0].name
-            shutil.copyfile(wheels[0], target)
-        entries.append(
-            ArchiveEntry(
-                filename=target.name,
-                distribution=name,
-                version=version,
-                sha256=file_sha256(target),
-                size=target.stat().st_size,
+def _build_wheel(dist: SourceDistribution, output_dir: Path) -> ArchiveEntry:
+    with tempfile.TemporaryDirectory(prefix="agent-eval-pack-") as tmp:
+        clean = Path(tmp) / dist.directory.name
+        shutil.copytree(dist.directory, clean, ignore=_IGNORED)
+        out = Path(tmp) / "out"
+        env = {**os.environ, "SOURCE_DATE_EPOCH": _EPOCH, "PIP_NO_INDEX": "1"}
+        command = [
+            sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+            "--no-index", "--disable-pip-version-check", "--quiet", "-w", str(out), str(clean),
+        ]  # fmt: skip
+        try:
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S
             )
-        )
-    return entries
+        except subprocess.TimeoutExpired as exc:
+            raise InfrastructureError(
+                f"building {dist.name} took over {_BUILD_TIMEOUT_S}s"
+            ) from exc
+        wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
+        if done.returncode != 0 or len(wheels) != 1:
+            raise InfrastructureError(
+                f"building the wheel of {dist.name} failed (exit {done.returncode}): "
+                f"{done.stderr.strip()[-2000:]}"
+            )
+        target = output_dir / wheels[0].name
+        shutil.copyfile(wheels[0], target)
+    return ArchiveEntry(
+        filename=target.name,
+        distribution=dist.name,
+        version=dist.version,
+        sha256=file_sha256(target),
+        size=target.stat().st_size,
+    )
+
+
+def build_archives(packages_dir: Path, output_dir: Path) -> list[ArchiveEntry]:
+    """Build one wheel per distribution into *output_dir* and describe each.
+
+    The builds are independent subprocesses and run side by side.
+    """
+    output_dir.mkdir(parents=True, exist_ok=True)
+    distributions = find_distributions(packages_dir)
+    with ThreadPoolExecutor(max_workers=min(4, len(distributions))) as pool:
+        return list(pool.map(lambda dist: _build_wheel(dist, output_dir), distributions))
+
+
+def rebuild_archives(
+    repository: Path, packages: str, commit: str, work_dir: Path
+) -> list[ArchiveEntry]:
+    """Build the candidate wheels again from *commit*'s ``packages`` tree, as packing does.
+
+    The tree comes from git itself (``git archive``), never from the working
+    copy, so what is rebuilt is what the commit holds.
+
+    Args:
+        repository: The git repository (the project's root).
+        packages: The packages directory, relative to the repository root.
+        commit: The 40-hex commit recorded in archives.json.
+        work_dir: An empty private directory for the tree and the wheels.
+
+    Raises:
+        ConfigError: The commit is unknown here or holds no packages.
+        InfrastructureError: git or a build failed.
+    """
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise ConfigError(f"{commit!r} is not a full git commit id")
+    known = subprocess.run(
+        ["git", "-C", str(repository), "cat-file", "-e", f"{commit}^{{commit}}"],
+        capture_output=True, timeout=30, check=False,
+    )  # fmt: skip
+    if known.returncode != 0:
+        raise ConfigError(f"commit {commit} is not in the repository at {repository}")
+    archive = subprocess.run(
+        ["git", "-C", str(repository), "archive", "--format=tar", commit, "--", packages],
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    if archive.returncode != 0:
+        stderr = archive.stderr.decode("utf-8", "replace").strip()[-500:]
+        raise ConfigError(f"commit {commit} holds no {packages}/: {stderr}")
+    tree = work_dir / "tree"
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(tree, filter="data")
+    return build_archives(tree / packages, work_dir / "wheels")
 
 
 def source_identity(root: Path) -> SourceIdentity:

@@ -11,12 +11,31 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.digests import file_sha256, sha256_bytes, solution_digest
-from agent_eval.models import FIXED_SUITE
-from agent_eval.verdict.qualification import CurrentDigests
+from agent_eval.models import FIXED_SUITE, ArchiveEntry
+from agent_eval.verdict.qualification import Anchors
 
 SUITE = sha256_bytes(b"suite")
 EVALUATOR = sha256_bytes(b"evaluator")
-CURRENT = CurrentDigests(suite=SUITE, evaluator=EVALUATOR)
+WHEEL = b"PK\x03\x04 not really a wheel, only bytes to hash"
+WHEEL_NAME = "appkit_core-0.1.0-py3-none-any.whl"
+COMMIT = "0" * 40
+
+
+def rebuilt(commit: str) -> list[ArchiveEntry]:
+    """What a rebuild from the recorded commit gives: the same wheel."""
+    assert commit == COMMIT
+    return [
+        ArchiveEntry(
+            filename=WHEEL_NAME,
+            distribution="appkit-core",
+            version="0.1.0",
+            sha256=sha256_bytes(WHEEL),
+            size=len(WHEEL),
+        )
+    ]
+
+
+CURRENT = Anchors(suite=SUITE, evaluator=EVALUATOR, rebuild=rebuilt)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).isoformat()
 RUNNER = {"name": "claude-code", "version": "2.1.197"}
 MODEL = {"id": "model-x", "settings": {"temperature": 0}}
@@ -132,18 +151,19 @@ def archives_manifest(wheel: bytes) -> dict[str, Any]:
         "schemaVersion": 1,
         "archives": [
             {
-                "filename": "appkit_core-0.1.0-py3-none-any.whl",
+                "filename": WHEEL_NAME,
                 "distribution": "appkit-core",
                 "version": "0.1.0",
                 "sha256": sha256_bytes(wheel),
                 "size": len(wheel),
             }
         ],
-        "source": {"commit": "0" * 40, "dirty": False},
+        "source": {"commit": COMMIT, "dirty": False},
         "apiCatalogDigest": sha256_bytes(b"catalog"),
         "toolchain": {"python": "3.11.7", "harness": "0.1.0", "verifierPython": None, "mypy": None},
         "runnerImage": {"reference": RUNNER_IMAGE, "imageId": "sha256:" + "c" * 64},
         "verifierImage": {"reference": VERIFIER_IMAGE, "imageId": "sha256:" + "d" * 64},
+        "network": "default",
         "runner": copy.deepcopy(RUNNER),
         "model": copy.deepcopy(MODEL),
         "suiteDigest": SUITE,
@@ -178,9 +198,9 @@ def write_batch(
     archives_data: Callable[[dict[str, Any]], None] | None = None,
 ) -> Batch:
     """Write a whole batch directory: archives, lock, solutions, then the bound receipt."""
-    wheel = b"PK\x03\x04 not really a wheel, only bytes to hash"
+    wheel = WHEEL
     (root / "archives").mkdir(parents=True)
-    (root / "archives" / "appkit_core-0.1.0-py3-none-any.whl").write_bytes(wheel)
+    (root / "archives" / WHEEL_NAME).write_bytes(wheel)
     manifest = archives_manifest(wheel)
     if archives_data:
         archives_data(manifest)
@@ -214,3 +234,17 @@ def write_batch(
     data["consumerLockDigest"] = file_sha256(root / "consumer-lock.json")
     batch.receipt.write_text(json.dumps(data, indent=2))
     return batch
+
+
+ORACLE = {"name": "agent-eval-oracle", "version": "1"}
+
+
+def reference_batch(root: Path, *, self_test_flag: bool = True) -> Batch:
+    """A batch of the built-in oracle runner: everything else qualifies."""
+
+    def as_oracle(manifest: dict[str, Any]) -> None:
+        manifest["runner"] = copy.deepcopy(ORACLE)
+
+    return write_batch(
+        root, receipt(runner=copy.deepcopy(ORACLE), selfTest=self_test_flag), as_oracle
+    )

@@ -28,7 +28,8 @@ PUBLIC = {
     "batch_verifier_factory",
     # qualify, review
     "qualify_files",
-    "CurrentDigests",
+    "Anchors",
+    "current_anchors",
     "record_review",
     # verify the tasks
     "verify_tasks",

@@ -41,7 +41,7 @@ from agent_eval.models import (
 )
 from agent_eval.packing import build_archives, source_identity
 from agent_eval.project import Project, evaluator_digest
-from agent_eval.reference import REFERENCE_RUNNER_PREFIX
+from agent_eval.reference import self_test_reasons
 from agent_eval.suite.tasks import Suite, load_suite
 from agent_eval.verification.protocol import Verifier, VerifierContext, VerifierFactory
 
@@ -49,15 +49,9 @@ __all__ = ["BatchOutcome", "is_self_test", "run_batch"]
 
 
 def is_self_test(config: RunnerConfig) -> bool:
-    """Whether a batch with *config* proves the harness rather than an agent.
-
-    A built-in reference runner is self-test. So is any runner without a
-    network: the only model it can reach lives inside its own container, which
-    makes it a scripted model, whatever identity the runner reports.
-    """
-    return config.expectedRunner.name.startswith(REFERENCE_RUNNER_PREFIX) or (
-        config.network == "none"
-    )
+    """Whether a batch with *config* proves the harness rather than an agent (see
+    :func:`agent_eval.reference.self_test_reasons`, the checker's rule too)."""
+    return bool(self_test_reasons([config.expectedRunner.name], config.network))
 
 
 @dataclass(frozen=True)
@@ -341,6 +335,7 @@ def _write_bindings(
         ),
         runnerImage=ImageRecord(reference=config.runnerImage, imageId=runner_image.image_id),
         verifierImage=ImageRecord(reference=config.verifierImage, imageId=verifier_image.image_id),
+        network=config.network,
         runner=config.expectedRunner,
         model=config.expectedModel,
         suiteDigest=project.suite_digest(),

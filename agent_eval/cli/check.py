@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from agent_eval.errors import AgentEvalError
-from agent_eval.project import evaluator_digest, find_project
-from agent_eval.verdict.qualification import CurrentDigests, qualify_files
+from agent_eval.project import find_project
+from agent_eval.verdict.qualification import current_anchors, qualify_files
 
 __all__ = ["check_command"]
 
@@ -26,11 +26,9 @@ __all__ = ["check_command"]
 def check_command(receipt: Path, archives: Path, project: Path | None) -> None:
     """Print {"qualified": bool, "reasons": [...]}; exit 0 qualified, 1 rejected."""
     try:
-        suite: str | None = find_project(project).suite_digest()
+        anchors = current_anchors(find_project(project))
     except AgentEvalError as exc:
-        click.echo(f"warning: {exc}", err=True)
-        suite = None
-    current = CurrentDigests(suite=suite, evaluator=evaluator_digest())
-    result = qualify_files(receipt, archives, current)
+        anchors = current_anchors(None, str(exc))
+    result = qualify_files(receipt, archives, anchors)
     click.echo(result.model_dump_json())
     sys.exit(0 if result.qualified else 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
@@ -73,6 +75,8 @@ class ArchivesManifest(WireModel):
     """Runner image."""
     verifierImage: ImageRecord
     """Verifier image."""
+    network: Literal["none", "default"]
+    """The runner's network: none means its model could only live inside its own container."""
     runner: RunnerIdentity
     """Reviewed runner identity."""
     model: ModelIdentity

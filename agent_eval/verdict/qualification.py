@@ -4,18 +4,29 @@ Every rule is checked and every failure is reported (one reason each, naming
 the rule and the run/attempt); nothing short-circuits except evidence that
 cannot be read at all. Digests are recomputed from the files on disk. This
 module never writes.
+
+A run directory can be edited by whoever holds it, so no qualifying fact is
+taken from what it says about itself: each is held against an anchor outside
+it (:class:`Anchors`). Self-test is decided here from the runner identity
+and the recorded network, never read from the receipt's flag; the candidate
+archives must equal wheels rebuilt from the recorded git commit; the suite
+and harness must equal the checkout's.
 """
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_eval.digests import DigestError, file_sha256, solution_digest, solution_files
-from agent_eval.errors import EvidenceError
+from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import read_model
+from agent_eval.layout import RunDirectory
 from agent_eval.models import (
     FIXED_SUITE,
+    ArchiveEntry,
     ArchivesManifest,
     AttemptRecord,
     ConsumerLock,
@@ -23,28 +34,57 @@ from agent_eval.models import (
     Receipt,
     SuiteSpec,
 )
+from agent_eval.packing import rebuild_archives
+from agent_eval.project import Project, evaluator_digest
+from agent_eval.reference import self_test_reasons
 
-__all__ = ["CurrentDigests", "attempt_dir", "qualify", "qualify_files"]
+__all__ = ["Anchors", "current_anchors", "qualify", "qualify_files", "self_test"]
 
-CONSUMER_LOCK_NAME = "consumer-lock.json"
+
+Rebuild = Callable[[str], list[ArchiveEntry]]
+"""Rebuilds the candidate wheels from a commit (raises AgentEvalError when it cannot)."""
 
 
 @dataclass(frozen=True)
-class CurrentDigests:
-    """Digests of the suite and harness as they are now (stale evidence fails)."""
+class Anchors:
+    """What a batch is held against, all from outside its run directory."""
 
     suite: str | None
+    """The suite digest of the checkout now (stale evidence fails); None: not computable."""
     evaluator: str | None
+    """The digest of the harness running the check."""
+    rebuild: Rebuild | None
+    """Rebuilds the archives from the recorded commit; None when no repository is at hand."""
+    problems: tuple[str, ...] = ()
+    """Why an anchor could not be computed (each becomes part of a reason)."""
 
 
-def attempt_dir(receipt_dir: Path, run_id: str, attempt: int) -> Path:
-    """Directory of one attempt's saved evidence."""
-    return receipt_dir / "runs" / run_id / f"attempt-{attempt}"
+def current_anchors(project: Project | None, problem: str | None = None) -> Anchors:
+    """The anchors of *project*'s checkout: its suite, this harness, its git history.
+
+    Args:
+        project: The checkout the batch must match; None when none was found.
+        problem: Why no project was found, if so.
+    """
+    problems = [problem] if problem else []
+    suite: str | None = None
+    rebuild: Rebuild | None = None
+    if project is not None:
+        try:
+            suite = project.suite_digest()
+        except AgentEvalError as exc:
+            problems.append(str(exc))
+        packages = project.packages.relative_to(project.root).as_posix()
+
+        def rebuild_here(commit: str) -> list[ArchiveEntry]:
+            with tempfile.TemporaryDirectory(prefix="agent-eval-rebuild-") as work:
+                return rebuild_archives(project.root, packages, commit, Path(work))
+
+        rebuild = rebuild_here
+    return Anchors(suite, evaluator_digest(), rebuild, tuple(problems))
 
 
-def qualify_files(
-    receipt_path: Path, archives_path: Path, current: CurrentDigests
-) -> QualificationResult:
+def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> QualificationResult:
     """Load the receipt and archives.json and check every rule."""
     reasons: list[str] = []
     receipt = archives = None
@@ -67,17 +107,78 @@ def qualify(
     receipt_dir: Path,
     archives: ArchivesManifest,
     archives_path: Path,
-    current: CurrentDigests,
+    current: Anchors,
     suite: SuiteSpec = FIXED_SUITE,
 ) -> list[str]:
     """Every failed rule as a reason; an empty list means qualified."""
     reasons: list[str] = []
     reasons += _batch_rules(receipt, suite)
+    reasons += _self_test_rules(receipt, archives)
     reasons += _success_rules(receipt, suite)
     reasons += _safety_and_review_rules(receipt)
     reasons += _binding_rules(receipt, receipt_dir, archives, archives_path, current)
     reasons += _archive_rules(archives, archives_path)
+    reasons += _source_rules(archives, current)
     reasons += _solution_rules(receipt, receipt_dir)
+    return reasons
+
+
+def self_test(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
+    """Why the batch proves the harness rather than an agent; empty when nothing says so.
+
+    Decided from what the checker can check, never from the receipt's flag: a
+    reserved reference-runner identity (in the receipt or in archives.json),
+    or a runner without a network, whose model could only be a scripted one
+    inside its own container.
+    """
+    names = [archives.runner.name] + ([receipt.runner.name] if receipt.runner else [])
+    return self_test_reasons(names, archives.network)
+
+
+def _self_test_rules(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
+    why = self_test(receipt, archives)
+    reasons = [f"not-self-test: {'; '.join(why)}; it can never qualify"] if why else []
+    if receipt.selfTest != bool(why):
+        reasons.append(
+            f"self-test-flag: the receipt says selfTest={str(receipt.selfTest).lower()}, but the "
+            f"evidence says {'self-test' if why else 'not self-test'}; the flag was edited or "
+            "written by another harness"
+        )
+    return reasons
+
+
+def _source_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:
+    source = archives.source
+    if source.commit is None:
+        return [
+            "archives-source: archives.json records no git commit; only wheels packed from a "
+            "commit can be rebuilt and qualify"
+        ]
+    if source.dirty:
+        return [
+            f"archives-source: the archives were packed from a dirty working tree at "
+            f"{source.commit}; commit every change and run the batch again"
+        ]
+    if current.rebuild is None:
+        return [f"archives-rebuild: no repository to rebuild commit {source.commit} from"]
+    try:
+        rebuilt = current.rebuild(source.commit)
+    except AgentEvalError as exc:
+        return [f"archives-rebuild: cannot rebuild the archives from {source.commit}: {exc}"]
+    recorded = {a.filename: a for a in archives.archives}
+    again = {a.filename: a for a in rebuilt}
+    reasons = []
+    for name in sorted(set(recorded) | set(again)):
+        was, now = recorded.get(name), again.get(name)
+        if was is None:
+            reasons.append(f"archives-rebuild: {name} is built from {source.commit} but missing")
+        elif now is None:
+            reasons.append(f"archives-rebuild: {name} is not built from commit {source.commit}")
+        elif (was.sha256, was.size) != (now.sha256, now.size):
+            reasons.append(
+                f"archives-rebuild: {name} rebuilt from commit {source.commit} is {now.sha256} "
+                f"({now.size} bytes); archives.json records {was.sha256} ({was.size} bytes)"
+            )
     return reasons
 
 
@@ -86,11 +187,6 @@ def _batch_rules(receipt: Receipt, suite: SuiteSpec) -> list[str]:
     if receipt.status != "completed":
         detail = f" ({'; '.join(receipt.reasons)})" if receipt.reasons else ""
         reasons.append(f"batch-completed: status is {receipt.status!r}, not 'completed'{detail}")
-    if receipt.selfTest:
-        reasons.append(
-            "not-self-test: a built-in reference runner, or a runner whose model could only be "
-            "scripted (no network), made this receipt; it can never qualify"
-        )
     expected = suite.run_ids()
     actual = [r.runId for r in receipt.runs]
     missing = [r for r in expected if r not in actual]
@@ -166,10 +262,15 @@ def _safety_and_review_rules(receipt: Receipt) -> list[str]:
                 )
             elif not decision.reviewer.strip():
                 reasons.append(f"review: {where} decision has an empty reviewer")
-    keys = {(r.runId, a.attempt) for r in receipt.runs for a in r.attempts}
+    records = {(r.runId, a.attempt): a for r in receipt.runs for a in r.attempts}
     for d in receipt.reviewDecisions:
-        if (d.run, d.attempt) not in keys:
+        record = records.get((d.run, d.attempt))
+        if record is None:
             reasons.append(f"review: decision for {d.run} attempt {d.attempt} matches no attempt")
+        elif not record.needsReview:
+            reasons.append(
+                f"review: a decision for {d.run} attempt {d.attempt}, which needs no review"
+            )
     seen: set[tuple[str, int]] = set()
     for d in receipt.reviewDecisions:
         if (d.run, d.attempt) in seen:
@@ -187,7 +288,7 @@ def _binding_rules(
     receipt_dir: Path,
     archives: ArchivesManifest,
     archives_path: Path,
-    current: CurrentDigests,
+    current: Anchors,
 ) -> list[str]:
     reasons = []
     if receipt.runner != archives.runner:
@@ -209,7 +310,8 @@ def _binding_rules(
         ("evaluator-digest", receipt.evaluatorDigest, archives.evaluatorDigest, current.evaluator),
     ):
         if now is None:
-            reasons.append(f"{name}: the current digest cannot be computed here")
+            why = "; ".join(current.problems) or "no checkout to compute it from"
+            reasons.append(f"{name}: the current digest cannot be computed here ({why})")
         elif recorded != now:
             reasons.append(f"{name}: receipt has {recorded}, current is {now} (stale evidence)")
         if recorded != bound:
@@ -229,7 +331,7 @@ def _binding_rules(
 
 
 def _consumer_lock_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
-    path = receipt_dir / CONSUMER_LOCK_NAME
+    path = RunDirectory(receipt_dir).consumer_lock
     try:
         lock = read_model(path, ConsumerLock, what="consumer lock")
         actual = file_sha256(path)
@@ -275,11 +377,11 @@ def _solution_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
     for run in receipt.runs:
         for att in run.attempts:
             where = f"{run.runId} attempt {att.attempt}"
-            folder = attempt_dir(receipt_dir, run.runId, att.attempt)
-            reasons += _check_solution(att, folder / "solution", where)
+            folder = RunDirectory(receipt_dir).attempt(run.runId, att.attempt)
+            reasons += _check_solution(att, folder.solution, where)
             if att.analysisDigest is not None:
                 try:
-                    actual = file_sha256(folder / "analysis.json")
+                    actual = file_sha256(folder.analysis)
                 except DigestError as exc:
                     reasons.append(f"analysis-integrity: {where}: {exc}")
                 else:

@@ -15,8 +15,8 @@ from typing import Literal
 from agent_eval.digests import DigestError, solution_digest, solution_files
 from agent_eval.errors import ReviewError
 from agent_eval.evidence_io import read_model, write_bytes_atomic
+from agent_eval.layout import RunDirectory
 from agent_eval.models import Receipt, ReviewDecision
-from agent_eval.verdict.qualification import attempt_dir
 
 __all__ = ["record_review"]
 
@@ -47,7 +47,7 @@ def record_review(
     where = f"{run_id} attempt {attempt}"
     if record.solutionDigest is None:
         raise ReviewError(f"{where} has no saved solution to review")
-    folder = attempt_dir(receipt_path.parent, run_id, attempt) / "solution"
+    folder = RunDirectory(receipt_path.parent).attempt(run_id, attempt).solution
     try:
         actual = solution_digest(solution_files(folder))
     except DigestError as exc:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from agent_eval.cli.check import check_command
 from agent_eval.cli.review import review_command
 from agent_eval.models import FIXED_SUITE
-from tests.evidence_builders import attempt, receipt, run, write_batch
+from tests.evidence_builders import attempt, receipt, reference_batch, run, write_batch
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -20,7 +20,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def test_check_prints_the_decision_as_json_and_exits_one_when_rejected(tmp_path: Path) -> None:
-    batch = write_batch(tmp_path / "b", receipt(selfTest=True))
+    batch = reference_batch(tmp_path / "b")
     before = tree(tmp_path)
     result = CliRunner().invoke(
         check_command, ["--receipt", str(batch.receipt), "--archives", str(batch.archives)]

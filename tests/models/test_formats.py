@@ -125,6 +125,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "toolchain",
         "runnerImage",
         "verifierImage",
+        "network",
         "runner",
         "model",
         "suiteDigest",

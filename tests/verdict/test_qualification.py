@@ -6,6 +6,7 @@ failing rule is attributable to that one change.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -13,21 +14,25 @@ from typing import Any
 import pytest
 
 from agent_eval.batch.run import is_self_test
-from agent_eval.models import FIXED_SUITE, RunnerConfig
-from agent_eval.verdict.qualification import CurrentDigests, qualify_files
+from agent_eval.errors import ConfigError
+from agent_eval.models import FIXED_SUITE, ArchiveEntry, RunnerConfig
+from agent_eval.verdict.qualification import Anchors, qualify_files
 from tests.evidence_builders import (
+    COMMIT,
     CURRENT,
     SAFETY_ID,
+    WHEEL_NAME,
     Batch,
     attempt,
     receipt,
+    reference_batch,
     run,
     write_batch,
 )
 from tests.paths import REPO
 
 
-def check(batch: Batch, current: CurrentDigests = CURRENT) -> list[str]:
+def check(batch: Batch, current: Anchors = CURRENT) -> list[str]:
     result = qualify_files(batch.receipt, batch.archives, current)
     assert result.qualified == (not result.reasons)
     return result.reasons
@@ -221,25 +226,74 @@ def test_a_model_identity_differing_from_archives_json_rejects(tmp_path: Path) -
 
 
 def test_a_stale_suite_digest_rejects(tmp_path: Path) -> None:
-    current = CurrentDigests(suite="sha256:" + "f" * 64, evaluator=CURRENT.evaluator)
+    current = dataclasses.replace(CURRENT, suite="sha256:" + "f" * 64)
     reasons = check(write_batch(tmp_path), current)
     only_rule(reasons, "suite-digest")
     assert "stale" in reasons[0]
 
 
 def test_a_stale_evaluator_digest_rejects(tmp_path: Path) -> None:
-    current = CurrentDigests(suite=CURRENT.suite, evaluator="sha256:" + "f" * 64)
+    current = dataclasses.replace(CURRENT, evaluator="sha256:" + "f" * 64)
     only_rule(check(write_batch(tmp_path), current), "evaluator-digest")
 
 
 def test_an_uncomputable_current_suite_digest_rejects(tmp_path: Path) -> None:
-    current = CurrentDigests(suite=None, evaluator=CURRENT.evaluator)
-    only_rule(check(write_batch(tmp_path), current), "suite-digest")
+    current = dataclasses.replace(CURRENT, suite=None, problems=("tasks/forms is a link",))
+    reasons = check(write_batch(tmp_path), current)
+    only_rule(reasons, "suite-digest")
+    assert "tasks/forms is a link" in reasons[0]
 
 
-def test_a_self_test_receipt_rejects_for_that_reason(tmp_path: Path) -> None:
-    reasons = check(write_batch(tmp_path, receipt(selfTest=True)))
+def test_a_reference_runner_batch_rejects_as_self_test(tmp_path: Path) -> None:
+    reasons = check(reference_batch(tmp_path))
     only_rule(reasons, "not-self-test")
+    assert "agent-eval-oracle" in reasons[0]
+
+
+def test_a_reference_batch_whose_flag_was_flipped_still_rejects_and_says_so(
+    tmp_path: Path,
+) -> None:
+    reasons = check(reference_batch(tmp_path, self_test_flag=False))
+    assert {r.split(":")[0] for r in reasons} == {"not-self-test", "self-test-flag"}
+
+
+def test_a_runner_without_network_is_self_test_whatever_the_receipt_says(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path, archives_data=lambda a: a.update(network="none"))
+    reasons = check(batch)
+    assert {r.split(":")[0] for r in reasons} == {"not-self-test", "self-test-flag"}
+    assert any("no network" in r for r in reasons)
+
+
+def test_a_self_test_flag_on_an_agent_batch_is_itself_a_reason(tmp_path: Path) -> None:
+    only_rule(check(write_batch(tmp_path, receipt(selfTest=True))), "self-test-flag")
+
+
+def test_wheels_that_a_rebuild_from_the_commit_does_not_give_reject_naming_the_wheel(
+    tmp_path: Path,
+) -> None:
+    def other(commit: str) -> list[ArchiveEntry]:
+        [entry] = CURRENT.rebuild(commit) if CURRENT.rebuild else []
+        return [entry.model_copy(update={"sha256": "sha256:" + "e" * 64})]
+
+    reasons = check(write_batch(tmp_path), dataclasses.replace(CURRENT, rebuild=other))
+    only_rule(reasons, "archives-rebuild")
+    assert WHEEL_NAME in reasons[0] and COMMIT in reasons[0]
+
+
+def test_archives_from_a_dirty_tree_or_no_commit_never_qualify(tmp_path: Path) -> None:
+    dirty = write_batch(tmp_path / "d", archives_data=lambda a: a["source"].update(dirty=True))
+    only_rule(check(dirty), "archives-source")
+    unknown = write_batch(tmp_path / "u", archives_data=lambda a: a["source"].update(commit=None))
+    only_rule(check(unknown), "archives-source")
+
+
+def test_a_commit_that_cannot_be_rebuilt_rejects_with_the_reason(tmp_path: Path) -> None:
+    def missing(commit: str) -> list[ArchiveEntry]:
+        raise ConfigError(f"commit {commit} is not in the repository")
+
+    reasons = check(write_batch(tmp_path), dataclasses.replace(CURRENT, rebuild=missing))
+    only_rule(reasons, "archives-rebuild")
+    assert "not in the repository" in reasons[0]
 
 
 @pytest.mark.parametrize("status", ["not-run", "interrupted", "running", "infrastructure-failure"])
@@ -297,7 +351,7 @@ def test_an_infrastructure_failure_rejects(tmp_path: Path) -> None:
 
 
 def test_several_broken_rules_are_all_reported(tmp_path: Path) -> None:
-    batch = write_batch(tmp_path, receipt(selfTest=True))
+    batch = reference_batch(tmp_path)
     batch.solution("forms-1").write_text("tampered\n")
     reasons = check(batch)
     rules = {x.split(":")[0] for x in reasons}
