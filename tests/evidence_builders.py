@@ -248,3 +248,26 @@ def reference_batch(root: Path, *, self_test_flag: bool = True) -> Batch:
     return write_batch(
         root, receipt(runner=copy.deepcopy(ORACLE), selfTest=self_test_flag), as_oracle
     )
+
+
+def rebind(batch: Batch) -> None:
+    """Rewrite every digest of the chain after an edit, as an attacker would.
+
+    archives.json's wheel entries take the files' digests, the lock and the
+    receipt take archives.json's, and the receipt the lock's: every integrity
+    rule inside the run directory holds again.
+    """
+    manifest = json.loads(batch.archives.read_text())
+    for entry in manifest["archives"]:
+        wheel = batch.root / "archives" / entry["filename"]
+        entry.update(sha256=file_sha256(wheel), size=wheel.stat().st_size)
+    batch.archives.write_text(json.dumps(manifest, indent=2))
+    lock_path = batch.root / "consumer-lock.json"
+    lock = json.loads(lock_path.read_text())
+    lock["archivesDigest"] = file_sha256(batch.archives)
+    lock_path.write_text(json.dumps(lock))
+    batch.edit_receipt(
+        lambda data: data.update(
+            archivesDigest=file_sha256(batch.archives), consumerLockDigest=file_sha256(lock_path)
+        )
+    )

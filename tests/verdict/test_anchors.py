@@ -1,0 +1,94 @@
+"""The candidate archives are held against a rebuild from git, not against the run directory.
+
+A batch whose wheels were built from a commit of a real repository qualifies
+on that rule; flipping one byte of a wheel and rewriting every digest of the
+chain (archives.json, the consumer lock, the receipt) keeps every integrity
+rule inside the run directory satisfied, and is still rejected, naming the
+wheel: the rebuild from the recorded commit gives other bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from agent_eval.packing import build_archives
+from agent_eval.project import find_project
+from agent_eval.verdict.qualification import current_anchors, qualify_files
+from tests.evidence_builders import Batch, rebind, write_batch
+from tests.paths import REPO
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+             "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": "/usr/bin:/bin", "HOME": str(root)},
+    ).stdout.strip()  # fmt: skip
+
+
+def repository(tmp_path: Path) -> tuple[Path, str]:
+    root = tmp_path / "repo"
+    root.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for name in ("packages", "tasks", "graders"):
+        shutil.copytree(REPO / name, root / name, ignore=ignore)
+    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "library")
+    return root, git(root, "rev-parse", "HEAD")
+
+
+def packed_batch(tmp_path: Path, root: Path, commit: str) -> Batch:
+    batch = write_batch(tmp_path / "batch")
+    shutil.rmtree(batch.root / "archives")
+    entries = build_archives(root / "packages", batch.root / "archives")
+    manifest = json.loads(batch.archives.read_text())
+    manifest["archives"] = [e.model_dump() for e in entries]
+    manifest["source"] = {"commit": commit, "dirty": False}
+    batch.archives.write_text(json.dumps(manifest, indent=2))
+    rebind(batch)
+    return batch
+
+
+def archive_reasons(batch: Batch, root: Path) -> list[str]:
+    result = qualify_files(batch.receipt, batch.archives, current_anchors(find_project(root)))
+    return [r for r in result.reasons if r.startswith(("archives-", "archive-", "consumer-lock"))]
+
+
+def test_wheels_built_from_the_recorded_commit_pass_the_rebuild(tmp_path: Path) -> None:
+    root, commit = repository(tmp_path)
+    assert archive_reasons(packed_batch(tmp_path, root, commit), root) == []
+
+
+def test_a_changed_wheel_rehashed_through_the_whole_chain_is_rejected_naming_it(
+    tmp_path: Path,
+) -> None:
+    root, commit = repository(tmp_path)
+    batch = packed_batch(tmp_path, root, commit)
+    wheel = sorted((batch.root / "archives").glob("*.whl"))[0]
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    wheel.write_bytes(bytes(data))
+    rebind(batch)
+    reasons = archive_reasons(batch, root)
+    assert len(reasons) == 1 and reasons[0].startswith("archives-rebuild:")
+    assert wheel.name in reasons[0] and commit in reasons[0]
+
+
+def test_a_commit_the_repository_does_not_have_is_rejected(tmp_path: Path) -> None:
+    root, commit = repository(tmp_path)
+    batch = packed_batch(tmp_path, root, commit)
+    manifest = json.loads(batch.archives.read_text())
+    manifest["source"]["commit"] = "1" * 40
+    batch.archives.write_text(json.dumps(manifest, indent=2))
+    rebind(batch)
+    [reason] = archive_reasons(batch, root)
+    assert reason.startswith("archives-rebuild:") and "is not in the repository" in reason
