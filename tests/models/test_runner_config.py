@@ -138,3 +138,68 @@ def test_a_missing_field_is_named() -> None:
 
 def test_an_unknown_schema_version_is_refused() -> None:
     assert "schemaVersion" in refused(config(schemaVersion=2))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "POSTGRES_PASSWORD",
+        "DOCKER_PASSWORD",
+        "HF_TOKEN",
+        "CARGO_REGISTRY_TOKEN",
+        "VAULT_TOKEN",
+        "SSH_PRIVATE_KEY",
+        "GITLAB_PRIVATE_TOKEN",
+        "MY_APP_SECRET",
+        "DEPLOY_PRIVATE_KEY",
+        "SMTP_PASSWORD",
+        "JWT_SECRET_KEY",
+        "OAUTH_CLIENT_SECRET",
+        "GOOGLE_CLOUD_KEYFILE_JSON",
+        "KUBE_TOKEN",
+        "REDIS_PASSWORD",
+        "MONGO_INITDB_ROOT_PASSWORD",
+        "PYPI_API_TOKEN",
+        "SENTRY_AUTH_TOKEN",
+        "CI_REGISTRY_PASSWORD",
+        "TWINE_API_KEY",
+    ],
+)
+def test_generic_secret_names_are_refused(name: str) -> None:
+    assert "envAllowlist" in refused(config(envAllowlist=[name]))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "AZURE_OPENAI_API_KEY",
+        "AZURE_OPENAI_ENDPOINT",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "AWS_REGION",
+        "GOOGLE_CLOUD_PROJECT",
+        "VERTEXAI_PROJECT",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "GEMINI_API_KEY",
+        "MISTRAL_API_KEY",
+    ],
+)
+def test_model_provider_names_are_allowed_even_where_a_prefix_rule_would_refuse(name: str) -> None:
+    assert RunnerConfig.model_validate(config(envAllowlist=[name])).envAllowlist == [name]
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "hf_" + "a1B2" * 9,
+        "glpat-" + "x" * 20,
+        "AIza" + "B" * 35,
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV",
+        "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "ya29." + "a0AfH6SMB" * 3,
+        "ASIA" + "Q" * 16,
+        "pypi-AgEIcHlwaS5vcmc" + "x" * 20,
+    ],
+)
+def test_more_literal_secret_shapes_in_args_are_refused(secret: str) -> None:
+    assert "args" in refused(config(args=["--key", f"prefix{secret}suffix"]))
