@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from agent_eval.models.analysis import Diagnostic
 from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, SchemaVersion, WireModel
@@ -26,6 +27,32 @@ __all__ = [
     "RunRecord",
     "SolutionFile",
 ]
+
+_UNSHOWABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def check_reviewer(value: str) -> str:
+    """A reviewer's name: 1 to 200 printable characters, no control or bidirectional ones.
+
+    A name is printed back to every later reader of the receipt and the report;
+    a newline, an ANSI escape or a right-to-left override could disguise who decided.
+    """
+    if not value.strip():
+        raise ValueError("must name who reviewed the attempt (it is empty)")
+    if len(value) > MAX_REVIEWER_CHARS:
+        raise ValueError(f"is longer than {MAX_REVIEWER_CHARS} characters")
+    for char in value:
+        if unicodedata.category(char) in _UNSHOWABLE:
+            raise ValueError(
+                f"holds the unprintable or formatting character U+{ord(char):04X}; "
+                "use printable characters only"
+            )
+    return value
+
+
+MAX_REVIEWER_CHARS = 200
+ReviewerName = Annotated[str, AfterValidator(check_reviewer)]
+"""Who decided: printable, bounded, nothing that could rewrite how it is shown."""
 
 RUN_ID = re.compile(r"^(?P<task>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)-(?P<n>[1-9][0-9]*)$")
 
@@ -214,7 +241,7 @@ class ReviewDecision(WireModel):
     """Digest of the solution the reviewer read."""
     decision: Literal["accept", "reject"]
     """The decision."""
-    reviewer: NonEmptyStr
+    reviewer: ReviewerName
     """Who decided."""
     reviewedAt: datetime
     """When."""

@@ -8,15 +8,22 @@ never changes grades, assertions or hashes, and never overrides safety.
 from __future__ import annotations
 
 import json
+import stat
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from agent_eval.digests import DigestError, solution_digest, solution_files
 from agent_eval.errors import ReviewError
-from agent_eval.evidence_io import read_model, write_bytes_atomic
+from agent_eval.evidence_io import (
+    MAX_EVIDENCE_BYTES,
+    parse_model,
+    read_bounded,
+    write_bytes_atomic,
+)
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Receipt, ReviewDecision
+from agent_eval.models.receipt import check_reviewer
 
 __all__ = ["record_review"]
 
@@ -33,18 +40,31 @@ def record_review(
     """Append a decision to the receipt's reviewDecisions and rewrite it atomically.
 
     Raises:
-        EvidenceError: the receipt cannot be read or is invalid.
-        ReviewError: the attempt does not exist, has no saved solution, its saved
-            files no longer match the recorded digest, the reviewer is empty, the
-            attempt already has a decision, or an accept would override safety.
+        EvidenceError: the receipt cannot be read (a link, a FIFO, too large) or is invalid.
+        ReviewError: the reviewer's name is refused, the attempt does not exist,
+            needs no review, has no saved solution, its saved files no longer
+            match the recorded digest, it already has a decision, an accept
+            would override safety, or the receipt cannot be rewritten.
     """
-    if not reviewer.strip():
-        raise ReviewError("--reviewer must name who reviewed the attempt (it is empty)")
-    receipt = read_model(receipt_path, Receipt, what="receipt")
+    try:
+        name = check_reviewer(reviewer.strip())
+    except ValueError as exc:
+        raise ReviewError(f"--reviewer {exc}") from None
+    # The receipt itself, never a link to one: its replacement would leave the
+    # target without the decision.
+    data = read_bounded(
+        receipt_path, what="receipt", max_bytes=MAX_EVIDENCE_BYTES, follow_symlinks=False
+    )
+    receipt = parse_model(data, Receipt, where=f"receipt {receipt_path}")
     record = receipt.find_attempt(run_id, attempt)
     if record is None:
         raise ReviewError(f"{receipt_path}: no run {run_id!r} attempt {attempt} in this receipt")
     where = f"{run_id} attempt {attempt}"
+    if not record.needsReview:
+        raise ReviewError(
+            f"{where} needs no review (needsReview is false); a decision there would "
+            "be a stray one, which check-agent-eval rejects"
+        )
     if record.solutionDigest is None:
         raise ReviewError(f"{where} has no saved solution to review")
     folder = RunDirectory(receipt_path.parent).attempt(run_id, attempt).solution
@@ -69,15 +89,28 @@ def record_review(
         attempt=attempt,
         solutionDigest=actual,
         decision=decision,
-        reviewer=reviewer.strip(),
+        reviewer=name,
         reviewedAt=now,
     )
-    # Edit the file's own JSON rather than re-serialising the model, so every
-    # other field stays exactly as written.
-    raw = json.loads(receipt_path.read_bytes())
+    # Edit the file's own JSON (the bytes validated above) rather than
+    # re-serialising the model, so every other field stays exactly as written.
+    raw = json.loads(data)
     raw["reviewDecisions"] = [*raw["reviewDecisions"], entry.model_dump(mode="json")]
     Receipt.model_validate(raw)
-    write_bytes_atomic(
-        receipt_path, (json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode()
-    )
+    _rewrite(receipt_path, (json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode())
     return entry
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    mode = path.lstat().st_mode
+    if not mode & stat.S_IWUSR:
+        raise ReviewError(
+            f"{path} is read-only; make it writable (chmod u+w) to record a decision in it"
+        )
+    try:
+        write_bytes_atomic(path, data)
+    except OSError as exc:
+        raise ReviewError(
+            f"cannot rewrite {path}: {exc.strerror or exc} (is the file or its directory "
+            "immutable, read-only or on a full disk?); the receipt is unchanged"
+        ) from None

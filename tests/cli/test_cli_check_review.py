@@ -62,7 +62,8 @@ def test_review_records_a_decision_and_prints_it(tmp_path: Path) -> None:
 
 
 def test_review_refusal_is_one_line_on_stderr_with_exit_one(tmp_path: Path) -> None:
-    batch = write_batch(tmp_path)
+    runs = [run(r, [attempt(r, needs_review=True)]) for r in FIXED_SUITE.run_ids()]
+    batch = write_batch(tmp_path, receipt(runs))
     batch.solution("forms-1").write_text("changed\n")
     args = ["--receipt", str(batch.receipt), "--run", "forms-1", "--attempt", "1"]
     result = CliRunner().invoke(
