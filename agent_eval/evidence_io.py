@@ -36,10 +36,12 @@ __all__ = [
     "MAX_EVIDENCE_BYTES",
     "MAX_JSON_DEPTH",
     "format_validation_error",
+    "nesting_exceeds",
     "parse_json",
     "parse_model",
     "read_bounded",
     "read_model",
+    "refuse_duplicates",
     "write_bytes_atomic",
     "write_model_atomic",
 ]
@@ -103,7 +105,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
@@ -112,7 +114,7 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _too_deep(data: bytes, limit: int) -> bool:
+def nesting_exceeds(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether the JSON text nests arrays and objects deeper than *limit* levels.
 
     Strings are blanked out first; what is left of the brackets loses one level
@@ -148,11 +150,11 @@ def parse_json(data: bytes, *, where: str, max_depth: int = MAX_JSON_DEPTH) -> A
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _at(where, f"not UTF-8 (byte {exc.start})") from None
-    if _too_deep(data, max_depth):
+    if nesting_exceeds(data, max_depth):
         raise _at(where, f"nested deeper than {max_depth} levels")
     try:
         return json.loads(
-            text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
+            text, object_pairs_hook=refuse_duplicates, parse_constant=_refuse_constant
         )
     except json.JSONDecodeError as exc:
         raise _at(where, f"not valid JSON: {exc.msg} at line {exc.lineno}") from None

@@ -29,18 +29,36 @@ MAX_RECORDED_REFUSALS = 50
 
 @dataclass
 class Collection:
-    """What was collected and what was refused."""
+    """What was collected and what was refused.
+
+    The refusals that make the collection hostile (links, special files, too
+    many entries) come first in :attr:`refused` and are never cut for the
+    sake of the ordinary ones (files outside the allowlist, oversized files):
+    the reason an attempt failed is always on record.
+    """
 
     files: list[SolutionFile] = field(default_factory=list)
-    refused: list[RefusedPath] = field(default_factory=list)
     hostile: bool = False
     refused_total: int = 0
+    _hostile: list[RefusedPath] = field(default_factory=list)
+    _ordinary: list[RefusedPath] = field(default_factory=list)
 
     def refuse(self, path: str, reason: str, *, hostile: bool) -> None:
         self.refused_total += 1
         self.hostile = self.hostile or hostile
-        if len(self.refused) < MAX_RECORDED_REFUSALS:
-            self.refused.append(RefusedPath(path=path[:1024], reason=reason))
+        kept = self._hostile if hostile else self._ordinary
+        if len(kept) < MAX_RECORDED_REFUSALS:
+            kept.append(RefusedPath(path=path[:1024], reason=reason[:200]))
+
+    @property
+    def refused(self) -> list[RefusedPath]:
+        """Hostile refusals first, then ordinary ones, then a count of what was not listed."""
+        listed = [*self._hostile, *self._ordinary]
+        if self.refused_total > len(listed):
+            listed.append(
+                RefusedPath(path="…", reason=f"{self.refused_total - len(listed)} more not listed")
+            )
+        return listed
 
 
 def collect_solution(source: Path, dest: Path, allowed: list[str]) -> Collection:
@@ -61,7 +79,9 @@ def collect_solution(source: Path, dest: Path, allowed: list[str]) -> Collection
             seen += 1
             rel = f"{prefix}{entry.name}"
             if seen > MAX_ENTRIES:
-                result.refuse(rel, f"more than {MAX_ENTRIES} entries", hostile=True)
+                result.refuse(
+                    rel, f"more than {MAX_ENTRIES} entries; collection stopped", hostile=True
+                )
                 return result
             info = entry.stat(follow_symlinks=False)
             mode = info.st_mode

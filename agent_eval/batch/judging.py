@@ -104,7 +104,9 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         diagnostics.append(_diag("collection", "refused output: " + "; ".join(reasons[:10])))
     elif not files:
         category = "no-submission"
-        diagnostics.append(_diag("collection", "no allowlisted file was written"))
+        refused = [f"{r.path}: {r.reason}" for r in collection.refused]
+        why = f"; refused: {'; '.join(refused[:10])}" if refused else ""
+        diagnostics.append(_diag("collection", f"no allowlisted file was collected{why}"))
     else:
         submitted = True
         category = _code_category(obs.analysis, obs.behaviour)

@@ -13,7 +13,12 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from agent_eval.evidence_io import format_validation_error
+from agent_eval.evidence_io import (
+    MAX_JSON_DEPTH,
+    format_validation_error,
+    nesting_exceeds,
+    refuse_duplicates,
+)
 from agent_eval.models import ModelIdentity, RunnerIdentity, RunnerRequest, RunnerResponse
 from agent_eval.models.runner_protocol import MAX_RESPONSE_BYTES
 
@@ -42,16 +47,26 @@ def judge_response(
         return _invalid(f"stdout is larger than {MAX_RESPONSE_BYTES} bytes")
     try:
         text = stdout.decode("utf-8")
-    except UnicodeDecodeError:
-        return _invalid("stdout is not UTF-8")
+    except UnicodeDecodeError as exc:
+        return _invalid(f"stdout is not UTF-8 (byte {exc.start})")
+    if "\ufffd" in text:
+        # The engine's log replaces bytes that are not UTF-8 with U+FFFD; a
+        # protocol object (JSON, escaped) never needs the character itself.
+        return _invalid("stdout is not UTF-8 (the engine's log shows U+FFFD for invalid bytes)")
     stripped = text.strip()
     if not stripped:
         return _invalid("the runner printed nothing on stdout")
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=refuse_duplicates)
+    if nesting_exceeds(stripped.encode()):
+        return _invalid(f"the response nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         value, end = decoder.raw_decode(stripped)
     except json.JSONDecodeError as exc:
         return _invalid(f"stdout is not a JSON object: {exc.msg} at {exc.pos}")
+    except ValueError as exc:  # a key given twice
+        return _invalid(f"the response is ambiguous: {exc}")
+    except RecursionError:
+        return _invalid("the response nests too deeply to parse")
     rest = stripped[end:].strip()
     if rest:
         kind = "a second JSON value" if rest[:1] in "{[" else "trailing text"
@@ -59,7 +74,7 @@ def judge_response(
     if not isinstance(value, dict):
         return _invalid("the response is not a JSON object")
     try:
-        response = RunnerResponse.model_validate(value)
+        response = RunnerResponse.model_validate(value, strict=True)
     except ValidationError as exc:
         return _invalid(f"the response does not match the protocol: {format_validation_error(exc)}")
     if response.runId != request.runId or response.taskId != request.taskId:

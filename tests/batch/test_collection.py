@@ -102,3 +102,27 @@ def test_a_traversal_name_cannot_reach_outside_the_destination(tmp_path: Path) -
     (src / "..solution.py").write_text("x\n")
     result = collect(src, tmp_path, ["solution.py"])
     assert result.files == [] and not any(p.name == "..solution.py" for p in tmp_path.iterdir())
+
+
+def test_a_hostile_refusal_is_recorded_first_even_past_thousands_of_ordinary_ones(
+    tmp_path: Path,
+) -> None:
+    src = out(tmp_path)
+    for n in range(2100):
+        (src / f"extra-{n:05d}.py").write_text("x")
+    result = collect(src, tmp_path)
+    assert result.hostile
+    assert "more than 2000 entries" in result.refused[0].reason
+    assert result.refused[-1].reason.endswith("more not listed")
+    assert len(result.refused) <= 2 * 50 + 1
+
+
+def test_an_oversized_file_is_refused_as_such_and_the_attempt_says_so(tmp_path: Path) -> None:
+    src = out(tmp_path)
+    with open(src / "solution.py", "wb") as handle:
+        handle.truncate(4 << 30)  # sparse: 4 GiB on paper, nothing on disk
+    result = collect(src, tmp_path)
+    assert result.files == [] and not result.hostile
+    assert [(r.path, r.reason) for r in result.refused] == [
+        ("solution.py", f"larger than {MAX_FILE_BYTES} bytes")
+    ]

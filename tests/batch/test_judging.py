@@ -18,7 +18,6 @@ from agent_eval.models import (
     Analysis,
     ModelIdentity,
     ProtectedInputs,
-    RefusedPath,
     RunnerIdentity,
     RunnerResponse,
     SolutionFile,
@@ -112,6 +111,12 @@ def test_a_clean_attempt_succeeds_and_is_not_repaired() -> None:
     assert repair_feedback(record) is None
 
 
+def hostile_collection(path: str, reason: str) -> Collection:
+    collection = Collection(files=[FILE])
+    collection.refuse(path, reason, hostile=True)
+    return collection
+
+
 @pytest.mark.parametrize(
     ("change", "category"),
     [
@@ -126,13 +131,7 @@ def test_a_clean_attempt_succeeds_and_is_not_repaired() -> None:
         ({"response": response("failed")}, "refused"),
         ({"protected": ProtectedInputs(before=DIGEST, after=sha256_bytes(b"y"))}, "tampering"),
         (
-            {
-                "collection": Collection(
-                    files=[FILE],
-                    refused=[RefusedPath(path="x.py", reason="symbolic link")],
-                    hostile=True,
-                )
-            },
+            {"collection": hostile_collection("x.py", "symbolic link")},
             "collection",
         ),
         ({"collection": Collection()}, "no-submission"),

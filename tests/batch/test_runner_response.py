@@ -91,3 +91,22 @@ def test_oversized_output_is_invalid_whatever_it_holds() -> None:
 def test_a_different_runner_or_model_is_an_identity_mismatch(change: dict[str, Any]) -> None:
     verdict = judge(json.dumps(response(**change)).encode())
     assert verdict.problem == "identity-mismatch" and verdict.response is None
+
+
+def test_random_bytes_on_stdout_are_reported_as_not_utf8() -> None:
+    verdict = judge(bytes(range(128, 256)) * 4)
+    assert verdict.problem == "invalid-response" and "not UTF-8" in verdict.message
+
+
+def test_bytes_the_engine_replaced_with_u_fffd_are_reported_as_not_utf8() -> None:
+    text = json.dumps(response(message="\ufffd"), ensure_ascii=False).encode()
+    verdict = judge(text)
+    assert verdict.problem == "invalid-response" and "U+FFFD" in verdict.message
+
+
+def test_a_key_given_twice_and_a_deep_response_are_invalid_not_a_crash() -> None:
+    twice = b'{"status": "completed", "status": "failed"}'
+    assert "twice" in judge(twice).message
+    deep = b"[" * 60_000 + b"]" * 60_000
+    assert judge(deep[:MAX_RESPONSE_BYTES]).problem == "invalid-response"
+    assert "deeper" in judge(b"[" * 100 + b"]" * 100).message
