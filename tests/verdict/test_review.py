@@ -118,7 +118,7 @@ def test_a_failed_write_leaves_the_old_receipt_and_no_partial_file(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(ReviewError, match="No space left on device.*the receipt is unchanged"):
+    with pytest.raises(ReviewError, match=r"No space left on device.*the receipt is unchanged"):
         record_review(
             batch.receipt, run_id=RUN, attempt=1, reviewer="a", decision="accept", now=NOW
         )
@@ -182,7 +182,7 @@ def test_a_receipt_in_a_directory_that_cannot_be_written_is_a_clear_error(
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(tempfile, "mkstemp", immutable)
-    with pytest.raises(ReviewError, match="Operation not permitted.*immutable"):
+    with pytest.raises(ReviewError, match=r"Operation not permitted.*immutable"):
         record_review(
             batch.receipt, run_id=RUN, attempt=1, reviewer="a", decision="accept", now=NOW
         )
