@@ -21,6 +21,8 @@ __all__ = [
     "STAGED_HARNESS",
     "VERIFIER_GRADER_MOUNT",
     "VERIFIER_RUNTIME_MOUNT",
+    "VERIFIER_SANDBOX",
+    "VERIFIER_TRUSTED",
     "AttemptDirectory",
     "ConsumerLayout",
     "RunDirectory",
@@ -34,7 +36,13 @@ CONSUMER_MOUNT = "/consumer"
 SOLUTION_MOUNT = "/solution"
 """The runner's only writable directory; in a verifier, a read-only copy of the solution."""
 VERIFIER_RUNTIME_MOUNT = "/verifier"
-"""The staged verifier runtime (read-only)."""
+"""The staged verifier runtime (read-only, mode 0711: nothing in it can be listed)."""
+VERIFIER_TRUSTED = f"{VERIFIER_RUNTIME_MOUNT}/trusted"
+"""The parent's half of it (0700, root): the harness, the kit, the repository's
+grading helpers and attempt.json. No file the solution's UID can read."""
+VERIFIER_SANDBOX = f"{VERIFIER_RUNTIME_MOUNT}/sandbox"
+"""The child's half (world-readable): only the modules the child imports before
+it imports the solution."""
 VERIFIER_GRADER_MOUNT = "/grader/task"
 """The task's grader files, below the 0700 /grader (read-only)."""
 RESULT_MOUNT = "/result"
@@ -162,6 +170,15 @@ STAGED_HARNESS: dict[str, tuple[str, ...]] = {
         "consumer/__init__.py",
         "consumer/setup.py",
         "consumer/catalog.py",
+    ),
+    "sandbox": (
+        "__init__.py",
+        "verification/__init__.py",
+        "verification/runtime/__init__.py",
+        "verification/runtime/child.py",
+        "verification/runtime/codec.py",
+        "verification/runtime/framing.py",
+        "verification/runtime/isolation.py",
     ),
     "runner": (
         "__init__.py",

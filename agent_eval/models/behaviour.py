@@ -64,11 +64,22 @@ class VerifierIsolation(WireModel):
     """GID of the solution process."""
     killAllOnCleanup: bool = False
     """kill(-1, SIGKILL) after each scenario; only where the parent is PID-namespace root."""
+    sweepPaths: list[str] = Field(default_factory=list, max_length=8)
+    """Shared writable directories (``/tmp``, ``/dev/shm``, ``/dev/mqueue``): each
+    scenario's child removes every entry its UID owns there, and every System V IPC
+    object, before the solution is imported, so nothing crosses scenarios."""
+    childImportRoot: str | None = Field(default=None, pattern=r"^/")
+    """The only directory the child imports the runtime from (the world-readable
+    part of the staging); the parent's own root when not given."""
 
     @model_validator(mode="after")
     def _kill_all_only_in_a_container(self) -> VerifierIsolation:
         if self.killAllOnCleanup and not self.dropPrivileges:
             raise ValueError("killAllOnCleanup requires dropPrivileges (container only)")
+        if self.sweepPaths and not self.dropPrivileges:
+            raise ValueError("sweepPaths requires dropPrivileges (it removes what the UID owns)")
+        if any(not p.startswith("/") for p in self.sweepPaths):
+            raise ValueError("sweepPaths must be absolute")
         return self
 
 

@@ -15,11 +15,16 @@ from agent_eval.layout import (
     SOLUTION_MOUNT,
     VERIFIER_GRADER_MOUNT,
     VERIFIER_RUNTIME_MOUNT,
+    VERIFIER_TRUSTED,
     ConsumerLayout,
 )
 from agent_eval.suite.tasks import TASK_FILE
 from agent_eval.verification.container.limits import VerificationLimits
-from agent_eval.verification.container.run import LOG_TAIL_BYTES, check_consumer
+from agent_eval.verification.container.run import (
+    LOG_TAIL_BYTES,
+    VERIFIER_ENVIRONMENT,
+    check_consumer,
+)
 from agent_eval.verification.container.staging import ANALYSIS_FILE, stage_runtime
 from agent_eval.verification.runtime.attempt import ANALYSIS_GRACE_S, MYPY_CACHE_DIR
 
@@ -114,12 +119,8 @@ def warm_analysis_cache(
             Mount(consumer_dir.resolve(), CONSUMER_MOUNT),
             Mount(out, RESULT_MOUNT, read_only=False),
         ),
-        environment={
-            "PYTHONPATH": VERIFIER_RUNTIME_MOUNT,
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "LANG": "C.UTF-8",
-        },
-        working_dir=VERIFIER_RUNTIME_MOUNT,
+        environment=VERIFIER_ENVIRONMENT,
+        working_dir=VERIFIER_TRUSTED,
         limits=limits.container,
     )
     done = run_container(

@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from agent_eval.engine import ContainerEngine, ContainerSpec
 from agent_eval.errors import ConfigError, InfrastructureError, SuiteError
-from agent_eval.layout import CATALOG_FILE, RESULT_MOUNT, VERIFIER_RUNTIME_MOUNT, ConsumerLayout
+from agent_eval.layout import CATALOG_FILE, RESULT_MOUNT, VERIFIER_TRUSTED, ConsumerLayout
 from agent_eval.models.analysis import Analysis
 from agent_eval.models.behaviour import BehaviourResult
 from agent_eval.models.task import TaskSpec
@@ -53,6 +53,7 @@ from agent_eval.verification.container.staging import (
 from agent_eval.verification.protocol import Verification
 
 __all__ = [
+    "VERIFIER_ENVIRONMENT",
     "ContainerVerification",
     "RunningContainers",
     "VerifierSetup",
@@ -61,6 +62,17 @@ __all__ = [
 ]
 
 LOG_TAIL_BYTES = 4096
+VERIFIER_ENVIRONMENT = {
+    "PYTHONPATH": VERIFIER_TRUSTED,
+    "PYTHONDONTWRITEBYTECODE": "1",
+    # A verdict must not depend on the day or the machine: one locale, one time
+    # zone and one hash seed for every process of the verification.
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TZ": "UTC",
+    "PYTHONHASHSEED": "0",
+}
+"""The verifier container's environment (the parent passes the same pins on)."""
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -264,13 +276,8 @@ def verify_in_container(
             batch_id=setup.batch_id,
             run_id=_label(run_id),
             mounts=staged.mounts(setup.consumer_dir.resolve(), setup.analysis_cache),
-            environment={
-                "PYTHONPATH": VERIFIER_RUNTIME_MOUNT,
-                "PYTHONDONTWRITEBYTECODE": "1",
-                "LANG": "C.UTF-8",
-                "LC_ALL": "C.UTF-8",
-            },
-            working_dir=VERIFIER_RUNTIME_MOUNT,
+            environment=VERIFIER_ENVIRONMENT,
+            working_dir=VERIFIER_TRUSTED,
             limits=limits.container,
         )
         return _run_verifier(setup.engine, spec, task, staged, limits, setup.running)

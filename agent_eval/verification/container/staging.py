@@ -1,13 +1,19 @@
 """Staging one verification: fresh copies of exactly what its container mounts.
 
-Per attempt a fresh host directory holds a copy of what the container needs:
-the verifier runtime, the grading kit and the standard-library-only analysis
-(``/verifier``, read-only, the attempt file 0600; the harness files are the
-``verifier`` set of :data:`agent_eval.layout.STAGED_HARNESS`, plus the
-repository's own ``graders/``); the task's ``grader.py`` (0700),
-``task.json``, ``contract.pyi`` and starter files (0600) in a 0700 directory
-at ``/grader/task``; a copy of the solution (``/solution``, read-only,
-readable by the child) and a fresh 0700 ``/result``, the only writable mount.
+Per attempt a fresh host directory holds a copy of what the container needs,
+and nothing the solution's UID can read holds grader material:
+
+* ``/verifier`` (read-only, 0711: it cannot be listed) has two halves.
+  ``trusted/`` (0700, root) holds the ``verifier`` set of
+  :data:`agent_eval.layout.STAGED_HARNESS` (runtime, grading kit, analysis,
+  contract), the repository's own ``graders/`` and the attempt file: the
+  parent's import path. ``sandbox/`` (world-readable) holds only the
+  ``sandbox`` set, the modules the child imports before the solution.
+* ``/grader/task``: the task's ``grader.py``, ``task.json``, ``contract.pyi``
+  and starter files, below the 0700 ``/grader``.
+* ``/solution``: a read-only copy of the solution, readable by the child.
+* ``/result``: a fresh 0700 directory, the only writable mount.
+
 Never the repository itself.
 """
 
@@ -31,6 +37,8 @@ from agent_eval.layout import (
     SOLUTION_MOUNT,
     VERIFIER_GRADER_MOUNT,
     VERIFIER_RUNTIME_MOUNT,
+    VERIFIER_SANDBOX,
+    VERIFIER_TRUSTED,
     staged_files,
 )
 from agent_eval.models.behaviour import VerifierIsolation, VerifierJob
@@ -52,14 +60,16 @@ ANALYSIS_FILE = "analysis.json"
 RESULT_FILE = "result.json"
 ATTEMPT_FILE = "attempt.json"
 SCRATCH = "/tmp"
-CACHE_SEED_MOUNT = f"{VERIFIER_RUNTIME_MOUNT}/mypy-cache-seed"
+CACHE_SEED_MOUNT = f"{VERIFIER_TRUSTED}/mypy-cache-seed"
 ATTEMPT_COMMAND = (
     "/usr/bin/python3",
     "-B",
     "-m",
     "agent_eval.verification.runtime.attempt",
-    f"{VERIFIER_RUNTIME_MOUNT}/{ATTEMPT_FILE}",
+    f"{VERIFIER_TRUSTED}/{ATTEMPT_FILE}",
 )
+SWEPT = ("/tmp", "/dev/shm", "/dev/mqueue")
+"""The writable places a verifier container shares between the solution's processes."""
 """The verifier container's command: the trusted parent, analysis then scenarios."""
 
 
@@ -70,23 +80,31 @@ def _copy_file(source: Path, target: Path, mode: int) -> None:
 
 
 def stage_runtime(target: Path, graders_dir: Path | None) -> None:
-    """The staged harness (world-readable) and the repository's grading helpers.
+    """The staged harness: ``trusted/`` for the parent (root only), ``sandbox/`` for the child.
 
     ``graders_dir`` is the repository's own ``graders/`` (its tasks' shared
-    helpers), staged as the top-level package ``graders``; None stages the
-    harness alone (the analysis-cache warm-up runs no grader).
+    helpers), staged as the top-level package ``graders`` in ``trusted/``;
+    None stages the harness alone (the analysis-cache warm-up runs no grader).
     """
     harness = Path(agent_eval.__file__).resolve().parent
-    target.mkdir(mode=0o755)
-    for rel in staged_files(harness, "verifier"):
-        _copy_file(harness / rel, target / "agent_eval" / rel, 0o644)
+    trusted, sandbox = target / "trusted", target / "sandbox"
+    target.mkdir(mode=0o711)
+    for half, kind, mode in ((trusted, "verifier", 0o600), (sandbox, "sandbox", 0o644)):
+        half.mkdir()
+        for rel in staged_files(harness, kind):
+            _copy_file(harness / rel, half / "agent_eval" / rel, mode)
     if graders_dir is not None:
-        (target / "graders").mkdir(mode=0o755)
+        (trusted / "graders").mkdir()
         for module in sorted(graders_dir.glob("*.py")):
             if module.is_file() and not module.is_symlink():
-                _copy_file(module, target / "graders" / module.name, 0o644)
-    for directory in [target, *(p for p in target.rglob("*") if p.is_dir())]:
+                _copy_file(module, trusted / "graders" / module.name, 0o600)
+    for directory in (p for p in trusted.rglob("*") if p.is_dir()):
+        os.chmod(directory, 0o700)
+    for directory in (p for p in sandbox.rglob("*") if p.is_dir()):
         os.chmod(directory, 0o755)
+    os.chmod(trusted, 0o700)
+    os.chmod(sandbox, 0o755)
+    os.chmod(target, 0o711)
 
 
 def _stage_grader(task_dir: Path, target: Path) -> tuple[bool, bool]:
@@ -188,7 +206,7 @@ def _attempt(
             starterDir=f"{VERIFIER_GRADER_MOUNT}/{STARTER_DIR}" if has_starter else None,
             cacheSeedDir=CACHE_SEED_MOUNT if cache_seeded else None,
             searchPath=[site],
-            importPaths=[VERIFIER_RUNTIME_MOUNT],
+            importPaths=[VERIFIER_TRUSTED],
             timeoutMs=round(limits.analysis_timeout_s * 1000),
         ),
         behaviour=VerifierJob(
@@ -199,11 +217,16 @@ def _attempt(
             solutionDir=SOLUTION_MOUNT,
             scratchDir=SCRATCH,
             resultPath=f"{RESULT_MOUNT}/{RESULT_FILE}",
-            parentImportPaths=[VERIFIER_RUNTIME_MOUNT, site],
+            parentImportPaths=[VERIFIER_TRUSTED, site],
             solutionImportPaths=[site],
             limits=limits.behaviour,
             isolation=VerifierIsolation(
-                dropPrivileges=True, childUid=uid, childGid=uid, killAllOnCleanup=True
+                dropPrivileges=True,
+                childUid=uid,
+                childGid=uid,
+                killAllOnCleanup=True,
+                sweepPaths=list(SWEPT),
+                childImportRoot=VERIFIER_SANDBOX,
             ),
         ),
     )
@@ -245,7 +268,7 @@ def stage_attempt(
         solution, result = stage / "solution", stage / "result"
         stage_runtime(runtime, graders_dir)
         if cache_seeded:
-            (runtime / Path(CACHE_SEED_MOUNT).name).mkdir(mode=0o755)
+            (runtime / "trusted" / Path(CACHE_SEED_MOUNT).name).mkdir(mode=0o700)
         has_contract, has_starter = _stage_grader(task_dir, grader)
         digest = _stage_solution(solution_dir, solution)
         result.mkdir(mode=0o700)
@@ -259,7 +282,7 @@ def stage_attempt(
             analysis_scratch=f"{SCRATCH}/analysis-{uuid.uuid4().hex}",
             cache_seeded=cache_seeded,
         )
-        attempt_path = runtime / ATTEMPT_FILE
+        attempt_path = runtime / "trusted" / ATTEMPT_FILE
         attempt_path.write_text(attempt.model_dump_json(indent=2), encoding="utf-8")
         os.chmod(attempt_path, 0o600)
     except BaseException:

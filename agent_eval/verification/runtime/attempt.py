@@ -195,6 +195,8 @@ def _run(command: Sequence[str], job: AnalysisJob) -> tuple[int, str]:
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "PYTHONHASHSEED": "0",
         "HOME": str(job.scratch_dir),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPATH": os.pathsep.join(map(str, job.import_paths)),

@@ -40,6 +40,7 @@ from .isolation import (
     drop_privileges,
     make_workdir,
     raise_oom_score,
+    sweep_own_state,
 )
 
 __all__ = ["main"]
@@ -196,6 +197,9 @@ def _isolate(start: dict[str, Any]) -> None:
     )
     if drop:
         drop_privileges(int(start["uid"]), int(start["gid"]))
+        # What an earlier scenario's process left in a shared place goes before
+        # this scenario's solution can see it: every scenario starts clean.
+        sweep_own_state([str(p) for p in start.get("sweep", [])])
     make_workdir(str(start["workDir"]))
 
 

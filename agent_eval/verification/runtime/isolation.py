@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
+import stat
 from collections.abc import Callable
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "drop_privileges",
     "make_workdir",
     "raise_oom_score",
+    "sweep_own_state",
 ]
 
 
@@ -125,3 +128,96 @@ def make_workdir(path: str) -> None:
         os.chdir(path)
     except OSError as exc:
         raise IsolationError(f"cannot make the working directory {path}: {exc.strerror}") from exc
+
+
+_IPC_KINDS = {"shm": "shmid", "msg": "msqid", "sem": "semid"}
+_IPC_RMID = 0
+
+
+def _remove_owned(path: str, uid: int) -> int:
+    """Remove *path* when *uid* owns it (a tree: make it writable first); 1 if removed."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    if info.st_uid != uid:
+        return 0
+    if stat.S_ISDIR(info.st_mode):
+
+        def unlock(function: Callable[..., object], name: str, _: object) -> None:
+            # A directory the solution made unwritable: its owner may make it writable.
+            os.chmod(os.path.dirname(name) or name, 0o700)
+            function(name)
+
+        os.chmod(path, 0o700)
+        shutil.rmtree(path, onerror=unlock)  # onexc is 3.12; the image runs 3.11
+    else:
+        os.unlink(path)
+    return 1
+
+
+def _remove_owned_ipc(uid: int) -> int:
+    """Remove every System V IPC object *uid* owns (it may, as their owner)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    removed = 0
+    for kind, id_column in _IPC_KINDS.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as handle:
+                header, *rows = handle.read().splitlines()
+        except OSError:
+            continue  # no System V IPC here: nothing to remove
+        names = header.split()
+        for row in rows:
+            fields = dict(zip(names, row.split(), strict=False))
+            if fields.get("uid") != str(uid):
+                continue
+            ident = int(fields[id_column])
+            if kind == "shm":
+                result = libc.shmctl(ident, _IPC_RMID, None)
+            elif kind == "msg":
+                result = libc.msgctl(ident, _IPC_RMID, None)
+            else:
+                result = libc.semctl(ident, 0, _IPC_RMID)
+            if result != 0:
+                raise IsolationError(
+                    f"cannot remove {kind} {ident}: {os.strerror(ctypes.get_errno())}"
+                )
+            removed += 1
+    return removed
+
+
+def sweep_own_state(paths: list[str]) -> int:
+    """Remove what this (unprivileged) UID owns in *paths*, and its System V IPC objects.
+
+    Runs in the child after the privilege drop and before the solution is
+    imported. Every process of the solution ran as this UID and was killed
+    when its scenario ended, so what it owns in a shared writable place (a
+    file planted in ``/tmp``, ``/dev/shm`` or ``/dev/mqueue``, a shared memory
+    segment) can only be state an earlier scenario left for a later one.
+
+    Returns:
+        How many entries and objects were removed.
+
+    Raises:
+        IsolationError: Something of this UID's could not be removed.
+    """
+    uid = os.getuid()
+    if not paths:
+        return 0
+    if uid == 0:
+        raise IsolationError("the sweep runs only after the privilege drop")
+    removed = 0
+    try:
+        for root in paths:
+            try:
+                names = os.listdir(root)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                removed += _remove_owned(os.path.join(root, name), uid)
+        removed += _remove_owned_ipc(uid)
+    except OSError as exc:
+        raise IsolationError(f"cannot remove state left by an earlier scenario: {exc}") from exc
+    return removed

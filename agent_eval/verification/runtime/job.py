@@ -47,6 +47,10 @@ class Isolation:
     child_gid: int = 65534
     kill_all_on_cleanup: bool = False
     """kill(-1, SIGKILL) after each scenario: only as PID-namespace root in a container."""
+    sweep_paths: tuple[str, ...] = ()
+    """Shared writable directories the child clears of its UID's entries before importing."""
+    child_import_root: str | None = None
+    """Where the child imports the runtime from; the parent's own root when None."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ _ISOLATION_KEYS = {
     "childUid": "child_uid",
     "childGid": "child_gid",
     "killAllOnCleanup": "kill_all_on_cleanup",
+    "sweepPaths": "sweep_paths",
+    "childImportRoot": "child_import_root",
 }
 _PATH_KEYS = {
     "graderPath": "grader_path",
@@ -157,11 +163,22 @@ def parse_job(raw: Any) -> Job:
             if not isinstance(value, bool):
                 raise JobError(f"job.isolation.{key} must be a boolean")
             isolation_values[attr] = value
+        elif key == "sweepPaths":
+            if not isinstance(value, list) or len(value) > 8:
+                raise JobError("job.isolation.sweepPaths must be a list of at most 8 paths")
+            isolation_values[attr] = tuple(
+                str(_path(v, f"job.isolation.sweepPaths[{i}]")) for i, v in enumerate(value)
+            )
+        elif key == "childImportRoot":
+            if value is not None:
+                isolation_values[attr] = str(_path(value, "job.isolation.childImportRoot"))
         else:
             isolation_values[attr] = _int(value, f"job.isolation.{key}", 1, 2**31 - 2)
     isolation = Isolation(**isolation_values)
     if isolation.kill_all_on_cleanup and not isolation.drop_privileges:
         raise JobError("job.isolation.killAllOnCleanup requires dropPrivileges (container only)")
+    if isolation.sweep_paths and not isolation.drop_privileges:
+        raise JobError("job.isolation.sweepPaths requires dropPrivileges (container only)")
     return Job(
         task_id=task_id,
         parent_import_paths=imports["parentImportPaths"],

@@ -63,6 +63,9 @@ _MAX_LATE_FRAMES = 64
 _OUTPUT_IN_MESSAGE = 1000
 _MAX_TASK_BYTES = 256 * 1024
 _RESULT_SCHEMA_VERSION = 1
+DETERMINISM = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "PYTHONHASHSEED": "0"}
+"""One locale, time zone and hash seed for every solution process: the same
+solution gets the same verdict on any machine, on any day."""
 
 
 def _runtime_root() -> tuple[str, str]:
@@ -117,6 +120,10 @@ class ChildProcess:
         # parent keeps no CAP_CHOWN in the container, and a directory the child
         # creates is its own without one. The parent only removes it afterwards.
         root, package = _runtime_root()
+        if isolation.child_import_root is not None:
+            # The child imports only the world-readable part of the staging: the
+            # grader, the kit and this parent stay where its UID cannot read.
+            root = isolation.child_import_root
         to_child_r, to_child_w = os.pipe2(os.O_CLOEXEC)
         to_parent_r, to_parent_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -139,10 +146,9 @@ class ChildProcess:
         ]
         environment = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
             "HOME": str(self.workdir),
             "TMPDIR": str(self.workdir),
+            **DETERMINISM,
         }
         try:
             self._proc = subprocess.Popen(
@@ -175,6 +181,7 @@ class ChildProcess:
                 "maxProcesses": limits.max_processes,
             },
             "dropPrivileges": isolation.drop_privileges,
+            "sweep": list(isolation.sweep_paths),
             "uid": isolation.child_uid,
             "gid": isolation.child_gid,
             "maxMessageBytes": limits.max_message_bytes,
@@ -387,7 +394,12 @@ class ChildProcess:
             elif status.si_status == signal.SIGKILL:
                 how += " (memory or CPU limit)"
         output = self.output_tail(_OUTPUT_IN_MESSAGE)
-        suffix = f"; its last output: {output}" if output else ""
+        suffix = (
+            f"; the solution's own output (its last {len(output)} characters, escaped): "
+            f"{json.dumps(output)[1:-1]}"
+            if output
+            else ""
+        )
         return SolutionFailed(category, f"{what}: the solution process {how}{suffix}")
 
     def _drain_output(self) -> None:

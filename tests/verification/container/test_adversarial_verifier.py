@@ -24,6 +24,7 @@ container 256 MiB and 64 pids) so the whole module runs in a few minutes.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -44,9 +45,11 @@ from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import ResourceLimits, list_leftovers
 from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
 from agent_eval.images.build import build_images
+from agent_eval.layout import staged_files
 from agent_eval.models.behaviour import VerifierLimits
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import find_project
+from agent_eval.verification.container import staging
 from agent_eval.verification.container.cache import warm_analysis_cache
 from agent_eval.verification.container.limits import VerificationLimits
 from agent_eval.verification.container.run import (
@@ -249,7 +252,8 @@ CASES: dict[str, Case] = {
             report(**{
                 p: outcome(lambda p=p: open(p, "rb").read())
                 for p in ("/grader/task/grader.py", "/grader/task/task.json",
-                          "/grader/task/contract.pyi", "/verifier/attempt.json")
+                          "/grader/task/contract.pyi", "/verifier/trusted/attempt.json",
+                          "/verifier/trusted/agent_eval/grading/session.py")
             })
         """,
         "behaviour",
@@ -257,7 +261,8 @@ CASES: dict[str, Case] = {
             "/grader/task/grader.py": "EACCES",
             "/grader/task/task.json": "EACCES",
             "/grader/task/contract.pyi": "EACCES",
-            "/verifier/attempt.json": "EACCES",
+            "/verifier/trusted/attempt.json": "EACCES",
+            "/verifier/trusted/agent_eval/grading/session.py": "EACCES",
         },
     ),
     "lists-the-grader-directory": Case(
@@ -265,10 +270,18 @@ CASES: dict[str, Case] = {
         def probe():
             report(grader=outcome(lambda: os.listdir("/grader")),
                    task=outcome(lambda: os.listdir("/grader/task")),
-                   result=outcome(lambda: os.listdir("/result")))
+                   result=outcome(lambda: os.listdir("/result")),
+                   verifier=outcome(lambda: os.listdir("/verifier")),
+                   trusted=outcome(lambda: os.listdir("/verifier/trusted")))
         """,
         "behaviour",
-        facts={"grader": "EACCES", "task": "EACCES", "result": "EACCES"},
+        facts={
+            "grader": "EACCES",
+            "task": "EACCES",
+            "result": "EACCES",
+            "verifier": "EACCES",
+            "trusted": "EACCES",
+        },
     ),
     "reads-the-parents-proc-entries": Case(
         """
@@ -288,7 +301,7 @@ CASES: dict[str, Case] = {
         "behaviour",
         facts={
             "cmdline": "/usr/bin/python3 -B -m agent_eval.verification.runtime.attempt "
-            "/verifier/attempt.json",
+            "/verifier/trusted/attempt.json",
             "environ": "EACCES",
             "mem": "EACCES",
             "fd": "EACCES",
@@ -717,3 +730,123 @@ def test_two_verifier_containers_with_hostile_children_do_not_disturb_each_other
         "secret-returned": False,
         "echo-works": True,
     }
+
+
+# --- Grader material and state across scenarios -------------------------------------------
+
+
+def test_no_file_the_solution_can_read_holds_grader_material(
+    verifier: Verifier, tmp_path: Path
+) -> None:
+    # The markers are spelled in pieces: this solution's own file is readable.
+    snippet = """
+        MARKERS = ["The grading run of one" + " grader", "def run_and" + "_write(job",
+                   "def error" + "_pairs(out", "grader-only-" + "7c1e9a52",
+                   '"grader' + 'Path": "/grader', "GRADER = Verifier" + "Probe"]
+
+        def probe():
+            readable, leaks = [], []
+            # /verifier cannot be listed: its two halves are walked by name.
+            for top in ("/verifier", "/verifier/sandbox", "/verifier/trusted", "/grader",
+                        "/result", "/tmp", "/dev/shm", "/consumer", "/opt", "/etc", "/root",
+                        "/usr/local"):
+                for folder, dirs, files in os.walk(top):
+                    for name in files:
+                        path = os.path.join(folder, name)
+                        try:
+                            with open(path, "rb") as handle:
+                                data = handle.read(1 << 20).decode("utf-8", "replace")
+                        except OSError:
+                            continue
+                        if path.startswith("/verifier"):
+                            readable.append(path)
+                        if any(marker in data for marker in MARKERS):
+                            leaks.append(path)
+            report(readable=sorted(readable), leaks=sorted(leaks))
+    """
+    roomy = dataclasses.replace(
+        LIMITS,
+        behaviour=LIMITS.behaviour.model_copy(
+            update={"callTimeoutMs": 20_000, "scenarioTimeoutMs": 25_000, "totalTimeoutMs": 40_000}
+        ),
+    )
+    result = verifier.run(tmp_path, snippet, limits=roomy)
+    facts = reported(result)
+    sandbox = staged_files(REPO / "agent_eval", "sandbox")
+    assert facts["readable"] == sorted(f"/verifier/sandbox/agent_eval/{rel}" for rel in sandbox)
+    assert facts["leaks"] == []
+    # The control: each marker does stand in the material it stands for.
+    kit = REPO / "agent_eval"
+    assert "The grading run of one grader" in (kit / "grading" / "session.py").read_text()
+    assert "def run_and_write(job" in (kit / "verification" / "runtime" / "parent.py").read_text()
+    assert "def error_pairs(out" in (REPO / "graders" / "results.py").read_text()
+
+
+PLANT = """
+import ctypes
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.mq_open.restype = ctypes.c_int
+PLACES = ("/tmp/.planted", "/dev/shm/.planted", "/tmp/.planted-dir/inner")
+KEY = 0x5EED
+
+
+def _found():
+    found = [p for p in PLACES if os.path.exists(p)]
+    if LIBC.shmget(KEY, 0, 0) != -1:
+        found.append("sysv-shm")
+    queue = LIBC.mq_open(b"/planted", os.O_RDONLY)
+    if queue != -1:
+        found.append("mqueue")
+        os.close(queue)
+    if os.environ.get("PLANTED"):
+        found.append("environment")
+    return found
+
+
+FOUND = _found()
+
+
+def _plant():
+    planted = {}
+    for path in PLACES:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write("state")
+        planted[path] = os.path.exists(path)
+    os.chmod("/tmp/.planted-dir", 0o500)  # harder to remove
+    planted["sysv-shm"] = LIBC.shmget(KEY, 4096, 0o1000 | 0o600) != -1
+    queue = LIBC.mq_open(b"/planted", os.O_CREAT | os.O_RDWR, 0o600, None)
+    planted["mqueue"] = queue != -1
+    os.environ["PLANTED"] = "1"
+    return planted
+
+
+def probe():
+    report(found=FOUND, planted=_plant())
+
+
+def echo(text):
+    return text if not FOUND else "found " + ", ".join(FOUND)
+"""
+
+
+def test_nothing_a_solution_plants_survives_into_the_next_scenario(
+    verifier: Verifier, tmp_path: Path
+) -> None:
+    result = verifier.run(tmp_path, PLANT)
+    facts = reported(result)
+    assert facts["found"] == []
+    assert all(facts["planted"].values()), facts  # the planting itself worked
+    outcomes = {a.id: a.passed for a in result.behaviour.assertions}
+    assert outcomes["echo-works"] is True, result.behaviour
+
+
+def test_without_the_sweep_the_planted_state_would_be_seen(
+    verifier: Verifier, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The control: the same solution, with the sweep turned off, finds its state again.
+    monkeypatch.setattr(staging, "SWEPT", ())
+    result = verifier.run(tmp_path, PLANT)
+    outcomes = {a.id: a.passed for a in result.behaviour.assertions}
+    assert outcomes["echo-works"] is False

@@ -195,7 +195,7 @@ def test_the_attempt_format_is_pinned_and_the_runtime_reads_what_the_host_writes
         limits=VerificationLimits(),
         cache_seeded=True,
     )
-    raw = json.loads((staged.runtime / "attempt.json").read_text(encoding="utf-8"))
+    raw = json.loads((staged.runtime / "trusted" / "attempt.json").read_text(encoding="utf-8"))
     host = VerifierAttempt.model_validate(raw)
     runtime = parse_attempt(raw)
     assert str(runtime.analysis.solution_dir) == host.analysis.solutionDir == "/solution"
@@ -224,8 +224,11 @@ def test_each_slot_runs_its_child_as_its_own_uid_and_kills_every_process_after_a
             slot=slot,
             limits=VerificationLimits(),
         )
-        job = parse_attempt(json.loads((staged.runtime / "attempt.json").read_bytes())).behaviour
+        attempt_file = staged.runtime / "trusted" / "attempt.json"
+        job = parse_attempt(json.loads(attempt_file.read_bytes())).behaviour
         assert job.isolation.drop_privileges and job.isolation.kill_all_on_cleanup
+        assert job.isolation.sweep_paths == ("/tmp", "/dev/shm", "/dev/mqueue")
+        assert job.isolation.child_import_root == "/verifier/sandbox"
         assert job.isolation.child_uid == job.isolation.child_gid == CHILD_UID_BASE + slot
         assert str(job.scratch_dir) == "/tmp"
         uids.add(job.isolation.child_uid)
@@ -255,23 +258,26 @@ def test_the_staging_holds_only_copies_the_container_needs_with_private_grader_f
     )
     runtime = {str(p.relative_to(staged.runtime)) for p in staged.runtime.rglob("*")}
     harness = REPO / "agent_eval"
-    files = {f"agent_eval/{rel}" for rel in staged_files(harness, "verifier")}
-    folders = {str(Path(f).parent) for f in files} | {"graders"}
-    expected = {
-        "attempt.json",
-        *folders,
-        *files,
-        *(f"graders/{p.name}" for p in GRADERS.glob("*.py")),
-    }
+    trusted = {f"trusted/agent_eval/{rel}" for rel in staged_files(harness, "verifier")}
+    sandbox = {f"sandbox/agent_eval/{rel}" for rel in staged_files(harness, "sandbox")}
+    files = trusted | sandbox | {"trusted/attempt.json"}
+    files |= {f"trusted/graders/{p.name}" for p in GRADERS.glob("*.py")}
+    folders = {str(parent) for f in files for parent in Path(f).parents if str(parent) != "."}
     # Never a host-only module: the in-process grader, the CLI, the engine, the batch.
     assert not any(
         part in f for f in files for part in ("in_process", "/cli/", "/engine/", "/batch/")
     )
-    assert runtime == expected
+    assert runtime == files | folders
+    # The child's UID can read the sandbox half and nothing of the trusted one:
+    # not the kit, the repository's helpers, the parent or the attempt file.
     for path in staged.runtime.rglob("*"):
-        want = 0o755 if path.is_dir() else 0o600 if path.name == "attempt.json" else 0o644
-        assert mode(path) == want, path
-    assert mode(staged.runtime) == 0o755
+        private = path.relative_to(staged.runtime).parts[0] == "trusted"
+        if path.is_dir():
+            assert mode(path) == (0o700 if private else 0o755), path
+        else:
+            assert mode(path) == (0o600 if private else 0o644), path
+    assert mode(staged.runtime) == 0o711
+    assert not any(("grading" in f or "parent" in f) for f in sandbox)
 
     assert sorted(p.name for p in staged.grader.iterdir()) == [
         "contract.pyi",
@@ -313,8 +319,11 @@ def test_the_staged_analysis_and_runtime_import_with_the_standard_library_alone(
             "agent_eval.verification.runtime.attempt, agent_eval.verification.runtime.parent, "
             "agent_eval.verification.runtime.child",
         ],
-        cwd=staged.runtime,
-        env={"PYTHONPATH": str(staged.runtime), "PATH": os.environ.get("PATH", "/usr/bin")},
+        cwd=staged.runtime / "trusted",
+        env={
+            "PYTHONPATH": str(staged.runtime / "trusted"),
+            "PATH": os.environ.get("PATH", "/usr/bin"),
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -381,7 +390,7 @@ def test_only_the_parents_files_are_read_from_a_hardened_container_that_is_then_
     assert all(not m["Source"].startswith(str(REPO)) for m in mounts.values())
     assert container.spec.command[-2:] == (
         "agent_eval.verification.runtime.attempt",
-        "/verifier/attempt.json",
+        "/verifier/trusted/attempt.json",
     )
     assert list((tmp_path / "staging").iterdir()) == []  # the staging is gone too
 
@@ -482,10 +491,10 @@ def test_an_analysis_cache_is_mounted_read_only_below_the_runtime(
     run(engine, image, task, solution, consumer, tmp_path, analysis_cache=cache)
     (container,) = engine.containers.values()
     mounts = {m["Target"]: m for m in container.host_config["mounts"]}
-    assert mounts["/verifier/mypy-cache-seed"] == {
+    assert mounts["/verifier/trusted/mypy-cache-seed"] == {
         "Type": "bind",
         "Source": str(cache),
-        "Target": "/verifier/mypy-cache-seed",
+        "Target": "/verifier/trusted/mypy-cache-seed",
         "ReadOnly": True,
     }
 

@@ -309,7 +309,10 @@ def test_a_crash_mid_call_reports_the_exit_and_the_tail_of_the_output(
     result = verify(tmp_path, library, source)
     assert result.failed_assertion_ids == ["fresh-per-scenario"]
     assert result.error is not None
-    assert "was killed by SIGSEGV; its last output: about to crash" in result.error.message
+    assert (
+        "was killed by SIGSEGV; the solution's own output (its last 14 characters, escaped): "
+        "about to crash" in result.error.message
+    )
 
 
 @pytest.mark.parametrize(
