@@ -25,6 +25,7 @@ from agent_eval.models import (
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
 from agent_eval.models.behaviour import BehaviourResult
 from agent_eval.models.runner_protocol import MAX_FEEDBACK_DIAGNOSTICS
+from agent_eval.verification.protocol import code_failure_category
 
 __all__ = ["AttemptObservations", "judge_attempt", "repair_feedback"]
 
@@ -109,7 +110,7 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         diagnostics.append(_diag("collection", f"no allowlisted file was collected{why}"))
     else:
         submitted = True
-        category = _code_category(obs.analysis, obs.behaviour)
+        category = code_failure_category(obs.analysis, obs.behaviour)
 
     if obs.analysis is not None:
         diagnostics.extend(obs.analysis.diagnostics)
@@ -146,30 +147,6 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         failureCategory=category,
         infrastructureStatus="failed" if infra else "ok",
     )
-
-
-def _code_category(
-    analysis: Analysis | None, behaviour: BehaviourResult | None
-) -> FailureCategory | None:
-    if analysis is None or behaviour is None or behaviour.infrastructure_failed:
-        return "infrastructure"
-    if not behaviour.safety_passed:
-        return "safety"
-    if not analysis.syntaxOk:
-        return "syntax"
-    if analysis.missingDependencies:
-        return "missing-dependency"
-    if analysis.unsupportedApiCount:
-        return "unsupported-api"
-    if not analysis.contractOk:
-        return "contract-mismatch"
-    if not analysis.typeCheckOk:
-        return "type-check"
-    if not analysis.integrationOk:
-        return "integration"
-    if not behaviour.passed:
-        return "behaviour"
-    return None
 
 
 def repair_feedback(record: AttemptRecord) -> RepairFeedback | None:

@@ -34,7 +34,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "consumer": LEAVES | {"engine", "packing"},
     "verification": LEAVES | {"engine", "suite", "grading", "consumer", "packing", "images"},
     "batch": LEAVES | {"engine", "suite", "packing", "consumer", "reference"},
-    "verdict": LEAVES | {"packing", "reference"},
+    "verdict": LEAVES | {"packing", "reference", "suite", "verification"},
     "images": LEAVES | {"engine"},
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset(),

@@ -14,17 +14,20 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from agent_eval.consumer.archives import prepare_consumer
 from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
 from agent_eval.images.build import VERIFIER_TAG
-from agent_eval.layout import ConsumerLayout
+from agent_eval.layout import ConsumerLayout, RunDirectory
+from agent_eval.models import ArchivesManifest, LockedDistribution
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import Project
 from agent_eval.verification.container.cache import warm_analysis_cache
@@ -39,6 +42,7 @@ from agent_eval.verification.protocol import Verification, VerifierContext, Veri
 __all__ = [
     "ContainerVerifier",
     "batch_verifier_factory",
+    "evidence_verifiers",
     "local_verifier_image",
     "source_verifiers",
 ]
@@ -164,6 +168,63 @@ def source_verifiers(
             return ContainerVerifier(setup, tasks_dir=project.tasks, slots=slots)
 
         yield build
+    finally:
+        try:
+            remove_leftovers(engine, batch_id)
+        finally:
+            engine.close()
+
+
+@contextlib.contextmanager
+def evidence_verifiers(
+    project: Project, archives: ArchivesManifest, run_dir: Path
+) -> Iterator[tuple[ContainerVerifier, list[LockedDistribution]]]:
+    """The recorded verifier image, over a consumer installed again from the batch's archives.
+
+    For re-verification: the pinned verifier image (by the id archives.json
+    records; nothing is pulled), the candidate wheels saved in the run
+    directory, installed offline as the batch installed them. Yields the
+    verifier and the distributions the new consumer holds (to be held
+    against the batch's consumer-lock.json). Every container is removed and
+    the work directory deleted on exit.
+
+    Raises:
+        EngineUnavailableError: No local engine answers.
+        InfrastructureError: The image is absent, or the consumer or the cache failed.
+    """
+    engine = connect_local_engine()
+    batch_id = f"reverify-{uuid.uuid4().hex[:12]}"
+    image = archives.verifierImage.imageId
+    lock = project.packages / "requirements.lock"
+    try:
+        engine.resolve_image(image)
+        with tempfile.TemporaryDirectory(prefix="agent-eval-reverify-") as tmp:
+            work = Path(tmp)
+            consumer = prepare_consumer(
+                engine,
+                verifier_image=image,
+                root=work / "consumer",
+                stage=work / "consumer-stage",
+                archives_dir=RunDirectory(run_dir).archives,
+                archives=archives.archives,
+                dependency_lock=lock if lock.is_file() else None,
+                guides={},
+                tasks=[],
+                batch_id=batch_id,
+            )
+            cache = warm_analysis_cache(
+                engine, image, consumer.root, work / "mypy-cache", batch_id=batch_id
+            )
+            setup = VerifierSetup(
+                engine=engine,
+                image=image,
+                consumer_dir=consumer.root,
+                graders_dir=project.graders,
+                batch_id=batch_id,
+                staging_root=work,
+                analysis_cache=cache,
+            )
+            yield ContainerVerifier(setup, tasks_dir=project.tasks, slots=2), consumer.distributions
     finally:
         try:
             remove_leftovers(engine, batch_id)

@@ -1,0 +1,150 @@
+"""Re-verification: every saved solution, verified again, must get the verdict the receipt records.
+
+``check-agent-eval --reverify`` runs the recorded, pinned verifier image on
+every attempt that was verified, from the batch's own archives, and holds
+what it observes against the receipt and the saved ``analysis.json``: the
+analysis (every finding and count), every assertion and whether it was
+observed, safety, whether a review is asked for, and success. Any difference
+rejects the batch, naming the attempt and the field. This rests on the
+verification being deterministic (pinned image, locale, time zone and hash
+seed; graders that take time as an input), which ``tasks verify --repeat``
+checks for the fixtures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from agent_eval.errors import AgentEvalError
+from agent_eval.evidence_io import parse_model, read_bounded, read_model
+from agent_eval.layout import RunDirectory
+from agent_eval.models import (
+    Analysis,
+    ArchivesManifest,
+    AttemptRecord,
+    ConsumerLock,
+    LockedDistribution,
+    Receipt,
+    TaskSpec,
+)
+from agent_eval.project import Project
+from agent_eval.suite.tasks import load_suite
+from agent_eval.verification.protocol import Verification, Verifier, code_failure_category
+
+__all__ = ["EvidenceVerifiers", "reverify", "reverify_files"]
+
+_MAX_ANALYSIS_BYTES = 8 * 1024 * 1024
+
+
+EvidenceVerifiers = Callable[
+    [ArchivesManifest, Path], AbstractContextManager[tuple[Verifier, list[LockedDistribution]]]
+]
+"""Opens the recorded verifier over a consumer installed again from a batch's archives."""
+
+
+def reverify_files(
+    receipt_path: Path, archives_path: Path, project: Project, open_verifier: EvidenceVerifiers
+) -> list[str]:
+    """Verify every saved solution of a batch again; each difference is a reason.
+
+    The consumer installed again from the batch's archives must hold exactly
+    the distributions its consumer-lock.json records, and every verdict must
+    come out as recorded.
+    """
+    evidence = RunDirectory(receipt_path.parent)
+    try:
+        receipt = read_model(receipt_path, Receipt, what="receipt")
+        archives = read_model(archives_path, ArchivesManifest, what="archives")
+        recorded_lock = read_model(evidence.consumer_lock, ConsumerLock, what="consumer lock")
+        suite = load_suite(project.tasks, graders_dir=project.graders)
+    except AgentEvalError as exc:
+        return [f"reverify: {exc}"]
+    tasks = {task.id: task.spec for task in suite.tasks}
+    try:
+        with open_verifier(archives, evidence.root) as (verifier, installed):
+            reasons = []
+            if installed != recorded_lock.distributions:
+                reasons.append(
+                    "reverify: the consumer installed again from the archives holds other "
+                    "distributions than consumer-lock.json records"
+                )
+            return reasons + reverify(receipt, evidence.root, tasks, verifier)
+    except AgentEvalError as exc:
+        return [f"reverify: the recorded verifier could not be prepared: {exc}"]
+
+
+def reverify(
+    receipt: Receipt, run_dir: Path, tasks: dict[str, TaskSpec], verifier: Verifier
+) -> list[str]:
+    """Every difference between the recorded verdicts and a fresh verification, as reasons.
+
+    Args:
+        receipt: The batch's receipt (already checked for integrity).
+        run_dir: Its run directory.
+        tasks: The suite's task specs by id (the current ones; a stale suite is
+            a reason of its own).
+        verifier: The recorded verifier image, prepared from the batch's archives.
+    """
+    reasons: list[str] = []
+    evidence = RunDirectory(run_dir)
+    for run in receipt.runs:
+        for record in run.attempts:
+            if record.analysisDigest is None or not record.submitted:
+                continue  # never verified: nothing to verify again
+            where = f"reverify: {run.runId} attempt {record.attempt}"
+            task = tasks.get(run.taskId)
+            if task is None:
+                reasons.append(f"{where}: the suite has no task {run.taskId!r}")
+                continue
+            folder = evidence.attempt(run.runId, record.attempt)
+            try:
+                recorded = parse_model(
+                    read_bounded(folder.analysis, what="analysis", max_bytes=_MAX_ANALYSIS_BYTES),
+                    Analysis,
+                    where=str(folder.analysis),
+                )
+                again = verifier.verify(task, folder.solution, run.runId)
+            except AgentEvalError as exc:
+                reasons.append(f"{where}: cannot verify it again: {exc}")
+                continue
+            reasons += [f"{where}: {d}" for d in _differences(record, recorded, again)]
+    return reasons
+
+
+def _differences(record: AttemptRecord, recorded: Analysis, again: Verification) -> list[str]:
+    found = []
+    for name in Analysis.model_fields:
+        before, after = getattr(recorded, name), getattr(again.analysis, name)
+        if before != after:
+            found.append(f"analysis.{name} was {_short(before)}, is now {_short(after)}")
+    behaviour = again.behaviour
+    was = {a.id: (a.passed, a.observed, a.safety) for a in record.assertions}
+    now = {a.id: (a.passed, a.observed, a.safety) for a in behaviour.assertions}
+    for assertion in sorted(set(was) | set(now)):
+        if was.get(assertion) != now.get(assertion):
+            found.append(
+                f"assertion {assertion} was {_outcome(was.get(assertion))}, "
+                f"is now {_outcome(now.get(assertion))}"
+            )
+    if record.safetyPassed != behaviour.safety_passed:
+        found.append(f"safetyPassed was {record.safetyPassed}, is now {behaviour.safety_passed}")
+    if record.needsReview != behaviour.needsReview:
+        found.append(f"needsReview was {record.needsReview}, is now {behaviour.needsReview}")
+    success = code_failure_category(again.analysis, behaviour) is None
+    if record.success != success:
+        found.append(f"success was {record.success}, is now {success}")
+    return found
+
+
+def _outcome(value: tuple[bool, bool, bool] | None) -> str:
+    if value is None:
+        return "absent"
+    passed, observed, _ = value
+    return "not observed" if not observed else "passed" if passed else "failed"
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
