@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,15 +48,29 @@ def evidence(tmp_path: Path) -> Path:
 
 
 def project_copy(tmp_path: Path) -> Path:
-    """A checkout whose evidence goes to tmp_path (the harness reads [tool.agent-eval])."""
+    """A clean git checkout of the repository's library, tasks and graders, with its evidence
+    in the checkout (the harness reads [tool.agent-eval]); the checker rebuilds the
+    archives from its commit."""
     text = (REPO / "pyproject.toml").read_text()
     root = tmp_path / "project"
     root.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", ".mypy_cache")
     for name in ("packages", "tasks", "graders", "fixtures"):
-        (root / name).symlink_to(REPO / name)
+        shutil.copytree(REPO / name, root / name, ignore=ignore)
     (root / "pyproject.toml").write_text(
         text.replace('evidence = ".verification/agent-eval"', f'evidence = "{"evidence"}"')
     )
+    (root / ".gitignore").write_text("/evidence/\n")
+    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
+    identity |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
+        subprocess.run(
+            ["git", "-C", str(root), *command],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, **identity},
+        )
     return root
 
 
@@ -80,7 +95,9 @@ def eval_agent(
     return done.returncode, json.loads(done.stdout)
 
 
-def check(receipt: Path) -> tuple[int, dict[str, Any]]:
+def check(receipt: Path, *options: str) -> tuple[int, dict[str, Any]]:
+    # The run directory lives in its project's evidence directory.
+    project = receipt.parent.parent.parent
     done = subprocess.run(
         [
             str(BIN / "check-agent-eval"),
@@ -89,7 +106,8 @@ def check(receipt: Path) -> tuple[int, dict[str, Any]]:
             "--archives",
             str(receipt.parent / "archives.json"),
             "--project",
-            str(REPO),
+            str(project),
+            *options,
         ],
         capture_output=True,
         text=True,
@@ -121,6 +139,21 @@ def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
     assert [reason.split(":")[0] for reason in decision["reasons"]] == ["not-self-test"]
     assert list_leftovers(engine, receipt.batchId) == []
     assert not (project / "evidence" / ".work").exists()
+
+    # Verified again by the recorded image, every run gets its recorded verdict...
+    code, decision = check(receipt_path, "--reverify")
+    assert [reason.split(":")[0] for reason in decision["reasons"]] == ["not-self-test"]
+    # ... and a verdict edited in the receipt is caught, naming the attempt and field.
+    data = json.loads(receipt_path.read_text())
+    assertion = data["runs"][2]["attempts"][0]["assertions"][0]
+    assertion["passed"] = False
+    receipt_path.write_text(json.dumps(data))
+    code, decision = check(receipt_path, "--reverify")
+    run_id = data["runs"][2]["runId"]
+    assert any(
+        r.startswith(f"reverify: {run_id} attempt 1: assertion {assertion['id']} was failed")
+        for r in decision["reasons"]
+    ), decision
 
 
 def test_a_mutant_batch_is_repaired_but_its_unsafe_first_attempts_block_qualification(

@@ -205,7 +205,7 @@ def evidence_verifiers(
                 verifier_image=image,
                 root=work / "consumer",
                 stage=work / "consumer-stage",
-                archives_dir=RunDirectory(run_dir).archives,
+                archives_dir=RunDirectory(run_dir.resolve()).archives,
                 archives=archives.archives,
                 dependency_lock=lock if lock.is_file() else None,
                 guides={},
