@@ -54,6 +54,13 @@ def _deprecated_engine(ctx: click.Context, param: click.Parameter, value: str | 
     help="Fixture cases verified in parallel.",
 )
 @click.option(
+    "--repeat",
+    type=click.IntRange(1, 20),
+    default=1,
+    show_default=True,
+    help="Verify each case this many times; a case whose verdict differs between them fails.",
+)
+@click.option(
     "--project",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
@@ -71,6 +78,7 @@ def verify_command(
     ctx: click.Context,
     verifier: str | None,
     concurrency: int,
+    repeat: int,
     project: Path | None,
     verifier_image: str | None,
 ) -> None:
@@ -91,7 +99,7 @@ def verify_command(
             with source_verifiers(
                 layout, verifier_image=verifier_image, slots=concurrency
             ) as build_docker:
-                report = verify_tasks(layout, build_docker, concurrency=concurrency)
+                report = verify_tasks(layout, build_docker, concurrency=concurrency, repeat=repeat)
         else:
 
             def build(work_dir: Path) -> Verifier:
@@ -103,6 +111,6 @@ def verify_command(
                     slots=concurrency,
                 )
 
-            report = verify_tasks(layout, build, concurrency=concurrency)
+            report = verify_tasks(layout, build, concurrency=concurrency, repeat=repeat)
     click.echo(format_report(report), nl=False)
     sys.exit(0 if report.ok else EXIT_FAILURE)

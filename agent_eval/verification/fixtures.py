@@ -18,6 +18,7 @@ An infrastructure failure is never a match: it says nothing about the case.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import textwrap
@@ -268,24 +269,42 @@ def run_cases(
     *,
     concurrency: int = 1,
     on_result: Callable[[CaseResult], None] | None = None,
+    repeat: int = 1,
 ) -> list[CaseResult]:
-    """Verify every case with *verifier* and compare; results in the order of *cases*."""
+    """Verify every case with *verifier* and compare; results in the order of *cases*.
+
+    With *repeat* above 1 each case is verified that many times, and a case
+    whose observations differ between repeats is a mismatch (a flaky grader
+    or analysis): a verdict that cannot be reproduced cannot be re-checked.
+    """
+    if repeat < 1:
+        raise ValueError("repeat must be at least 1")
     with tempfile.TemporaryDirectory(prefix="agent-eval-fixtures-") as tmp:
         root = Path(tmp)
 
-        def one(case: FixtureCase) -> CaseResult:
-            solution = _stage(case, root)
+        def observed(case: FixtureCase, solution: Path) -> Observation:
             try:
                 verification = verifier.verify(case.task.spec, solution, f"fixture-{case.label}")
             except InfrastructureError as exc:
-                result = compare(
-                    case,
-                    Observation(
-                        frozenset(), frozenset(), None, False, infrastructure_error=str(exc)
-                    ),
+                return Observation(
+                    frozenset(), frozenset(), None, False, infrastructure_error=str(exc)
                 )
-            else:
-                result = compare(case, observe(verification))
+            return observe(verification)
+
+        def one(case: FixtureCase) -> CaseResult:
+            solution = _stage(case, root)
+            seen = [observed(case, solution) for _ in range(repeat)]
+            result = compare(case, seen[0])
+            differing = [n for n, o in enumerate(seen[1:], start=2) if o != seen[0]]
+            if differing:
+                result = dataclasses.replace(
+                    result,
+                    ok=False,
+                    observed="flaky",
+                    detail=f"the verdict of repeat {differing[0]} of {repeat} differs from the "
+                    f"first ({_describe_observation(seen[0])} vs "
+                    f"{_describe_observation(seen[differing[0] - 1])})",
+                )
             if on_result is not None:
                 on_result(result)
             return result
@@ -300,6 +319,7 @@ def verify_tasks(
     *,
     concurrency: int = 1,
     on_result: Callable[[CaseResult], None] | None = None,
+    repeat: int = 1,
 ) -> VerifyReport:
     """Validate the suite and run every fixture case of the project with a verifier.
 
@@ -308,6 +328,7 @@ def verify_tasks(
         verifier_factory: Builds the verifier given a private work directory.
         concurrency: Cases verified in parallel.
         on_result: Called with each case's row as soon as it is known.
+        repeat: Verifications per case; a case whose verdict differs between them fails.
 
     Raises:
         SuiteError: The suite or a fixture case is malformed (before anything runs).
@@ -320,10 +341,24 @@ def verify_tasks(
     with tempfile.TemporaryDirectory(prefix="agent-eval-verifier-") as work:
         verifier = verifier_factory(Path(work))
         rows += check_catalog_references(suite.tasks, verifier.api_catalog())
-        rows += run_cases(cases, verifier, concurrency=concurrency, on_result=on_result)
+        rows += run_cases(
+            cases, verifier, concurrency=concurrency, on_result=on_result, repeat=repeat
+        )
     return VerifyReport(
         verifier=verifier.name, rows=tuple(rows), seconds=time.monotonic() - started
     )
+
+
+def _describe_observation(observation: Observation) -> str:
+    failed = sorted(observation.failed_assertions)
+    parts = [_describe(failed, sorted(observation.findings))]
+    for label, value in (
+        ("error", observation.behaviour_error),
+        ("infrastructure", observation.infrastructure_error),
+    ):
+        if value:
+            parts.append(f"{label}: {value[:120]}")
+    return "; ".join(parts)
 
 
 def _wrap(text: str, width: int) -> list[str]:

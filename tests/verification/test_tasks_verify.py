@@ -339,3 +339,21 @@ def test_the_deprecated_engine_option_still_selects_a_verifier_and_says_so() -> 
         main, ["tasks", "verify", "--engine", "local", "--verifier", "docker"]
     )
     assert result.exit_code == 2 and "disagree" in result.output
+
+
+def test_repeats_that_agree_pass_and_a_verdict_that_changes_between_repeats_is_flaky(
+    cases: dict[str, FixtureCase],
+) -> None:
+    steady = FakeVerifier(as_declared(cases))
+    chosen = [cases["forms/correct"]]
+    [result] = run_cases(chosen, steady, repeat=3)
+    assert result.ok and len(steady.seen) == 3
+    answers = iter([set(), {"typed-values-parsed"}, set()])
+
+    def wobbling(spec: TaskSpec, solution_dir: Path) -> Verification:
+        return verification(spec, next(answers), set())
+
+    [flaky] = run_cases(chosen, FakeVerifier(wobbling), repeat=3)
+    assert not flaky.ok and flaky.observed == "flaky"
+    assert "repeat 2 of 3 differs from the first" in flaky.detail
+    assert "typed-values-parsed" in flaky.detail
