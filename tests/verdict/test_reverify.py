@@ -31,7 +31,8 @@ def task(task_id: str) -> TaskSpec:
     return TaskSpec.model_validate(
         {
             "schemaVersion": 1, "id": task_id, "title": "t",
-            "allowedOutputPaths": ["solution.py"], "allowedImports": ["appkit/*"], "requiredPeers": [],
+            "allowedOutputPaths": ["solution.py"], "allowedImports": ["appkit/*"],
+            "requiredPeers": [],
             "assertionIds": ["behaves", SAFETY_ID], "safetyAssertionIds": [SAFETY_ID],
             "seedReferences": [], "requiredIntegration": [],
         }
