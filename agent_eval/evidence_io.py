@@ -25,6 +25,7 @@ import os
 import re
 import stat
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "format_validation_error",
     "nesting_exceeds",
+    "one_line",
     "parse_json",
     "parse_model",
     "read_bounded",
@@ -197,8 +199,15 @@ def read_model(
     return parse_model(data, model_type, where=f"{what} {path}")
 
 
+def one_line(text: str) -> str:
+    """*text* with every control and formatting character escaped: one line, shown as it is."""
+    return "".join(
+        char if unicodedata.category(char)[0] != "C" else json.dumps(char)[1:-1] for char in text
+    )
+
+
 def _location(parts: tuple[int | str, ...]) -> str:
-    shown = [str(p)[:40] for p in parts]
+    shown = [one_line(str(p)[:40]) for p in parts]
     if len(shown) > _MAX_LOCATION_PARTS:
         shown = [*shown[:3], f"…({len(shown) - 5} more)…", *shown[-2:]]
     return ".".join(shown) or "<root>"
@@ -208,7 +217,7 @@ def format_validation_error(exc: ValidationError) -> str:
     """One clause per problem (at most five): the shortened field path, then the rule."""
     errors = exc.errors()
     parts = [
-        f"{_location(tuple(err['loc']))}: {str(err['msg'])[:_MAX_MESSAGE_CHARS]}"
+        f"{_location(tuple(err['loc']))}: {one_line(str(err['msg'])[:_MAX_MESSAGE_CHARS])}"
         for err in errors[:5]
     ]
     if len(errors) > 5:
