@@ -72,11 +72,8 @@ def test_eval_agent_with_a_hostile_config_is_not_run_with_exit_two(
     assert result.exception is None or isinstance(result.exception, SystemExit)
     line = json.loads(result.stdout)
     assert line["status"] == "not-run"
-    saved = (
-        json.loads(Path(root / line["receipt"]).read_text())
-        if not Path(line["receipt"]).is_absolute()
-        else json.loads(Path(line["receipt"]).read_text())
-    )
+    printed = Path(line["receipt"])
+    saved = json.loads((printed if printed.is_absolute() else Path.cwd() / printed).read_text())
     assert saved["status"] == "not-run" and saved["reasons"][0].startswith("config:")
 
 
