@@ -15,9 +15,9 @@ import socket
 import stat
 import tarfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 
 import docker
 import docker.errors
@@ -48,11 +48,32 @@ from agent_eval.models.runner_config import check_pinned_image
 
 __all__ = ["DockerEngine", "connect_local_engine"]
 
-_REMOVE_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0)
+ANSWER_TIMEOUT_S = 8.0
+"""An engine that accepts a connection must answer its first ping within this."""
+_REMOVE_DELAYS_S = (0.0, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
+_RETRY_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
+"""Back-off while the engine is unreachable (about 16 s: a restart, not an outage)."""
+_UNREACHABLE_WAIT_S = 20.0
+"""How long a wait keeps asking an engine that stopped answering."""
 _KILL_WAIT_S = 10.0
 _STDIN_TIMEOUT_S = 30.0
 _LOG_CHUNK = 64 * 1024
 _TAR_OVERHEAD = 64 * 1024
+
+
+def _ping(path: str, timeout_s: float) -> None:
+    """Ask the engine for ``/_ping`` over its socket, giving up after *timeout_s*.
+
+    A socket that accepts connections but never answers (a frozen or
+    half-started engine) would otherwise hold the SDK for its whole timeout.
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(timeout_s)
+        probe.connect(path)
+        probe.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+        answer = probe.recv(64)
+    if not answer.startswith(b"HTTP/"):
+        raise OSError(f"not an HTTP answer: {answer[:40]!r}")
 
 
 def connect_local_engine(
@@ -60,6 +81,7 @@ def connect_local_engine(
     *,
     environ: Mapping[str, str] | None = None,
     timeout_s: float = 120.0,
+    answer_timeout_s: float = ANSWER_TIMEOUT_S,
 ) -> DockerEngine:
     """Connect to the local Docker engine and check that it answers.
 
@@ -67,6 +89,8 @@ def connect_local_engine(
         runtime_path: The runner config's ``runtimePath``, if any.
         environ: Environment to read ``DOCKER_HOST`` from; ``os.environ`` by default.
         timeout_s: Timeout of ordinary API calls (waits have their own).
+        answer_timeout_s: How long an engine that accepts the connection may take to
+            answer its first ping.
 
     Returns:
         A connected engine.
@@ -85,19 +109,26 @@ def connect_local_engine(
         ) from None
     if not stat.S_ISSOCK(mode):
         raise EngineUnavailableError(f"{path} is not a Unix socket; {fix}")
-    # Knock first: the SDK leaks its socket when the connection is refused.
+    # Knock first, and bounded: the SDK leaks its socket when the connection is
+    # refused, and would wait its whole timeout on an engine that never answers.
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            probe.settimeout(5)
-            probe.connect(path)
+        _ping(path, answer_timeout_s)
+    except TimeoutError:
+        raise EngineUnavailableError(
+            f"the engine at {path} accepts connections but does not answer within "
+            f"{answer_timeout_s:g} s; check the engine (it may be frozen or still starting)"
+        ) from None
     except OSError as exc:
         raise EngineUnavailableError(f"no engine listens on {path} ({exc}); {fix}") from None
     try:
-        api = docker.APIClient(base_url=f"unix://{path}", version="auto", timeout=int(timeout_s))
+        api = docker.APIClient(
+            base_url=f"unix://{path}", version="auto", timeout=max(1, int(answer_timeout_s))
+        )
     except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
         raise EngineUnavailableError(
             f"the engine at {path} does not answer ({exc}); {fix}"
         ) from None
+    api.timeout = int(timeout_s)
     try:
         api.ping()
     except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
@@ -116,6 +147,43 @@ def _api_error(what: str, exc: Exception) -> InfrastructureError:
 
 
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.RequestException, OSError)
+# A dropped or refused connection, or an engine restarting under us: worth
+# asking again. An answer with a status code is an answer and is never retried.
+_UNREACHABLE = (requests.ConnectionError, ConnectionError, FileNotFoundError)
+T = TypeVar("T")
+
+
+def _unreachable(exc: BaseException) -> bool:
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return False
+    return isinstance(exc, _UNREACHABLE) or (
+        isinstance(exc, docker.errors.DockerException)
+        and not isinstance(exc, docker.errors.APIError)
+        and isinstance(exc.__context__, _UNREACHABLE)
+    )
+
+
+def _again(what: str, call: Callable[[], T], *, delays: Sequence[float] = _RETRY_DELAYS_S) -> T:
+    """Run an idempotent engine call, asking again while the engine is unreachable.
+
+    "Not found" answers are the caller's to interpret and pass through as they are.
+
+    Raises:
+        docker.errors.NotFound: The engine answered that the object does not exist.
+        InfrastructureError: The engine answered with another error, or stayed
+            unreachable through every retry (the message says which).
+    """
+    for delay in (*delays, None):
+        try:
+            return call()
+        except docker.errors.NotFound:
+            raise
+        except _ENGINE_ERRORS as exc:
+            if not _unreachable(exc) or delay is None:
+                detail = " (the engine stayed unreachable)" if _unreachable(exc) else ""
+                raise _api_error(what + detail, exc) from None
+        time.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _close_attached(attached: Any) -> None:
@@ -161,7 +229,7 @@ class DockerEngine(ContainerEngine):
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         try:
-            info = self._inspect_image(reference)
+            info = _again(f"inspecting image {reference}", lambda: self._inspect_image(reference))
         except docker.errors.ImageNotFound:
             self._refuse_other_digests(reference)
             raise InfrastructureError(
@@ -169,8 +237,6 @@ class DockerEngine(ContainerEngine):
                 "pulled; build it with `agent-eval images build` (or load it) and pin what "
                 "that prints"
             ) from None
-        except _ENGINE_ERRORS as exc:
-            raise _api_error(f"inspecting image {reference}", exc) from None
         image_id = str(info["Id"])
         digests = tuple(str(d) for d in info.get("RepoDigests") or ())
         match_pinned_image(reference, image_id, digests)
@@ -235,34 +301,56 @@ class DockerEngine(ContainerEngine):
         finally:
             _close_attached(attached)
 
+    def _wait_until(self, container_id: str, deadline: float) -> bool:
+        """Wait for the container to exit by *deadline* (monotonic); False when it did not.
+
+        The deadline is the harness's own clock: a read timeout before it, or a
+        dropped connection, is waited again, never taken for the container's
+        timeout; an engine unreachable for longer than a restart is an error.
+        """
+        unreachable_since: float | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            try:
+                cast(Any, self._api).wait(container_id, timeout=max(remaining, 0.001))
+                return True
+            except requests.exceptions.ReadTimeout:
+                unreachable_since = None
+                continue
+            except _ENGINE_ERRORS as exc:
+                if not _unreachable(exc):
+                    raise _api_error(f"waiting for container {container_id[:12]}", exc) from None
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                if now - unreachable_since > _UNREACHABLE_WAIT_S:
+                    raise _api_error(
+                        f"waiting for container {container_id[:12]}: the engine stayed "
+                        f"unreachable for {_UNREACHABLE_WAIT_S:g} s",
+                        exc,
+                    ) from None
+                time.sleep(min(1.0, max(0.0, deadline - now)))
+
     def wait(self, container_id: str, timeout_s: float) -> WaitResult:
         """See :meth:`ContainerEngine.wait`."""
-        timed_out = False
-        try:
-            cast(Any, self._api).wait(container_id, timeout=max(timeout_s, 0.001))
-        except requests.RequestException:
-            # The client's read timeout is the deadline; the container runs on
-            # until it is killed here.
-            timed_out = True
-        except docker.errors.DockerException as exc:
-            raise _api_error(f"waiting for container {container_id[:12]}", exc) from None
+        short = container_id[:12]
+        timed_out = not self._wait_until(container_id, time.monotonic() + timeout_s)
         if timed_out:
             try:
-                self._api.kill(container_id)
-            except docker.errors.APIError as exc:
-                if exc.status_code != 409:  # 409: it exited in the meantime
-                    raise _api_error(f"killing container {container_id[:12]}", exc) from None
-            try:
-                cast(Any, self._api).wait(container_id, timeout=_KILL_WAIT_S)
-            except _ENGINE_ERRORS as exc:
-                raise _api_error(f"container {container_id[:12]} survived its kill", exc) from None
-        try:
-            state = self._api.inspect_container(container_id)["State"]
-        except _ENGINE_ERRORS as exc:
-            raise _api_error(f"inspecting container {container_id[:12]}", exc) from None
+                _again(f"killing container {short}", lambda: self._api.kill(container_id))
+            except InfrastructureError as exc:
+                if "409" not in str(exc):  # 409: it exited in the meantime
+                    raise
+            if not self._wait_until(container_id, time.monotonic() + _KILL_WAIT_S):
+                raise InfrastructureError(f"container {short} survived its kill")
+        state = _again(
+            f"inspecting container {short}",
+            lambda: self._api.inspect_container(container_id)["State"],
+        )
         if state.get("Error"):
             raise InfrastructureError(
-                f"the engine reported an error for container {container_id[:12]}: {state['Error']}"
+                f"the engine reported an error for container {short}: {state['Error']}"
             )
         return WaitResult(
             exit_code=int(state["ExitCode"]),
@@ -288,30 +376,38 @@ class DockerEngine(ContainerEngine):
 
     def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:
         """See :meth:`ContainerEngine.logs`."""
+        what = f"reading the logs of container {container_id[:12]}"
         try:
-            out, out_cut = self._bounded_stream(container_id, limit_bytes, stdout=True)
-            err, err_cut = self._bounded_stream(container_id, limit_bytes, stdout=False)
-        except _ENGINE_ERRORS as exc:
-            raise _api_error(f"reading the logs of container {container_id[:12]}", exc) from None
+            out, out_cut = _again(
+                what, lambda: self._bounded_stream(container_id, limit_bytes, stdout=True)
+            )
+            err, err_cut = _again(
+                what, lambda: self._bounded_stream(container_id, limit_bytes, stdout=False)
+            )
+        except docker.errors.NotFound as exc:
+            raise _api_error(what, exc) from None
         return BoundedOutput(out, err, out_cut, err_cut)
 
     def copy_file_out(self, container_id: str, path: str, max_bytes: int) -> bytes:
         """See :meth:`ContainerEngine.copy_file_out`."""
         where = f"{path} in container {container_id[:12]}"
-        try:
+
+        def fetch() -> bytes:
             chunks, info = self._api.get_archive(container_id, path, chunk_size=_LOG_CHUNK)
+            if int(info.get("size", 0)) > max_bytes:
+                raise InfrastructureError(f"{where} has {info['size']} bytes, over {max_bytes}")
+            archive = bytearray()
+            for chunk in chunks:
+                archive += chunk
+                if len(archive) > max_bytes + _TAR_OVERHEAD:
+                    raise InfrastructureError(f"{where} is larger than {max_bytes} bytes")
+            return bytes(archive)
+
+        try:
+            archive = _again(f"copying {where}", fetch)
         except docker.errors.NotFound:
             raise InfrastructureError(f"{where} does not exist") from None
-        except _ENGINE_ERRORS as exc:
-            raise _api_error(f"copying {where}", exc) from None
-        if int(info.get("size", 0)) > max_bytes:
-            raise InfrastructureError(f"{where} has {info['size']} bytes, over {max_bytes}")
-        archive = bytearray()
-        for chunk in chunks:
-            archive += chunk
-            if len(archive) > max_bytes + _TAR_OVERHEAD:
-                raise InfrastructureError(f"{where} is larger than {max_bytes} bytes")
-        with tarfile.open(fileobj=io.BytesIO(bytes(archive)), mode="r:") as tar:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
             members = tar.getmembers()
             if len(members) != 1 or not members[0].isreg():
                 raise InfrastructureError(f"{where} is not a regular file")
@@ -345,10 +441,10 @@ class DockerEngine(ContainerEngine):
     def list_containers(self, batch_id: str | None = None) -> list[ContainerSummary]:
         """See :meth:`ContainerEngine.list_containers`."""
         label = LABEL_BATCH if batch_id is None else f"{LABEL_BATCH}={batch_id}"
-        try:
-            found = self._api.containers(all=True, filters={"label": [label]})
-        except _ENGINE_ERRORS as exc:
-            raise _api_error("listing agent-eval containers", exc) from None
+        found = _again(
+            "listing agent-eval containers",
+            lambda: self._api.containers(all=True, filters={"label": [label]}),
+        )
         return [
             ContainerSummary(
                 container_id=str(item["Id"]),
@@ -363,11 +459,10 @@ class DockerEngine(ContainerEngine):
     def image_id(self, reference: str) -> str | None:
         """See :meth:`ContainerEngine.image_id`."""
         try:
-            return str(self._inspect_image(reference)["Id"])
+            info = _again(f"inspecting image {reference}", lambda: self._inspect_image(reference))
         except docker.errors.ImageNotFound:
             return None
-        except _ENGINE_ERRORS as exc:
-            raise _api_error(f"inspecting image {reference}", exc) from None
+        return str(info["Id"])
 
     def build_image(
         self,
