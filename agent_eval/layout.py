@@ -142,6 +142,16 @@ class RunDirectory:
         """The candidate wheels."""
         return self.root / "archives"
 
+    @property
+    def lease(self) -> Path:
+        """lease.json: the process that holds the batch (gone once it is cleaned up)."""
+        return self.root / "lease.json"
+
+    @property
+    def reserve(self) -> Path:
+        """Space kept free for the final receipt: given back when the disk fills up."""
+        return self.root / ".reserve"
+
     def attempt(self, run_id: str, attempt: int) -> AttemptDirectory:
         """One attempt's evidence."""
         return AttemptDirectory(self.root / "runs" / run_id / f"attempt-{attempt}")

@@ -10,10 +10,10 @@ disposable consumer is deleted whatever happens.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import platform
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -21,13 +21,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from agent_eval.batch.lease import held
+from agent_eval.batch.reaper import reap
 from agent_eval.batch.runner_container import ContainerRunner
-from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.batch.schedule import (
+    BatchPlan,
+    ReceiptNotWritten,
+    ScheduledTask,
+    describe_failure,
+    run_schedule,
+)
+from agent_eval.batch.signals import Stop
 from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare_consumer
 from agent_eval.digests import file_sha256, solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
-from agent_eval.errors import AgentEvalError, InfrastructureError
+from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT, RunDirectory
 from agent_eval.models import (
@@ -54,6 +63,14 @@ def is_self_test(config: RunnerConfig) -> bool:
     return bool(self_test_reasons([config.expectedRunner.name], config.network))
 
 
+MIN_FREE_BYTES = 256 * 1024 * 1024
+"""A batch does not start with less free space where its evidence goes (the consumer,
+mypy's cache and the evidence itself need far less, but not nothing)."""
+RESERVE_BYTES = 4 * 1024 * 1024
+"""Space set aside at the start and given back when the disk fills, for the final receipt."""
+EXIT_RECEIPT_NOT_WRITTEN = 3
+
+
 @dataclass(frozen=True)
 class BatchOutcome:
     """What eval-agent prints and how it exits."""
@@ -64,10 +81,16 @@ class BatchOutcome:
     final_successes: int
     phase_seconds: Mapping[str, float] = field(default_factory=dict)
     """Wall time of each phase that ran: preflight, pack, consumer, schedule."""
+    reasons: tuple[str, ...] = ()
+    """Why it did not complete (the receipt's reasons)."""
+    receipt_written: bool = True
+    """False when not even the final receipt could be written (the disk is full)."""
 
     @property
     def exit_code(self) -> int:
-        """0 when the schedule completed (qualified or not), 2 not-run, 1 otherwise."""
+        """0 completed (qualified or not), 2 not-run, 3 no final receipt, 1 stopped early."""
+        if not self.receipt_written:
+            return EXIT_RECEIPT_NOT_WRITTEN
         return {"completed": 0, "not-run": 2}.get(self.status, 1)
 
 
@@ -90,124 +113,287 @@ def run_batch(
     environ: Mapping[str, str] = os.environ,
     clock: Callable[[], datetime] = _now,
     progress: Callable[[str], None] = lambda _line: None,
+    notice: Callable[[str], None] = lambda _line: None,
 ) -> BatchOutcome:
-    """Run one whole batch and return where its receipt is.
+    """Run one whole batch and return where its receipt is; it never ends ``running``.
 
+    The batch holds a lease on its run directory for as long as it runs.
     Everything from connecting to the engine on runs inside one cleanup: the
     batch's containers (by label) and its work directory are removed whatever
-    happens. A problem before the first run, the verifier's preparation
-    included, ends the batch as ``not-run`` with a receipt naming it; Ctrl-C
-    before the first run leaves an ``interrupted`` receipt.
+    happens, and the lease is given up only once that is confirmed. Before its
+    own first run it reaps the batches whose owner died (*notice* hears what
+    was reaped, and any receipt that could not be written). A problem before
+    the first run, the verifier's preparation included, ends the batch as
+    ``not-run`` with a receipt naming it; a signal
+    (:class:`~agent_eval.batch.signals.Stop`, KeyboardInterrupt) there, as
+    ``interrupted``; afterwards the schedule closes the receipt (see
+    :func:`~agent_eval.batch.schedule.run_schedule`). A cleanup that fails is
+    added to the reasons and makes the status ``infrastructure-failure``.
     """
     started = clock()
     batch_id = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4()}"
-    evidence = RunDirectory(project.evidence / batch_id)
-    evidence.root.mkdir(parents=True, exist_ok=False)
-    work_dir = project.evidence / ".work" / batch_id
+    batch = _Batch(
+        project=project,
+        config_path=config_path,
+        batch_id=batch_id,
+        started=started,
+        evidence=RunDirectory(project.evidence / batch_id),
+        work_dir=project.evidence / ".work" / batch_id,
+        ports=_Ports(verifier_factory, connect, environ, clock, progress, notice),
+    )
+    batch.evidence.root.mkdir(parents=True, exist_ok=False)
+    with held(batch.evidence.root, batch_id, clock) as release:
+        outcome, cleaned_up = batch.run()
+        if outcome.receipt_written and cleaned_up:
+            release()
+    return outcome
+
+
+@dataclass(frozen=True)
+class _Ports:
+    """The side effects a batch is given (the CLI passes real ones, tests fakes)."""
+
+    verifier_factory: VerifierFactory[VerifierContext]
+    connect: Callable[[str | None], ContainerEngine]
+    environ: Mapping[str, str]
+    clock: Callable[[], datetime]
+    progress: Callable[[str], None]
+    notice: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything the preflight made, before the first run."""
+
+    config: RunnerConfig
+    environment: dict[str, str]
+    engine: ContainerEngine
+    runner_image: ImageIdentity
+    suite: Suite
+    consumer: PreparedConsumer
+    verifier: Verifier
+    concurrency: int
+    archives_digest: str
+    lock_digest: str
+
+
+@dataclass
+class _Batch:
+    """One batch's identity, places and ports, and what it has connected to so far."""
+
+    project: Project
+    config_path: Path
+    batch_id: str
+    started: datetime
+    evidence: RunDirectory
+    work_dir: Path
+    ports: _Ports
     engine: ContainerEngine | None = None
-    phases: dict[str, float] = {}
-    mark = time.monotonic()
+    phases: dict[str, float] = field(default_factory=dict)
+    _mark: float = field(default_factory=time.monotonic)
 
-    def lap(name: str) -> None:
-        nonlocal mark
+    def lap(self, name: str) -> None:
         now = time.monotonic()
-        phases[name] = now - mark
-        mark = now
+        self.phases[name] = now - self._mark
+        self._mark = now
 
-    try:
+    def run(self) -> tuple[BatchOutcome, bool]:
+        """The outcome, and whether the batch's containers and work directory are gone."""
+        final: Receipt | None = None
+        written = True
         try:
-            config = _load_config(config_path)
-            env = _allowlisted(config, environ)
-            engine = _connect(connect, config)
-            runner_image, verifier_image = _images(engine, config)
-            suite = _suite(project)
-            lap("preflight")
-            progress("packing the candidate archives")
-            archives = _pack(project, evidence)
-            lap("pack")
-            progress("preparing the consumer")
-            consumer = _consumer(
-                engine, project, suite, verifier_image, evidence, work_dir, archives, batch_id
+            final = self._run()
+        except ReceiptNotWritten as exc:
+            final, written = exc.receipt, False
+            self.ports.notice(
+                f"the receipt could not be written: "
+                f"{describe_failure(exc.cause, self.evidence.root)}"
             )
-            concurrency = config.concurrency or _default_concurrency()
-            progress("preparing the verifier")
-            verifier = _verifier(
-                verifier_factory,
-                VerifierContext(
-                    engine=engine,
-                    image_id=verifier_image.image_id,
-                    consumer_dir=consumer.root,
-                    batch_id=batch_id,
-                    slots=concurrency,
-                    work_dir=work_dir / "verifier",
-                ),
-            )
-            lap("consumer")
-            archives_digest, lock_digest = _write_bindings(
-                project, config, evidence, archives, consumer, runner_image, verifier_image
-            )
+        problems = _cleanup(self.engine, self.batch_id, self.work_dir)
+        if problems and written:
+            final, written = self._add_cleanup_problems(final, problems)
+        self.evidence.reserve.unlink(missing_ok=True)
+        outcome = BatchOutcome(
+            final.status,
+            self.evidence.receipt,
+            final.firstSuccesses,
+            final.finalSuccesses,
+            self.phases,
+            tuple(final.reasons),
+            written,
+        )
+        return outcome, not problems
+
+    def _run(self) -> Receipt:
+        try:
+            prepared = self._prepare()
         except _NotRun as exc:
-            _closed_before_running(evidence, batch_id, started, clock(), "not-run", exc.reasons)
-            return BatchOutcome("not-run", evidence.receipt, 0, 0, phases)
-        except KeyboardInterrupt:
-            _closed_before_running(
-                evidence,
-                batch_id,
-                started,
-                clock(),
-                "interrupted",
-                ["interrupted by the operator (Ctrl-C) before the first run"],
+            return self._closed_before_running("not-run", exc.reasons)
+        except (Stop, KeyboardInterrupt) as exc:
+            reason = exc.reason if isinstance(exc, Stop) else "interrupted by the operator (Ctrl-C)"
+            return self._closed_before_running("interrupted", [f"{reason} before the first run"])
+        except Exception as exc:  # the harness itself failed before the first run
+            reason = describe_failure(exc, self.evidence.root)
+            return self._closed_before_running(
+                "infrastructure-failure", [f"before the first run: {reason}"]
             )
-            raise
+        final = self._schedule(prepared)
+        self.lap("schedule")
+        return final
+
+    def _prepare(self) -> _Prepared:
+        project, ports, evidence = self.project, self.ports, self.evidence
+        _check_free_space(project.evidence)
+        _reserve(evidence)
+        config = _load_config(self.config_path)
+        environment = _allowlisted(config, ports.environ)
+        self.engine = engine = _connect(ports.connect, config)
+        for reaped in reap(project.evidence, engine, clock=ports.clock):
+            ports.notice(reaped.describe())
+        runner_image, verifier_image = _images(engine, config)
+        suite = _suite(project)
+        self.lap("preflight")
+        ports.progress("packing the candidate archives")
+        archives = _pack(project, evidence)
+        self.lap("pack")
+        ports.progress("preparing the consumer")
+        consumer = _consumer(
+            engine, project, suite, verifier_image, evidence, self.work_dir, archives,
+            self.batch_id,
+        )  # fmt: skip
+        concurrency = config.concurrency or _default_concurrency()
+        ports.progress("preparing the verifier")
+        verifier = _verifier(
+            ports.verifier_factory,
+            VerifierContext(
+                engine=engine,
+                image_id=verifier_image.image_id,
+                consumer_dir=consumer.root,
+                batch_id=self.batch_id,
+                slots=concurrency,
+                work_dir=self.work_dir / "verifier",
+            ),
+        )
+        self.lap("consumer")
+        archives_digest, lock_digest = _write_bindings(
+            project, config, evidence, archives, consumer, runner_image, verifier_image
+        )
+        return _Prepared(
+            config, environment, engine, runner_image, suite, consumer, verifier, concurrency,
+            archives_digest, lock_digest,
+        )  # fmt: skip
+
+    def _schedule(self, prepared: _Prepared) -> Receipt:
+        config, clock = prepared.config, self.ports.clock
         receipt = Receipt.opened(
-            batch_id=batch_id,
-            created_at=started,
+            batch_id=self.batch_id,
+            created_at=self.started,
             self_test=is_self_test(config),
-            suite_digest=project.suite_digest(),
+            suite_digest=self.project.suite_digest(),
             evaluator_digest=evaluator_digest(),
-            archives_digest=archives_digest,
-            consumer_lock_digest=lock_digest,
+            archives_digest=prepared.archives_digest,
+            consumer_lock_digest=prepared.lock_digest,
             runner=config.expectedRunner,
             model=config.expectedModel,
             runner_image=config.runnerImage,
             verifier_image=config.verifierImage,
-            scheduled_runs=suite.spec.scheduledRuns,
+            scheduled_runs=prepared.suite.spec.scheduledRuns,
         ).model_copy(update={"updatedAt": clock()})
         runner = ContainerRunner(
-            engine,
+            prepared.engine,
             config=config,
-            image_id=runner_image.image_id,
-            consumer_dir=consumer.root,
-            batch_id=batch_id,
-            environment=env,
+            image_id=prepared.runner_image.image_id,
+            consumer_dir=prepared.consumer.root,
+            batch_id=self.batch_id,
+            environment=prepared.environment,
         )
         docs = str(IN_CONTAINER_CONSUMER.docs)
+        consumer_root = prepared.consumer.root
         plan = BatchPlan(
-            batch_dir=evidence.root,
-            work_dir=work_dir / "runs",
-            run_ids=suite.spec.run_ids(),
+            batch_dir=self.evidence.root,
+            work_dir=self.work_dir / "runs",
+            run_ids=prepared.suite.spec.run_ids(),
             tasks={
                 t.id: ScheduledTask(t.spec, t.render_prompt(docs), t.starter_dir)
-                for t in suite.tasks
+                for t in prepared.suite.tasks
             },
             runner=config.expectedRunner,
             model=config.expectedModel,
             submission_timeout_s=config.submissionTimeoutMs / 1000,
             batch_timeout_s=config.batchTimeoutMs / 1000,
-            concurrency=concurrency,
+            concurrency=prepared.concurrency,
             consumer_dir_in_runner=CONSUMER_MOUNT,
             output_dir_in_runner=SOLUTION_MOUNT,
-            protected_digest=lambda: _protected_digest(consumer.root),
+            protected_digest=lambda: _protected_digest(consumer_root),
             receipt=receipt,
-            progress=progress,
+            progress=self.ports.progress,
         )
-        final = run_schedule(plan, runner, verifier)
-        lap("schedule")
-    finally:
-        _cleanup(engine, batch_id, work_dir)
-    return BatchOutcome(
-        final.status, evidence.receipt, final.firstSuccesses, final.finalSuccesses, phases
-    )
+        return run_schedule(plan, runner, prepared.verifier, clock=clock)
+
+    def _closed_before_running(self, status: BatchStatus, reasons: list[str]) -> Receipt:
+        """The receipt of a batch that ran nothing.
+
+        Raises:
+            ReceiptNotWritten: Not even this small receipt could be written.
+        """
+        receipt = Receipt.opened(
+            batch_id=self.batch_id, created_at=self.started, status=status, reasons=reasons
+        ).model_copy(update={"updatedAt": self.ports.clock()})
+        reserve = self.evidence.reserve
+        for attempt in (1, 2):
+            try:
+                write_model_atomic(self.evidence.receipt, receipt)
+                break
+            except OSError as exc:
+                if attempt == 2 or exc.errno != errno.ENOSPC or not reserve.exists():
+                    raise ReceiptNotWritten(receipt, exc) from exc
+                reserve.unlink()
+        reserve.unlink(missing_ok=True)
+        return receipt
+
+    def _add_cleanup_problems(self, receipt: Receipt, problems: list[str]) -> tuple[Receipt, bool]:
+        """Add what cleanup could not do to the reasons: an unconfirmed removal stops the batch."""
+        status: BatchStatus = receipt.status
+        if status in ("completed", "running"):
+            status = "infrastructure-failure"
+        closed = receipt.model_copy(
+            update={
+                "status": status,
+                "reasons": [*receipt.reasons, *problems],
+                "updatedAt": self.ports.clock(),
+            }
+        )
+        try:
+            write_model_atomic(self.evidence.receipt, closed)
+        except OSError as exc:
+            self.ports.notice(
+                f"the receipt could not be written: {describe_failure(exc, self.evidence.root)}"
+            )
+            return receipt, False
+        return closed, True
+
+
+def _check_free_space(evidence_dir: Path) -> None:
+    evidence_dir.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(evidence_dir).free
+    if free < MIN_FREE_BYTES:
+        raise _NotRun(
+            [
+                f"disk: only {free // (1024 * 1024)} MiB free where the evidence is written "
+                f"({evidence_dir}); a batch needs at least {MIN_FREE_BYTES // (1024 * 1024)} MiB"
+            ]
+        )
+
+
+def _reserve(evidence: RunDirectory) -> None:
+    try:
+        with open(evidence.reserve, "wb") as handle:
+            handle.write(bytes(RESERVE_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        evidence.reserve.unlink(missing_ok=True)
+        raise _NotRun([f"disk: {describe_failure(exc, evidence.root)}"]) from exc
 
 
 def _default_concurrency() -> int:
@@ -356,25 +542,17 @@ def _harness_version() -> str:
         return "unknown"
 
 
-def _closed_before_running(
-    evidence: RunDirectory,
-    batch_id: str,
-    started: datetime,
-    now: datetime,
-    status: BatchStatus,
-    reasons: list[str],
-) -> None:
-    receipt = Receipt.opened(batch_id=batch_id, created_at=started, status=status, reasons=reasons)
-    write_model_atomic(evidence.receipt, receipt.model_copy(update={"updatedAt": now}))
-
-
-def _cleanup(engine: ContainerEngine | None, batch_id: str, work_dir: Path) -> None:
-    try:
-        if engine is not None:
+def _cleanup(engine: ContainerEngine | None, batch_id: str, work_dir: Path) -> list[str]:
+    """Remove the batch's containers and work directory; what could not be done, as reasons."""
+    problems = []
+    if engine is not None:
+        try:
             remove_leftovers(engine, batch_id)
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            work_dir.parent.rmdir()
-    if sys.exc_info()[0] is None and work_dir.exists():
-        raise InfrastructureError(f"could not remove the disposable consumer at {work_dir}")
+        except AgentEvalError as exc:
+            problems.append(f"cleanup: {exc}")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        work_dir.parent.rmdir()
+    if work_dir.exists():
+        problems.append(f"cleanup: could not remove the work directory {work_dir}")
+    return problems

@@ -8,6 +8,7 @@ interrupted or crashed batch leaves a truthful partial receipt.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import threading
 import time
@@ -21,6 +22,7 @@ from agent_eval.batch.collection import collect_solution
 from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_feedback
 from agent_eval.batch.ports import RunnerPort
 from agent_eval.batch.response import ResponseVerdict, judge_response
+from agent_eval.batch.signals import Stop
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
@@ -39,7 +41,13 @@ from agent_eval.models import (
 )
 from agent_eval.verification.protocol import Verifier
 
-__all__ = ["BatchPlan", "ScheduledTask", "run_schedule"]
+__all__ = [
+    "BatchPlan",
+    "ReceiptNotWritten",
+    "ScheduledTask",
+    "describe_failure",
+    "run_schedule",
+]
 
 Clock = Callable[[], datetime]
 
@@ -73,8 +81,33 @@ class BatchPlan:
     progress: Callable[[str], None] = field(default=lambda _line: None)
 
 
+class ReceiptNotWritten(Exception):
+    """The final receipt could not be written (the last one written stands)."""
+
+    def __init__(self, receipt: Receipt, cause: OSError) -> None:
+        super().__init__(f"the final receipt could not be written: {describe_failure(cause)}")
+        self.receipt = receipt
+        self.cause = cause
+
+
+def describe_failure(exc: BaseException, where: Path | None = None) -> str:
+    """What failed, in words an operator acts on (a full disk says so, and where)."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        place = f" ({where})" if where is not None else ""
+        return f"the disk is full where the evidence is written{place}: {exc.strerror}"
+    if isinstance(exc, AgentEvalError):
+        return str(exc)
+    return f"the harness failed: {type(exc).__name__}: {exc}"
+
+
 class _Book:
-    """The receipt under construction; every update is written atomically."""
+    """The receipt under construction; every update is written atomically.
+
+    A run is added to the book before the receipt is written, so a write
+    that fails (a full disk) loses nothing: the final write has every run.
+    When the disk is full, the space reserved at the start is given back for
+    the final write.
+    """
 
     def __init__(self, plan: BatchPlan, clock: Clock) -> None:
         self._plan = plan
@@ -83,18 +116,37 @@ class _Book:
         self._runs: dict[str, RunRecord] = {}
         self.receipt = plan.receipt
 
+    def add_run(self, record: RunRecord) -> None:
+        with self._lock:
+            self._runs[record.runId] = record
+
     def finish_run(self, record: RunRecord) -> None:
         with self._lock:
             self._runs[record.runId] = record
             self._write("running", [])
 
     def close(self, status: BatchStatus, reasons: list[str]) -> Receipt:
+        """Write the final receipt.
+
+        Raises:
+            ReceiptNotWritten: Even with the reserved space given back.
+        """
         with self._lock:
-            return self._write(status, reasons)
+            try:
+                return self._write(status, reasons)
+            except OSError as exc:
+                reserve = RunDirectory(self._plan.batch_dir).reserve
+                if exc.errno != errno.ENOSPC or not reserve.exists():
+                    raise ReceiptNotWritten(self.receipt, exc) from exc
+                reserve.unlink()
+            try:
+                return self._write(status, reasons)
+            except OSError as exc:
+                raise ReceiptNotWritten(self.receipt, exc) from exc
 
     def _write(self, status: BatchStatus, reasons: list[str]) -> Receipt:
         runs = [self._runs[r] for r in self._plan.run_ids if r in self._runs]
-        self.receipt = self.receipt.model_copy(
+        receipt = self.receipt.model_copy(
             update={
                 "status": status,
                 "reasons": [*self._plan.receipt.reasons, *reasons],
@@ -104,9 +156,10 @@ class _Book:
                 "finalSuccesses": sum(r.finalSuccess for r in runs),
             }
         )
-        Receipt.model_validate(self.receipt.model_dump())
-        write_model_atomic(RunDirectory(self._plan.batch_dir).receipt, self.receipt)
-        return self.receipt
+        Receipt.model_validate(receipt.model_dump())
+        write_model_atomic(RunDirectory(self._plan.batch_dir).receipt, receipt)
+        self.receipt = receipt
+        return receipt
 
 
 def run_schedule(
@@ -116,13 +169,21 @@ def run_schedule(
     *,
     clock: Clock = lambda: datetime.now(UTC),
     monotonic: Callable[[], float] = time.monotonic,
+    grace_s: float = 60.0,
 ) -> Receipt:
     """Run every scheduled run with bounded concurrency and return the final receipt.
 
-    Ctrl-C (KeyboardInterrupt) stops the schedule: running containers are
-    killed, the partial receipt is written with status ``interrupted`` and the
-    interrupt is re-raised. An infrastructure failure stops the batch the same
-    way with status ``infrastructure-failure``.
+    Whatever ends the schedule leaves a final status, never ``running``: a
+    signal (:class:`~agent_eval.batch.signals.Stop`, or KeyboardInterrupt)
+    ``interrupted``, an infrastructure failure in a run, or any error of the
+    harness itself (a full disk included), ``infrastructure-failure``. Then
+    the runner and verifier containers are killed, the runs in flight are
+    given *grace_s* to come back, and each run still unfinished is recorded
+    with the attempts it finished and an infrastructure failure for the one
+    it was in; every finished run is recorded.
+
+    Raises:
+        ReceiptNotWritten: The final receipt could not be written.
     """
     book = _Book(plan, clock)
     book.close("running", [])
@@ -140,6 +201,7 @@ def run_schedule(
     reasons: list[str] = []
     done = 0
     executor = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="run")
+    stopped_by: str | None = None
     try:
         while pending or in_flight:
             while pending and len(in_flight) < plan.concurrency and not schedule.stop.is_set():
@@ -151,8 +213,9 @@ def run_schedule(
                 break
             finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
             for future in finished:
-                run_id = in_flight.pop(future)
+                # A run whose result raises stays in flight: it is recorded as cut short.
                 record = future.result()
+                run_id = in_flight.pop(future)
                 book.finish_run(record)
                 done += 1
                 plan.progress(
@@ -161,28 +224,35 @@ def run_schedule(
                     f"successes; {run_id}: {'passed' if record.finalSuccess else 'failed'}"
                 )
                 if any(a.infrastructureStatus == "failed" for a in record.attempts):
-                    schedule.stop.set()
                     status = "infrastructure-failure"
-                    reasons.append(f"infrastructure failure in {run_id}; the batch stopped")
+                    reason = f"infrastructure failure in {run_id}; the batch stopped"
+                    reasons.append(reason)
+                    schedule.stop.set()
         if pending and status == "completed":
             reasons.append(
                 f"the batch time budget was spent; {len(pending)} run(s) not started: "
                 + ", ".join(pending)
             )
             for run_id in pending:
-                book.finish_run(_not_started(plan, run_id))
-    except KeyboardInterrupt:
-        schedule.stop.set()
-        runner.cancel_all()
-        verifier.cancel_all()
-        executor.shutdown(wait=True, cancel_futures=True)
-        for future in in_flight:
+                book.add_run(_not_started(plan, run_id))
+    except (Stop, KeyboardInterrupt) as exc:
+        status = "interrupted"
+        stopped_by = exc.reason if isinstance(exc, Stop) else "interrupted by the operator (Ctrl-C)"
+    except Exception as exc:  # the harness itself failed: the receipt must still close
+        status = "infrastructure-failure"
+        stopped_by = describe_failure(exc, plan.batch_dir)
+    if stopped_by is not None:
+        reasons.append(stopped_by)
+        reasons += schedule.stop_everything(stopped_by)
+        executor.shutdown(wait=False, cancel_futures=True)
+        wait(in_flight, timeout=grace_s)
+        for future, run_id in in_flight.items():
             if future.done() and not future.cancelled() and future.exception() is None:
-                book.finish_run(future.result())
-        book.close("interrupted", ["interrupted by the operator (Ctrl-C)"])
-        raise
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+                book.add_run(future.result())
+            else:
+                book.add_run(schedule.unfinished(run_id, stopped_by))
+    else:
+        executor.shutdown(wait=True)
     return book.close(status, reasons)
 
 
@@ -211,6 +281,12 @@ class _Schedule:
     """The batch's deadline on the monotonic clock."""
     stop: threading.Event = field(default_factory=threading.Event)
     """Set when no further attempt may start (interruption, infrastructure failure)."""
+    stop_reason: str | None = None
+    """Why the batch stopped, when a signal or a failure of the harness stopped it: an
+    attempt that ends after that is the batch's doing, never the agent's."""
+    finished: dict[str, list[AttemptRecord]] = field(default_factory=dict)
+    """The attempts each run has finished so far (for runs cut short)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def evidence(self) -> RunDirectory:
@@ -218,20 +294,52 @@ class _Schedule:
 
     def run(self, run_id: str) -> RunRecord:
         """One scheduled run: a first attempt and, when the rules allow, one repair."""
-        task_id, _, repetition = run_id.rpartition("-")
-        task = self.plan.tasks[task_id]
-        attempts: list[AttemptRecord] = []
+        task = self.plan.tasks[run_id.rpartition("-")[0]]
         feedback: RepairFeedback | None = None
         previous: Path | None = task.starter_dir
         for number in (1, 2):
             if self.stop.is_set():
                 break
             record = self._attempt(run_id, task, number, feedback, previous)
-            attempts.append(record)
+            with self._lock:
+                self.finished.setdefault(run_id, []).append(record)
             feedback = repair_feedback(record)
             if feedback is None:
                 break
             previous = self.evidence.attempt(run_id, number).solution
+        return self._record(run_id, self.finished.get(run_id, []))
+
+    def stop_everything(self, reason: str) -> list[str]:
+        """Stop every attempt in flight; returns what could not be stopped, as reasons."""
+        self.stop_reason = reason
+        self.stop.set()
+        problems = []
+        for port in (self.runner, self.verifier):
+            try:
+                port.cancel_all()
+            except Exception as exc:  # the receipt must close whatever the engine does
+                problems.append(f"stopping the containers in flight: {describe_failure(exc)}")
+        return problems
+
+    def unfinished(self, run_id: str, reason: str) -> RunRecord:
+        """A run the batch stopped: its finished attempts, then the one it was in, failed."""
+        with self._lock:
+            attempts = list(self.finished.get(run_id, []))
+        feedback = repair_feedback(attempts[-1]) if attempts else None
+        if not attempts or feedback is not None:
+            cut = AttemptObservations(
+                attempt=len(attempts) + 1,
+                started_at=self.clock(),
+                duration_ms=0,
+                infrastructure_error=f"the batch stopped during this attempt: {reason}",
+                repair_feedback=feedback,
+            )
+            attempts.append(judge_attempt(cut))
+        return self._record(run_id, attempts)
+
+    @staticmethod
+    def _record(run_id: str, attempts: list[AttemptRecord]) -> RunRecord:
+        task_id, _, repetition = run_id.rpartition("-")
         return RunRecord(
             runId=run_id,
             taskId=task_id,
@@ -292,6 +400,10 @@ class _Schedule:
         except OSError:
             after = None
         seen.protected = ProtectedInputs(before=before, after=after)
+        if self.stop_reason is not None:
+            # Its container was killed because the batch stopped: nothing here is the agent's.
+            seen.infrastructure_error = f"the batch stopped during this attempt: {self.stop_reason}"
+            return observed()
         if outcome.infrastructure_error is not None:
             seen.infrastructure_error = outcome.infrastructure_error
             return observed()
@@ -322,6 +434,9 @@ class _Schedule:
         except AgentEvalError as exc:
             # Whatever kept the verifier from a trusted result, it is not the agent's doing.
             seen.infrastructure_error = str(exc)
+            return observed()
+        if self.stop_reason is not None:
+            seen.infrastructure_error = f"the batch stopped during this attempt: {self.stop_reason}"
             return observed()
         write_bytes_atomic(evidence.analysis, verification.analysis_json)
         seen.analysis = verification.analysis

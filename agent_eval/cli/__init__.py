@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from agent_eval.cli.check import check_command
+from agent_eval.cli.cleanup import cleanup_command
 from agent_eval.cli.images import images_group
 from agent_eval.cli.reference import reference_config_command
 from agent_eval.cli.review import review_command
@@ -27,6 +28,7 @@ main.add_command(review_command, name="review")
 main.add_command(images_group, name="images")
 main.add_command(tasks_group, name="tasks")
 main.add_command(reference_config_command, name="reference-config")
+main.add_command(cleanup_command, name="cleanup")
 
 
 def eval_agent_main() -> None:

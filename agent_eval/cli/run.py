@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from agent_eval.batch.run import run_batch
+from agent_eval.batch.signals import stopping_on_signals
 from agent_eval.cli.common import reported_errors
 from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import batch_verifier_factory
@@ -16,7 +17,7 @@ from agent_eval.verification.container.verifier import batch_verifier_factory
 __all__ = ["eval_agent_command"]
 
 
-def _progress(line: str) -> None:
+def _say(line: str) -> None:
     click.echo(f"eval-agent: {line}", err=True)
 
 
@@ -36,17 +37,25 @@ def _progress(line: str) -> None:
 def eval_agent_command(runner_config: Path, project: Path | None) -> None:
     """Run the 18 scheduled runs; print {"status","receipt","firstSuccesses","finalSuccesses"}.
 
-    Exit 0 when the schedule completed (whether or not it qualifies: ask
-    check-agent-eval), 2 when the batch did not run, 1 when it stopped early.
+    The line is printed however the batch ends. Exit 0 when the schedule
+    completed (whether or not it qualifies: ask check-agent-eval), 2 when the
+    batch did not run, 3 when not even its final receipt could be written,
+    1 when it stopped early (interrupted, stopped, an infrastructure failure).
+    SIGINT, SIGTERM and SIGHUP stop it with a truthful receipt.
     """
     with reported_errors():
         located = find_project(project)
+    with stopping_on_signals():
         outcome = run_batch(
             runner_config,
             located,
             verifier_factory=batch_verifier_factory(located),
-            progress=_progress if sys.stderr.isatty() else lambda _line: None,
+            progress=_say if sys.stderr.isatty() else lambda _line: None,
+            notice=_say,
         )
+    if outcome.status != "completed":
+        for reason in outcome.reasons:
+            _say(f"{outcome.status}: {reason}")
     try:
         shown = outcome.receipt.relative_to(Path.cwd())
     except ValueError:

@@ -20,6 +20,7 @@ from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
 from agent_eval.models.fixture import CorrectCase, NegativeCase
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.install_recipe import InstallRecipe
+from agent_eval.models.lease import Lease
 from agent_eval.models.qualification import QualificationResult
 from agent_eval.models.receipt import (
     AssertionOutcome,
@@ -70,6 +71,7 @@ __all__ = [
     "InstallRecipe",
     "IntegrationRequirement",
     "IntegrationResult",
+    "Lease",
     "LockedDistribution",
     "ModelIdentity",
     "NegativeCase",

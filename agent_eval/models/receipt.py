@@ -56,7 +56,20 @@ ReviewerName = Annotated[str, AfterValidator(check_reviewer)]
 
 RUN_ID = re.compile(r"^(?P<task>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)-(?P<n>[1-9][0-9]*)$")
 
-BatchStatus = Literal["running", "completed", "interrupted", "infrastructure-failure", "not-run"]
+BatchStatus = Literal[
+    "running",
+    "completed",
+    "interrupted",
+    "stopped",
+    "infrastructure-failure",
+    "not-run",
+    "abandoned",
+]
+"""running: in progress; completed: every scheduled run finished (qualified or not);
+interrupted: the operator or a signal stopped it; stopped: the harness stopped it by a
+rule (a spent budget, an identity mismatch); infrastructure-failure: the engine, the disk
+or the harness failed; not-run: nothing ran; abandoned: its process died without
+closing it (marked by the next batch or ``agent-eval cleanup``)."""
 
 FailureCategory = Literal[
     "syntax",

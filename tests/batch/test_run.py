@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from agent_eval.batch.lease import this_process
 from agent_eval.batch.run import BatchOutcome, run_batch
 from agent_eval.digests import sha256_bytes
 from agent_eval.engine import ContainerSpec
@@ -31,6 +33,7 @@ from agent_eval.models import (
     FIXED_SUITE,
     Analysis,
     BehaviourResult,
+    Lease,
     ModelIdentity,
     Receipt,
     RunnerConfig,
@@ -153,13 +156,24 @@ class Fixture:
             clock=lambda: NOW,
         )
 
+    def run_dir(self) -> Path:
+        [batch] = [
+            p
+            for p in self.project.evidence.iterdir()
+            if p.name != ".work" and "batch" not in p.name
+        ]
+        return batch
+
     def receipt(self) -> Receipt:
-        [batch] = [p for p in self.project.evidence.iterdir() if p.name != ".work"]
-        return read_model(batch / "receipt.json", Receipt, what="receipt")
+        return read_model(self.run_dir() / "receipt.json", Receipt, what="receipt")
 
     def assert_nothing_left(self) -> None:
         assert not (self.project.evidence / ".work").exists()
         assert self.engine.list_containers() == []
+        # The lease is given up once the cleanup is confirmed; no reserved space stays.
+        assert (
+            sorted(p.name for p in self.run_dir().iterdir() if p.name.startswith((".", "l"))) == []
+        )
 
 
 @pytest.fixture
@@ -186,8 +200,8 @@ def test_ctrl_c_while_the_verifier_warms_up_leaves_an_interrupted_receipt(
     def interrupted(context: VerifierContext) -> Verifier:
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        batch.run(interrupted)
+    outcome = batch.run(interrupted)
+    assert (outcome.status, outcome.exit_code) == ("interrupted", 1)
     receipt = batch.receipt()
     assert receipt.status == "interrupted" and receipt.runs == []
     assert "before the first run" in receipt.reasons[0]
@@ -201,16 +215,15 @@ def test_ctrl_c_while_the_consumer_is_installed_leaves_an_interrupted_receipt(
         raise AssertionError("the verifier is never prepared")
 
     batch.engine.script(Outcome(start_raises=KeyboardInterrupt()))
-    with pytest.raises(KeyboardInterrupt):
-        run_batch(
-            batch.config,
-            batch.project,
-            verifier_factory=never,
-            connect=lambda _path: batch.engine,
-            environ={},
-            clock=lambda: NOW,
-        )
-    assert batch.receipt().status == "interrupted"
+    outcome = run_batch(
+        batch.config,
+        batch.project,
+        verifier_factory=never,
+        connect=lambda _path: batch.engine,
+        environ={},
+        clock=lambda: NOW,
+    )
+    assert outcome.status == batch.receipt().status == "interrupted"
     batch.assert_nothing_left()
 
 
@@ -235,3 +248,72 @@ def test_a_batch_on_fakes_runs_every_scheduled_run_and_cleans_up(batch: Fixture)
     assert receipt.selfTest  # no network: the model could only be a scripted one
     assert set(outcome.phase_seconds) == {"preflight", "pack", "consumer", "schedule"}
     batch.assert_nothing_left()
+
+
+def test_a_container_that_cannot_be_removed_stops_the_batch_and_keeps_the_lease(
+    batch: Fixture,
+) -> None:
+    batch.engine.default_outcome = Outcome(on_start=answer, cleanup_fails=True)
+    outcome = batch.run(lambda context: PassingVerifier())
+    assert (outcome.status, outcome.exit_code) == ("infrastructure-failure", 1)
+    receipt = batch.receipt()
+    assert any(r.startswith("cleanup:") and "could not be removed" in r for r in receipt.reasons)
+    assert any("infrastructure failure in" in r for r in receipt.reasons)
+    # Its cleanup is unconfirmed: the lease stays for the reaper.
+    assert (batch.run_dir() / "lease.json").is_file()
+
+
+def old_batch(batch: Fixture, *, lease: Lease) -> Path:
+    """A run directory left as SIGKILL leaves one: lease, running receipt, container, work."""
+    run_dir = batch.project.evidence / lease.batchId
+    run_dir.mkdir(parents=True)
+    write_model_atomic(run_dir / "lease.json", lease)
+    write_model_atomic(
+        run_dir / "receipt.json", Receipt.opened(batch_id=lease.batchId, created_at=NOW)
+    )
+    spec = ContainerSpec(
+        image=batch.runner_image,
+        command=("sleep", "1000"),
+        role="runner",
+        batch_id=lease.batchId,
+        run_id="forms-1",
+    )
+    batch.engine.leave_container(spec)
+    (batch.project.evidence / ".work" / lease.batchId / "runs").mkdir(parents=True)
+    return run_dir
+
+
+def test_a_new_batch_reaps_one_whose_owner_died_and_leaves_a_live_one_alone(
+    batch: Fixture,
+) -> None:
+    finished = subprocess.Popen(["true"])
+    finished.wait()  # its pid names no live process now
+    dead = this_process("old-batch", NOW).model_copy(update={"pid": finished.pid})
+    alive = this_process("live-batch", NOW)
+    dead_dir = old_batch(batch, lease=dead)
+    live_dir = old_batch(batch, lease=alive)
+    notices: list[str] = []
+    batch.engine.script(Outcome(on_start=install_consumer))
+    outcome = run_batch(
+        batch.config,
+        batch.project,
+        verifier_factory=lambda context: PassingVerifier(),
+        connect=lambda _path: batch.engine,
+        environ={},
+        clock=lambda: NOW,
+        notice=notices.append,
+    )
+    assert outcome.status == "completed"
+    closed = read_model(dead_dir / "receipt.json", Receipt, what="receipt")
+    assert closed.status == "abandoned" and "is gone" in closed.reasons[-1]
+    assert not (dead_dir / "lease.json").exists()
+    assert not (batch.project.evidence / ".work" / "old-batch").exists()
+    assert batch.engine.list_containers("old-batch") == []
+    assert notices == [
+        "reaped batch old-batch: marked its receipt abandoned, removed 1 container(s), "
+        "removed its work directory"
+    ]
+    # The live one is untouched.
+    assert read_model(live_dir / "receipt.json", Receipt, what="receipt").status == "running"
+    assert (live_dir / "lease.json").exists()
+    assert len(batch.engine.list_containers("live-batch")) == 1

@@ -5,7 +5,9 @@ the container-backed ones are tested against a real engine."""
 
 from __future__ import annotations
 
+import errno
 import json
+import signal
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -14,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from agent_eval.batch import schedule as schedule_module
 from agent_eval.batch.ports import RunnerOutcome
-from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.batch.schedule import BatchPlan, ReceiptNotWritten, ScheduledTask, run_schedule
+from agent_eval.batch.signals import Stop
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import InfrastructureError
 from agent_eval.models import (
@@ -268,8 +272,73 @@ def test_ctrl_c_kills_running_containers_and_leaves_an_interrupted_receipt(tmp_p
         return reply(request)
 
     runner, verifier = FakeRunner(script), FakeVerifier()
-    with pytest.raises(KeyboardInterrupt):
-        run_schedule(plan(tmp_path, concurrency=1), runner, verifier)
+    final = run_schedule(plan(tmp_path, concurrency=1), runner, verifier)
     receipt = saved(tmp_path)
+    assert final == receipt
     assert receipt.status == "interrupted" and runner.cancelled and verifier.cancelled
-    assert len(receipt.runs) == 3 and receipt.finalSuccesses == 3
+    assert receipt.reasons == ["interrupted by the operator (Ctrl-C)"]
+    # Three runs finished; the one in flight is the batch's failure, never the agent's.
+    assert len(receipt.runs) == 4 and receipt.finalSuccesses == 3
+    [cut] = receipt.runs[3].attempts
+    assert cut.failureCategory == "infrastructure"
+    assert "the batch stopped during this attempt" in cut.diagnostics[0].message
+
+
+def test_a_signal_while_a_run_is_verified_leaves_a_receipt_that_says_so(tmp_path: Path) -> None:
+    calls = iter(range(1000))
+
+    class Signalled(FakeVerifier):
+        def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+            if next(calls) == 2:
+                raise Stop(signal.SIGTERM)
+            return super().verify(task, solution_dir, run_id)
+
+    runner = FakeRunner(writes("GOOD"))
+    final = run_schedule(plan(tmp_path, concurrency=1), runner, Signalled())
+    assert final.status == "interrupted" and final.reasons == ["stopped by SIGTERM"]
+    assert [r.finalSuccess for r in final.runs] == [True, True, False]
+    [cut] = final.runs[2].attempts
+    assert cut.infrastructureStatus == "failed" and "SIGTERM" in cut.diagnostics[0].message
+
+
+def test_a_full_disk_mid_batch_ends_as_an_infrastructure_failure_with_every_finished_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch_plan = plan(tmp_path, concurrency=1)
+    reserve = tmp_path / "batch" / ".reserve"
+    reserve.write_bytes(bytes(1024))
+    writes_left = iter(range(1000))
+    real_write = schedule_module.write_model_atomic
+
+    def filling(path: Path, model: Any) -> None:
+        # The first receipt and four runs are written; then the disk is full until
+        # the reserved space is given back.
+        if next(writes_left) >= 5 and reserve.exists():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(path, model)
+
+    monkeypatch.setattr(schedule_module, "write_model_atomic", filling)
+    final = run_schedule(batch_plan, FakeRunner(writes("GOOD")), FakeVerifier())
+    assert final.status == "infrastructure-failure"
+    assert any("the disk is full where the evidence is written" in r for r in final.reasons)
+    assert saved(tmp_path) == final
+    # The run whose write failed is in the final receipt: nothing finished is lost.
+    assert len(final.runs) == 5 and final.finalSuccesses == 5
+    assert not reserve.exists()
+
+
+def test_when_not_even_the_final_receipt_can_be_written_the_schedule_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes_left = iter(range(1000))
+    real_write = schedule_module.write_model_atomic
+
+    def full(path: Path, model: Any) -> None:
+        if next(writes_left) >= 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(path, model)
+
+    monkeypatch.setattr(schedule_module, "write_model_atomic", full)
+    with pytest.raises(ReceiptNotWritten, match="the disk is full") as raised:
+        run_schedule(plan(tmp_path, concurrency=1), FakeRunner(writes("GOOD")), FakeVerifier())
+    assert raised.value.receipt.status == "running"  # the last receipt written stands

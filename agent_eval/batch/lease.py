@@ -1,0 +1,118 @@
+"""The batch's lease: who owns a run directory, and whether that owner is still alive.
+
+A batch takes its lease before anything else and refreshes it every few
+seconds from a background thread; it gives the lease up only once its
+containers and work directory are confirmed gone. A lease whose owner is no
+longer alive (another boot, no such process, or a process that started at
+another time: the pid was reused) marks a batch the reaper may close. Only
+SIGKILL or power loss can leave a lease behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agent_eval.evidence_io import read_model, write_model_atomic
+from agent_eval.layout import RunDirectory
+from agent_eval.models import Lease
+
+__all__ = ["HEARTBEAT_S", "held", "owner_alive", "read_lease", "this_process"]
+
+HEARTBEAT_S = 5.0
+"""How often a running batch refreshes its lease."""
+_MAX_LEASE_BYTES = 16 * 1024
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        return "unknown"
+
+
+def _process_start(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces.
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def this_process(batch_id: str, now: datetime) -> Lease:
+    """A lease naming this process."""
+    pid = os.getpid()
+    return Lease(
+        schemaVersion=1,
+        batchId=batch_id,
+        pid=pid,
+        processStart=_process_start(pid) or 0,
+        bootId=_boot_id(),
+        host=socket.gethostname() or "unknown",
+        startedAt=now,
+        heartbeatAt=now,
+    )
+
+
+def owner_alive(lease: Lease) -> bool:
+    """Whether the lease's owner is a process running now on this machine."""
+    if lease.bootId != _boot_id():
+        return False
+    return _process_start(lease.pid) == lease.processStart
+
+
+def read_lease(run_dir: Path) -> Lease | None:
+    """The lease of *run_dir*, or None when it has none.
+
+    Raises:
+        EvidenceError: The lease exists but is not a lease.
+    """
+    path = RunDirectory(run_dir).lease
+    if not path.exists() and not path.is_symlink():
+        return None
+    return read_model(path, Lease, what="lease", max_bytes=_MAX_LEASE_BYTES, follow_symlinks=False)
+
+
+@contextlib.contextmanager
+def held(
+    run_dir: Path, batch_id: str, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+) -> Iterator[Callable[[], None]]:
+    """Hold the lease of *run_dir* while the block runs; yields the function that gives it up.
+
+    The lease is refreshed every :data:`HEARTBEAT_S` seconds. It is not given up
+    when the block ends: only the caller knows when the batch's containers and
+    work directory are gone, and calls the yielded function then. A batch
+    whose cleanup was not confirmed keeps its lease, so the reaper finishes
+    the cleanup once the owner has exited.
+    """
+    path = RunDirectory(run_dir).lease
+    lease = this_process(batch_id, clock())
+    write_model_atomic(path, lease)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            with contextlib.suppress(OSError):  # a full disk must not stop the batch here
+                write_model_atomic(path, lease.model_copy(update={"heartbeatAt": clock()}))
+
+    keeper = threading.Thread(target=beat, name="lease", daemon=True)
+    keeper.start()
+
+    def release() -> None:
+        stop.set()
+        keeper.join(timeout=HEARTBEAT_S)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    try:
+        yield release
+    finally:
+        stop.set()

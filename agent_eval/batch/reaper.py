@@ -1,0 +1,126 @@
+"""The reaper: batches whose owner died are closed, and nothing they started is left.
+
+A batch killed with SIGKILL (or lost with its machine) leaves its lease, its
+receipt saying ``running``, perhaps containers and a work directory. The next
+``eval-agent``, and ``agent-eval cleanup``, find every lease whose owner is
+no longer alive, mark such a receipt ``abandoned`` with the reason (every
+finished run stays as recorded), remove the batch's containers by label and
+its work directory, and give the lease up once all of that is confirmed. A
+batch whose owner is alive is never touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from agent_eval.batch.lease import owner_alive, read_lease
+from agent_eval.engine import ContainerEngine, remove_leftovers
+from agent_eval.errors import AgentEvalError
+from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, read_model, write_model_atomic
+from agent_eval.layout import RunDirectory
+from agent_eval.models import Lease, Receipt
+
+__all__ = ["Reaped", "reap"]
+
+
+@dataclass(frozen=True)
+class Reaped:
+    """What the reaper did for one batch whose owner was gone."""
+
+    batch_id: str
+    run_dir: Path
+    abandoned: bool
+    """Its receipt said running and now says abandoned."""
+    containers: list[str] = field(default_factory=list)
+    """Containers of the batch it removed."""
+    work_dir_removed: bool = False
+    problems: list[str] = field(default_factory=list)
+    """What could not be done (the lease is kept, so a later run tries again)."""
+
+    def describe(self) -> str:
+        """One line for the operator."""
+        done = []
+        if self.abandoned:
+            done.append("marked its receipt abandoned")
+        if self.containers:
+            done.append(f"removed {len(self.containers)} container(s)")
+        if self.work_dir_removed:
+            done.append("removed its work directory")
+        text = f"reaped batch {self.batch_id}: " + (", ".join(done) or "nothing was left")
+        if self.problems:
+            text += "; not done: " + "; ".join(self.problems)
+        return text
+
+
+def reap(
+    evidence_dir: Path, engine: ContainerEngine, *, clock: Callable[[], datetime]
+) -> list[Reaped]:
+    """Close every batch under *evidence_dir* whose lease's owner is no longer alive."""
+    reaped: list[Reaped] = []
+    if not evidence_dir.is_dir():
+        return reaped
+    for run_dir in sorted(p for p in evidence_dir.iterdir() if not p.name.startswith(".")):
+        if not run_dir.is_dir() or run_dir.is_symlink():
+            continue
+        try:
+            lease = read_lease(run_dir)
+        except AgentEvalError as exc:
+            reaped.append(Reaped(run_dir.name, run_dir, False, problems=[str(exc)]))
+            continue
+        if lease is None or owner_alive(lease):
+            continue
+        reaped.append(_reap_one(evidence_dir, run_dir, lease, engine, clock()))
+    return reaped
+
+
+def _reap_one(
+    evidence_dir: Path, run_dir: Path, lease: Lease, engine: ContainerEngine, now: datetime
+) -> Reaped:
+    problems: list[str] = []
+    evidence = RunDirectory(run_dir)
+    abandoned = False
+    try:
+        receipt = read_model(
+            evidence.receipt, Receipt, what="receipt", max_bytes=MAX_EVIDENCE_BYTES
+        )
+    except AgentEvalError as exc:
+        receipt = None
+        problems.append(f"its receipt cannot be read ({exc}); left as it is")
+    if receipt is not None and receipt.status == "running":
+        reason = (
+            f"abandoned: the process that ran it (pid {lease.pid} on {lease.host}, started "
+            f"{lease.startedAt.isoformat()}, last alive {lease.heartbeatAt.isoformat()}) is "
+            f"gone; closed by the reaper at {now.isoformat()}"
+        )
+        closed = receipt.model_copy(
+            update={"status": "abandoned", "reasons": [*receipt.reasons, reason], "updatedAt": now}
+        )
+        try:
+            write_model_atomic(evidence.receipt, closed)
+            abandoned = True
+        except OSError as exc:
+            problems.append(f"cannot rewrite its receipt: {exc.strerror or exc}")
+    containers: list[str] = []
+    try:
+        containers = remove_leftovers(engine, lease.batchId)
+    except AgentEvalError as exc:
+        problems.append(str(exc))
+    work = evidence_dir / ".work" / lease.batchId
+    had_work = work.exists()
+    shutil.rmtree(work, ignore_errors=True)
+    if work.exists():
+        problems.append(f"cannot remove its work directory {work}")
+    if not problems:
+        evidence.lease.unlink(missing_ok=True)
+    return Reaped(
+        lease.batchId,
+        run_dir,
+        abandoned,
+        containers=containers,
+        work_dir_removed=had_work and not work.exists(),
+        problems=problems,
+    )

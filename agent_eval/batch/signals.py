@@ -1,0 +1,59 @@
+"""Signals that stop a batch: SIGINT, SIGTERM and SIGHUP, each turned into one ``Stop``.
+
+The first signal raises :class:`Stop` in the main thread, where the batch
+closes its receipt and cleans up; every later one is only counted, so a
+second Ctrl-C (or a SIGTERM from a CI runner right after a Ctrl-C) cannot
+interrupt the closing itself and leave the receipt ``running``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+__all__ = ["STOPPING_SIGNALS", "Stop", "stopping_on_signals"]
+
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stop(BaseException):
+    """A signal asked the batch to stop (a BaseException, like KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def reason(self) -> str:
+        """How the receipt says it."""
+        if self.signum == signal.SIGINT:
+            return "interrupted by the operator (Ctrl-C)"
+        return f"stopped by {signal.Signals(self.signum).name}"
+
+
+@contextlib.contextmanager
+def stopping_on_signals() -> Iterator[list[int]]:
+    """Turn the first stopping signal into :class:`Stop`; count the later ones.
+
+    Yields the list of signals received. Outside the main thread (where no
+    handler can be installed) this does nothing.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            raise Stop(signum)
+
+    previous = {s: signal.signal(s, handler) for s in STOPPING_SIGNALS}
+    try:
+        yield received
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -1,0 +1,59 @@
+"""``agent-eval cleanup``: close every batch whose process is gone, and remove what it left."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from agent_eval.batch.reaper import reap
+from agent_eval.cli.common import reported_errors
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.project import find_project
+
+__all__ = ["cleanup_command"]
+
+
+@click.command()
+@click.option(
+    "--project",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Repository whose evidence directory is swept (default: the current one).",
+)
+@click.option(
+    "--runtime-path",
+    default=None,
+    metavar="SOCKET",
+    help="The engine's Unix socket (default: DOCKER_HOST if unix://, else /var/run/docker.sock).",
+)
+def cleanup_command(project: Path | None, runtime_path: str | None) -> None:
+    """Mark abandoned every batch whose owner died; remove its containers and work directory.
+
+    A batch whose process is alive is never touched. Prints one JSON object per
+    batch reaped; exit 0 when everything was cleaned, 1 when something could not be.
+    """
+    with reported_errors():
+        located = find_project(project)
+        engine = connect_local_engine(runtime_path)
+        try:
+            reaped = reap(located.evidence, engine, clock=lambda: datetime.now(UTC))
+        finally:
+            engine.close()
+    for item in reaped:
+        click.echo(item.describe(), err=True)
+        click.echo(
+            json.dumps(
+                {
+                    "batch": item.batch_id,
+                    "abandoned": item.abandoned,
+                    "containersRemoved": item.containers,
+                    "workDirectoryRemoved": item.work_dir_removed,
+                    "problems": item.problems,
+                }
+            )
+        )
+    sys.exit(1 if any(item.problems for item in reaped) else 0)
