@@ -301,21 +301,24 @@ class DockerEngine(ContainerEngine):
         finally:
             _close_attached(attached)
 
-    def _wait_until(self, container_id: str, deadline: float) -> bool:
-        """Wait for the container to exit by *deadline* (monotonic); False when it did not.
+    def _wait_until(self, container_id: str, deadline: float) -> tuple[bool, bool]:
+        """Wait for the container to exit by *deadline* (monotonic).
 
-        The deadline is the harness's own clock: a read timeout before it, or a
-        dropped connection, is waited again, never taken for the container's
-        timeout; an engine unreachable for longer than a restart is an error.
+        Returns whether it exited in time, and whether the engine was
+        unreachable at some point meanwhile. The deadline is the harness's own
+        clock: a read timeout before it, or a dropped connection, is waited
+        again, never taken for the container's timeout; an engine unreachable
+        for longer than a restart is an error.
         """
         unreachable_since: float | None = None
+        lost = False
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return False
+                return False, lost
             try:
                 cast(Any, self._api).wait(container_id, timeout=max(remaining, 0.001))
-                return True
+                return True, lost
             except requests.exceptions.ReadTimeout:
                 unreachable_since = None
                 continue
@@ -323,6 +326,7 @@ class DockerEngine(ContainerEngine):
                 if not _unreachable(exc):
                     raise _api_error(f"waiting for container {container_id[:12]}", exc) from None
                 now = time.monotonic()
+                lost = True
                 unreachable_since = unreachable_since or now
                 if now - unreachable_since > _UNREACHABLE_WAIT_S:
                     raise _api_error(
@@ -335,14 +339,15 @@ class DockerEngine(ContainerEngine):
     def wait(self, container_id: str, timeout_s: float) -> WaitResult:
         """See :meth:`ContainerEngine.wait`."""
         short = container_id[:12]
-        timed_out = not self._wait_until(container_id, time.monotonic() + timeout_s)
+        exited, lost = self._wait_until(container_id, time.monotonic() + timeout_s)
+        timed_out = not exited
         if timed_out:
             try:
                 _again(f"killing container {short}", lambda: self._api.kill(container_id))
             except InfrastructureError as exc:
                 if "409" not in str(exc):  # 409: it exited in the meantime
                     raise
-            if not self._wait_until(container_id, time.monotonic() + _KILL_WAIT_S):
+            if not self._wait_until(container_id, time.monotonic() + _KILL_WAIT_S)[0]:
                 raise InfrastructureError(f"container {short} survived its kill")
         state = _again(
             f"inspecting container {short}",
@@ -351,6 +356,14 @@ class DockerEngine(ContainerEngine):
         if state.get("Error"):
             raise InfrastructureError(
                 f"the engine reported an error for container {short}: {state['Error']}"
+            )
+        if lost and not timed_out and int(state["ExitCode"]) != 0:
+            # A container that ended badly while the engine could not be reached
+            # may have been stopped by the engine itself (a restart); one still
+            # running at the deadline was not, so its timeout stands.
+            raise InfrastructureError(
+                f"the engine was unreachable while container {short} ran and it ended with "
+                f"exit status {state['ExitCode']}; its outcome is not trusted"
             )
         return WaitResult(
             exit_code=int(state["ExitCode"]),
