@@ -22,7 +22,7 @@ from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease
 
-__all__ = ["HEARTBEAT_S", "held", "owner_alive", "read_lease", "this_process"]
+__all__ = ["HEARTBEAT_S", "HeldLease", "held", "owner_alive", "read_lease", "this_process"]
 
 HEARTBEAT_S = 5.0
 """How often a running batch refreshes its lease."""
@@ -81,38 +81,62 @@ def read_lease(run_dir: Path) -> Lease | None:
     return read_model(path, Lease, what="lease", max_bytes=_MAX_LEASE_BYTES, follow_symlinks=False)
 
 
+class HeldLease:
+    """A lease this process holds: refreshed in the background until given up."""
+
+    def __init__(self, path: Path, lease: Lease, clock: Callable[[], datetime]) -> None:
+        self._path = path
+        self._lease = lease
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        write_model_atomic(path, lease)
+        self._keeper = threading.Thread(target=self._beat, name="lease", daemon=True)
+        self._keeper.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            with self._lock, contextlib.suppress(OSError):  # a full disk must not stop the batch
+                self._lease = self._lease.model_copy(update={"heartbeatAt": self._clock()})
+                write_model_atomic(self._path, self._lease)
+
+    def bind_engine(self, address: str) -> None:
+        """Record the engine the batch is about to start containers on (before the first).
+
+        Raises:
+            OSError: The lease could not be written.
+        """
+        with self._lock:
+            self._lease = self._lease.model_copy(update={"engine": address})
+            write_model_atomic(self._path, self._lease)
+
+    def release(self) -> None:
+        """Give the lease up: the batch's containers and work directory are confirmed gone."""
+        self.stop()
+        with contextlib.suppress(FileNotFoundError):
+            self._path.unlink()
+
+    def stop(self) -> None:
+        """Stop refreshing it (the process is ending); the file stays for the reaper."""
+        self._stop.set()
+        if self._keeper is not threading.current_thread():
+            self._keeper.join(timeout=HEARTBEAT_S)
+
+
 @contextlib.contextmanager
 def held(
     run_dir: Path, batch_id: str, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-) -> Iterator[Callable[[], None]]:
-    """Hold the lease of *run_dir* while the block runs; yields the function that gives it up.
+) -> Iterator[HeldLease]:
+    """Hold the lease of *run_dir* while the block runs.
 
     The lease is refreshed every :data:`HEARTBEAT_S` seconds. It is not given up
     when the block ends: only the caller knows when the batch's containers and
-    work directory are gone, and calls the yielded function then. A batch
+    work directory are gone, and calls :meth:`HeldLease.release` then. A batch
     whose cleanup was not confirmed keeps its lease, so the reaper finishes
     the cleanup once the owner has exited.
     """
-    path = RunDirectory(run_dir).lease
-    lease = this_process(batch_id, clock())
-    write_model_atomic(path, lease)
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(HEARTBEAT_S):
-            with contextlib.suppress(OSError):  # a full disk must not stop the batch here
-                write_model_atomic(path, lease.model_copy(update={"heartbeatAt": clock()}))
-
-    keeper = threading.Thread(target=beat, name="lease", daemon=True)
-    keeper.start()
-
-    def release() -> None:
-        stop.set()
-        keeper.join(timeout=HEARTBEAT_S)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
+    lease = HeldLease(RunDirectory(run_dir).lease, this_process(batch_id, clock()), clock)
     try:
-        yield release
+        yield lease
     finally:
-        stop.set()
+        lease.stop()

@@ -105,10 +105,17 @@ def _reap_one(
         except OSError as exc:
             problems.append(f"cannot rewrite its receipt: {exc.strerror or exc}")
     containers: list[str] = []
-    try:
-        containers = remove_leftovers(engine, lease.batchId)
-    except AgentEvalError as exc:
-        problems.append(str(exc))
+    if lease.engine is not None and lease.engine != engine.address:
+        # Finding none here would prove nothing: its containers are on another engine.
+        problems.append(
+            f"its containers are on the engine at {lease.engine}, not this one "
+            f"({engine.address}); run agent-eval cleanup --runtime-path {lease.engine}"
+        )
+    else:
+        try:
+            containers = remove_leftovers(engine, lease.batchId)
+        except AgentEvalError as exc:
+            problems.append(str(exc))
     work = evidence_dir / ".work" / lease.batchId
     had_work = work.exists()
     shutil.rmtree(work, ignore_errors=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent_eval.batch.lease import held
+from agent_eval.batch.lease import HeldLease, held
 from agent_eval.batch.reaper import reap
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import (
@@ -142,10 +142,11 @@ def run_batch(
         ports=_Ports(verifier_factory, connect, environ, clock, progress, notice),
     )
     batch.evidence.root.mkdir(parents=True, exist_ok=False)
-    with held(batch.evidence.root, batch_id, clock) as release:
+    with held(batch.evidence.root, batch_id, clock) as lease:
+        batch.lease = lease
         outcome, cleaned_up = batch.run()
         if outcome.receipt_written and cleaned_up:
-            release()
+            lease.release()
     return outcome
 
 
@@ -189,6 +190,7 @@ class _Batch:
     work_dir: Path
     ports: _Ports
     engine: ContainerEngine | None = None
+    lease: HeldLease | None = None
     phases: dict[str, float] = field(default_factory=dict)
     _mark: float = field(default_factory=time.monotonic)
 
@@ -248,6 +250,9 @@ class _Batch:
         config = _load_config(self.config_path)
         environment = _allowlisted(config, ports.environ)
         self.engine = engine = _connect(ports.connect, config)
+        if self.lease is not None:
+            # Before the first container: the reaper must look for them there.
+            self.lease.bind_engine(engine.address)
         for reaped in reap(project.evidence, engine, clock=ports.clock):
             ports.notice(reaped.describe())
         runner_image, verifier_image = _images(engine, config)

@@ -186,6 +186,9 @@ class ContainerRun:
 class ContainerEngine(abc.ABC):
     """What the harness needs from a container engine."""
 
+    address: str = "unknown"
+    """Where the engine listens (its socket), so that what a batch left is sought there."""
+
     @abc.abstractmethod
     def resolve_image(self, reference: str) -> ImageIdentity:
         """Find a locally present image and check that it is the pinned one.

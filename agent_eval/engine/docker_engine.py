@@ -163,6 +163,42 @@ def _unreachable(exc: BaseException) -> bool:
     )
 
 
+def _never_sent(exc: BaseException) -> bool:
+    """Whether *exc* says the connection never opened, so the engine saw no request.
+
+    Over a Unix socket only ``connect`` raises these: the socket is missing
+    (the engine is restarting) or nothing listens on it. A reset or a closed
+    connection may come after the engine acted, and is not in this class.
+    """
+    seen: list[BaseException] = [exc]
+    while seen:
+        current = seen.pop()
+        if isinstance(current, (FileNotFoundError, ConnectionRefusedError)):
+            return True
+        seen += [arg for arg in current.args if isinstance(arg, BaseException)]
+        seen += [link for link in (current.__cause__, current.__context__) if link is not None]
+    return False
+
+
+def _once(what: str, call: Callable[[], T]) -> T:
+    """Run an engine call that must not run twice, asking again only when it never reached it.
+
+    Raises:
+        InfrastructureError: The engine answered with an error, the connection
+            failed after the request may have been sent, or it stayed
+            unreachable through every retry.
+    """
+    for delay in (*_RETRY_DELAYS_S, None):
+        try:
+            return call()
+        except _ENGINE_ERRORS as exc:
+            if not _never_sent(exc) or delay is None:
+                detail = " (the engine stayed unreachable)" if _never_sent(exc) else ""
+                raise _api_error(what + detail, exc) from None
+        time.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def _again(what: str, call: Callable[[], T], *, delays: Sequence[float] = _RETRY_DELAYS_S) -> T:
     """Run an idempotent engine call, asking again while the engine is unreachable.
 
@@ -213,6 +249,7 @@ class DockerEngine(ContainerEngine):
         """Use *api*, an already connected client of the engine at *socket_path*."""
         self._api = api
         self.socket_path = socket_path
+        self.address = socket_path
 
     def close(self) -> None:
         """Close the client's connections."""
@@ -261,7 +298,11 @@ class DockerEngine(ContainerEngine):
         image = self.resolve_image(spec.image)
         try:
             host_config = self._api.create_host_config(**host_kwargs)
-            created = self._api.create_container(
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"configuring the {spec.role} container", exc) from None
+        created = _once(
+            f"creating the {spec.role} container of run {spec.run_id}",
+            lambda: self._api.create_container(
                 image.image_id,
                 command=list(spec.command),
                 user=hardening.user,
@@ -270,25 +311,26 @@ class DockerEngine(ContainerEngine):
                 labels=spec.labels,
                 stdin_open=spec.stdin,
                 host_config=host_config,
-            )
-        except _ENGINE_ERRORS as exc:
-            raise _api_error(
-                f"creating the {spec.role} container of run {spec.run_id}", exc
-            ) from None
+            ),
+        )
         return str(created["Id"])
 
     def start(self, container_id: str, stdin: bytes | None = None) -> None:
         """See :meth:`ContainerEngine.start`."""
         attached: Any = None
+        what = f"starting container {container_id[:12]}"
         try:
             if stdin is not None:
                 # Attach before start so that no byte is lost; StdinOnce closes
                 # the container's stdin when this attachment ends.
-                attached = self._api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
-            self._api.start(container_id)
-        except _ENGINE_ERRORS as exc:
+                attached = _once(
+                    what,
+                    lambda: self._api.attach_socket(container_id, params={"stdin": 1, "stream": 1}),
+                )
+            _once(what, lambda: self._api.start(container_id))
+        except InfrastructureError:
             _close_attached(attached)
-            raise _api_error(f"starting container {container_id[:12]}", exc) from None
+            raise
         if attached is None or stdin is None:
             return
         raw = cast(socket.socket, attached._sock)

@@ -106,6 +106,7 @@ class FakeEngine(ContainerEngine):
         self.builds: list[tuple[Path, str, dict[str, str]]] = []
         self.pushes: list[str] = []
         self.default_outcome = default_outcome or Outcome()
+        self.address = "fake"
         self._scripted: deque[Outcome] = deque()
         self._counter = 0
 

@@ -30,3 +30,5 @@ class Lease(WireModel):
     """When the batch took the lease."""
     heartbeatAt: datetime
     """When the owner last said it was alive."""
+    engine: NonEmptyStr | None = None
+    """Where the engine the batch started containers on listens; None before it connected."""

@@ -317,3 +317,35 @@ def test_a_new_batch_reaps_one_whose_owner_died_and_leaves_a_live_one_alone(
     assert read_model(live_dir / "receipt.json", Receipt, what="receipt").status == "running"
     assert (live_dir / "lease.json").exists()
     assert len(batch.engine.list_containers("live-batch")) == 1
+
+
+def test_the_lease_names_the_engine_the_batch_started_containers_on(batch: Fixture) -> None:
+    batch.engine.default_outcome = Outcome(on_start=answer, cleanup_fails=True)
+    batch.run(lambda context: PassingVerifier())
+    lease = read_model(batch.run_dir() / "lease.json", Lease, what="lease")
+    assert lease.engine == batch.engine.address
+
+
+def test_a_batch_whose_containers_are_on_another_engine_keeps_its_lease(batch: Fixture) -> None:
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    dead = this_process("old-batch", NOW).model_copy(
+        update={"pid": finished.pid, "engine": "/run/other-engine.sock"}
+    )
+    dead_dir = old_batch(batch, lease=dead)
+    notices: list[str] = []
+    batch.engine.script(Outcome(on_start=install_consumer))
+    run_batch(
+        batch.config,
+        batch.project,
+        verifier_factory=lambda context: PassingVerifier(),
+        connect=lambda _path: batch.engine,
+        environ={},
+        clock=lambda: NOW,
+        notice=notices.append,
+    )
+    # Marked abandoned, but its container is not looked for here, and its lease stays.
+    assert read_model(dead_dir / "receipt.json", Receipt, what="receipt").status == "abandoned"
+    assert len(batch.engine.list_containers("old-batch")) == 1
+    assert (dead_dir / "lease.json").exists()
+    assert "--runtime-path /run/other-engine.sock" in notices[0]

@@ -1,0 +1,140 @@
+"""How the Docker engine adapter reads a connection that fails, over a stub of the SDK.
+
+Invariants: a call that must not run twice (create, start) is asked again only
+when its connection never opened; an idempotent call is asked again on any
+dropped connection; a wait whose connection drops is asked again on the
+harness's own clock and is never taken for a timeout; a container that ended
+non-zero while the engine was out of reach is an infrastructure failure. The
+same faults against a real engine are in tests/faults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+import urllib3.exceptions
+
+from agent_eval.engine import ContainerSpec, docker_engine
+from agent_eval.engine.docker_engine import DockerEngine
+from agent_eval.errors import InfrastructureError
+
+IMAGE = "sha256:" + "c" * 64
+
+
+def connection_error(cause: OSError) -> requests.ConnectionError:
+    """What requests raises over the SDK's Unix socket adapter."""
+    return requests.ConnectionError(urllib3.exceptions.ProtocolError("Connection aborted.", cause))
+
+
+NEVER_SENT = [FileNotFoundError(2, "No such file"), ConnectionRefusedError(111, "refused")]
+MAYBE_SENT = [ConnectionResetError(104, "reset"), BrokenPipeError(32, "broken pipe")]
+
+
+class StubApi:
+    """The SDK calls the adapter makes, each answering from a script of results."""
+
+    def __init__(self, **scripts: list[Any]) -> None:
+        self.scripts = scripts
+        self.calls: dict[str, int] = {}
+
+    def _answer(self, name: str) -> Any:
+        self.calls[name] = self.calls.get(name, 0) + 1
+        script = self.scripts[name]
+        result = script.pop(0) if len(script) > 1 else script[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result(self.calls[name]) if callable(result) else result
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name not in self.scripts:
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self._answer(name)
+
+    def create_host_config(self, **kwargs: Any) -> dict[str, Any]:
+        return {}
+
+    def inspect_image(self, reference: str) -> dict[str, Any]:
+        return {"Id": IMAGE, "RepoDigests": []}
+
+
+SPEC = ContainerSpec(
+    image=IMAGE,
+    command=("python3", "-c", "pass"),
+    role="verifier",
+    batch_id="batch-1",
+    run_id="core-validation-1",
+)
+
+
+@pytest.fixture(autouse=True)
+def no_back_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(docker_engine, "_RETRY_DELAYS_S", (0.0, 0.0, 0.0))
+    yield
+
+
+def engine(api: StubApi) -> DockerEngine:
+    return DockerEngine(api, socket_path="/run/test.sock")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cause", NEVER_SENT, ids=lambda e: type(e).__name__)
+def test_a_create_that_never_reached_the_engine_is_asked_again(cause: OSError) -> None:
+    api = StubApi(create_container=[connection_error(cause), {"Id": "abc"}])
+    assert engine(api).create(SPEC) == "abc"
+    assert api.calls["create_container"] == 2
+
+
+@pytest.mark.parametrize("cause", MAYBE_SENT, ids=lambda e: type(e).__name__)
+def test_a_create_whose_connection_failed_after_sending_is_not_asked_twice(cause: OSError) -> None:
+    api = StubApi(create_container=[connection_error(cause), {"Id": "abc"}])
+    with pytest.raises(InfrastructureError, match="creating"):
+        engine(api).create(SPEC)
+    assert api.calls["create_container"] == 1
+
+
+def test_a_start_that_never_reached_the_engine_is_asked_again() -> None:
+    api = StubApi(start=[connection_error(NEVER_SENT[0]), None])
+    engine(api).start("abc")
+    assert api.calls["start"] == 2
+
+
+def test_an_engine_that_stays_unreachable_is_named() -> None:
+    api = StubApi(start=[connection_error(NEVER_SENT[1])])
+    with pytest.raises(InfrastructureError, match="stayed unreachable"):
+        engine(api).start("abc")
+    assert api.calls["start"] == 4
+
+
+def state(exit_code: int) -> dict[str, Any]:
+    return {"State": {"ExitCode": exit_code, "Error": "", "OOMKilled": False}}
+
+
+@pytest.mark.parametrize("cause", [*NEVER_SENT, *MAYBE_SENT], ids=lambda e: type(e).__name__)
+def test_a_wait_whose_connection_drops_is_asked_again_and_is_no_timeout(cause: OSError) -> None:
+    api = StubApi(wait=[connection_error(cause), {"StatusCode": 0}], inspect_container=[state(0)])
+    result = engine(api).wait("abc", timeout_s=30)
+    assert (result.exit_code, result.timed_out) == (0, False)
+    assert api.calls["wait"] == 2
+
+
+def test_a_read_timeout_before_the_deadline_is_waited_again() -> None:
+    api = StubApi(
+        wait=[requests.exceptions.ReadTimeout(), {"StatusCode": 3}], inspect_container=[state(3)]
+    )
+    result = engine(api).wait("abc", timeout_s=30)
+    assert (result.exit_code, result.timed_out) == (3, False)
+
+
+def test_a_container_that_ended_badly_while_the_engine_was_unreachable_is_not_trusted() -> None:
+    api = StubApi(
+        wait=[connection_error(MAYBE_SENT[0]), {"StatusCode": 137}], inspect_container=[state(137)]
+    )
+    with pytest.raises(InfrastructureError, match=r"unreachable.*not trusted"):
+        engine(api).wait("abc", timeout_s=30)
+
+
+def test_a_container_that_ended_badly_with_the_engine_in_reach_is_its_own_outcome() -> None:
+    api = StubApi(wait=[{"StatusCode": 137}], inspect_container=[state(137)])
+    assert engine(api).wait("abc", timeout_s=30).exit_code == 137
