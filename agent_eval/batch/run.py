@@ -68,6 +68,8 @@ MIN_FREE_BYTES = 256 * 1024 * 1024
 mypy's cache and the evidence itself need far less, but not nothing)."""
 RESERVE_BYTES = 4 * 1024 * 1024
 """Space set aside at the start and given back when the disk fills, for the final receipt."""
+FULL_BELOW_BYTES = 1024 * 1024
+"""Under this much free space after an attempt, what its containers wrote may be cut short."""
 EXIT_RECEIPT_NOT_WRITTEN = 3
 
 
@@ -332,6 +334,7 @@ class _Batch:
             protected_digest=lambda: _protected_digest(consumer_root),
             receipt=receipt,
             progress=self.ports.progress,
+            disk_problem=lambda: _disk_problem(self.work_dir),
         )
         return run_schedule(plan, runner, prepared.verifier, clock=clock)
 
@@ -388,6 +391,19 @@ def _check_free_space(evidence_dir: Path) -> None:
                 f"({evidence_dir}); a batch needs at least {MIN_FREE_BYTES // (1024 * 1024)} MiB"
             ]
         )
+
+
+def _disk_problem(work_dir: Path) -> str | None:
+    try:
+        free = shutil.disk_usage(work_dir).free
+    except OSError as exc:
+        return f"the work directory {work_dir} cannot be examined: {exc.strerror or exc}"
+    if free >= FULL_BELOW_BYTES:
+        return None
+    return (
+        f"the disk holding the work directory ({work_dir}) was full ({free} bytes free) after "
+        "this attempt: what the runner or the verifier wrote may be cut short"
+    )
 
 
 def _reserve(evidence: RunDirectory) -> None:

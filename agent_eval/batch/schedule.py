@@ -79,6 +79,9 @@ class BatchPlan:
     protected_digest: Callable[[], str]
     receipt: Receipt
     progress: Callable[[str], None] = field(default=lambda _line: None)
+    disk_problem: Callable[[], str | None] = field(default=lambda: None)
+    """Why the disk under the work directory cannot be trusted now (it is full), if it cannot:
+    a runner or a verifier that could not write is then not the agent's failure."""
 
 
 class ReceiptNotWritten(Exception):
@@ -407,6 +410,9 @@ class _Schedule:
         if outcome.infrastructure_error is not None:
             seen.infrastructure_error = outcome.infrastructure_error
             return observed()
+        if (problem := plan.disk_problem()) is not None:
+            seen.infrastructure_error = problem
+            return observed()
         if outcome.timed_out:
             seen.timed_out, seen.budget_exhausted = not budget_bound, budget_bound
             return observed()
@@ -437,6 +443,9 @@ class _Schedule:
             return observed()
         if self.stop_reason is not None:
             seen.infrastructure_error = f"the batch stopped during this attempt: {self.stop_reason}"
+            return observed()
+        if (problem := plan.disk_problem()) is not None:
+            seen.infrastructure_error = problem
             return observed()
         write_bytes_atomic(evidence.analysis, verification.analysis_json)
         seen.analysis = verification.analysis

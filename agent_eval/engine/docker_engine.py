@@ -149,7 +149,13 @@ def _api_error(what: str, exc: Exception) -> InfrastructureError:
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.RequestException, OSError)
 # A dropped or refused connection, or an engine restarting under us: worth
 # asking again. An answer with a status code is an answer and is never retried.
-_UNREACHABLE = (requests.ConnectionError, ConnectionError, FileNotFoundError)
+# A response cut off mid-body ("Response ended prematurely") is a dropped connection too.
+_UNREACHABLE = (
+    requests.ConnectionError,
+    requests.exceptions.ChunkedEncodingError,
+    ConnectionError,
+    FileNotFoundError,
+)
 T = TypeVar("T")
 
 

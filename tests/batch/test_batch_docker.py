@@ -10,11 +10,8 @@ batch leaves a truthful partial receipt that check-agent-eval rejects.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,14 +22,10 @@ import pytest
 
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
-from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models import Receipt
-from agent_eval.reference.config import reference_config
-from tests.paths import REPO
+from tests.batches import BIN, check, eval_agent, project_copy, receipt_of, write_config
 
 pytestmark = pytest.mark.docker
-
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -45,81 +38,6 @@ def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
 @pytest.fixture
 def evidence(tmp_path: Path) -> Path:
     return tmp_path / "evidence"
-
-
-def project_copy(tmp_path: Path) -> Path:
-    """A clean git checkout of the repository's library, tasks and graders, with its evidence
-    in the checkout (the harness reads [tool.agent-eval]); the checker rebuilds the
-    archives from its commit."""
-    text = (REPO / "pyproject.toml").read_text()
-    root = tmp_path / "project"
-    root.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", ".mypy_cache")
-    for name in ("packages", "tasks", "graders", "fixtures"):
-        shutil.copytree(REPO / name, root / name, ignore=ignore)
-    (root / "pyproject.toml").write_text(
-        text.replace('evidence = ".verification/agent-eval"', f'evidence = "{"evidence"}"')
-    )
-    (root / ".gitignore").write_text("/evidence/\n")
-    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
-    identity |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
-    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
-        subprocess.run(
-            ["git", "-C", str(root), *command],
-            check=True,
-            capture_output=True,
-            timeout=60,
-            env={**os.environ, **identity},
-        )
-    return root
-
-
-def write_config(engine: ContainerEngine, path: Path, mode: str, **changes: Any) -> Path:
-    config = reference_config(engine, mode, runtime_path="/var/run/docker.sock")
-    write_model_atomic(path, config.model_copy(update=changes))
-    return path
-
-
-def eval_agent(
-    project: Path, config: Path, env: dict[str, str] | None = None
-) -> tuple[int, dict[str, Any]]:
-    done = subprocess.run(
-        [str(BIN / "eval-agent"), "--runner-config", str(config), "--project", str(project)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-    assert done.stdout.count("\n") == 1, (done.stdout, done.stderr)
-    return done.returncode, json.loads(done.stdout)
-
-
-def check(receipt: Path, *options: str) -> tuple[int, dict[str, Any]]:
-    # The run directory lives in its project's evidence directory.
-    project = receipt.parent.parent.parent
-    done = subprocess.run(
-        [
-            str(BIN / "check-agent-eval"),
-            "--receipt",
-            str(receipt),
-            "--archives",
-            str(receipt.parent / "archives.json"),
-            "--project",
-            str(project),
-            *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return done.returncode, json.loads(done.stdout)
-
-
-def receipt_of(project: Path, line: dict[str, Any]) -> Path:
-    path = Path(line["receipt"])
-    return path if path.is_absolute() else Path.cwd() / path
 
 
 def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(

@@ -248,6 +248,41 @@ def test_an_infrastructure_failure_stops_the_batch_with_a_partial_receipt(tmp_pa
     assert saved(tmp_path).status == "infrastructure-failure"
 
 
+@pytest.mark.parametrize("where", ["runner-failed", "runner-answered", "while-verifying"])
+def test_a_disk_that_fills_during_an_attempt_makes_it_the_infrastructures_failure(
+    tmp_path: Path, where: str
+) -> None:
+    """A runner that could not write its solution, or a verifier its result, is not the agent."""
+    full = threading.Event()
+
+    def script(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        if len(runner.requests) == 3 and where != "while-verifying":
+            full.set()
+            if where == "runner-failed":
+                return RunnerOutcome(b"OSError: [Errno 28] No space left", False, False, 1)
+        (workspace / "solution.py").write_text("GOOD")
+        return reply(request)
+
+    class FillingVerifier(FakeVerifier):
+        def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+            if len(runner.requests) == 3 and where == "while-verifying":
+                full.set()
+            return super().verify(task, solution_dir, run_id)
+
+    runner = FakeRunner(script)
+    message = "the disk holding the work directory was full"
+    receipt = run_schedule(
+        plan(tmp_path, concurrency=1, disk_problem=lambda: message if full.is_set() else None),
+        runner,
+        FillingVerifier(),
+    )
+    assert receipt.status == "infrastructure-failure"
+    *finished, last = receipt.runs
+    assert len(finished) == 2 and all(r.finalSuccess for r in finished)
+    assert last.attempts[-1].failureCategory == "infrastructure"
+    assert last.attempts[-1].diagnostics[-1].message == message
+
+
 def test_a_spent_batch_budget_leaves_the_remaining_runs_failed(tmp_path: Path) -> None:
     ticks = iter([0.0] + [0.0] * 30 + [10_000.0] * 10_000)
     receipt = run_schedule(

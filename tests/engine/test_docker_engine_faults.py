@@ -119,6 +119,13 @@ def test_a_wait_whose_connection_drops_is_asked_again_and_is_no_timeout(cause: O
     assert api.calls["wait"] == 2
 
 
+def test_a_wait_whose_response_is_cut_off_is_asked_again() -> None:
+    cut = requests.exceptions.ChunkedEncodingError("Response ended prematurely")
+    api = StubApi(wait=[cut, {"StatusCode": 0}], inspect_container=[state(0)])
+    assert engine(api).wait("abc", timeout_s=30).exit_code == 0
+    assert api.calls["wait"] == 2
+
+
 def test_a_read_timeout_before_the_deadline_is_waited_again() -> None:
     api = StubApi(
         wait=[requests.exceptions.ReadTimeout(), {"StatusCode": 3}], inspect_container=[state(3)]

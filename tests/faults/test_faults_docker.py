@@ -1,0 +1,424 @@
+"""Whole batches under real faults: every one ends in a receipt that tells what happened.
+
+The engine drops connections, refuses them, is killed and comes back, stays
+away, cannot remove a container; the evidence disk fills; the operator
+signals the batch, twice, or kills it outright. Each time the receipt's final
+status says which, the runs finished before the fault keep digests that
+check-agent-eval verifies (it rejects the batch only for what the fault
+made incomplete), the run in flight is an infrastructure failure and never
+the agent's, no traceback is printed, and no container is left once the
+batch, or the cleanup after it, is done.
+
+The faults are made on a private dockerd, a proxy in front of the default
+engine's socket, a tmpfs of the test's own, and processes the test started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
+from agent_eval.images.build import REFERENCE_RUNNER_TAG, VERIFIER_TAG
+from agent_eval.models import Receipt
+from tests.batches import BIN, check, project_copy, write_config
+from tests.faults.engines import EngineProxy, PrivateEngine, chaos, containers_of
+
+pytestmark = pytest.mark.docker
+
+# The rules a batch cut short fails; anything else (a digest, an archive, an
+# identity) would mean the fault corrupted what was already recorded.
+OUTCOME_RULES = {
+    "batch-completed",
+    "schedule",
+    "infrastructure",
+    "first-successes",
+    "final-successes",
+    "not-self-test",
+}
+
+
+def slow_oracle(seconds: float) -> list[str]:
+    """Runner args: the oracle reference runner, after a pause that keeps its container alive."""
+    return [
+        "-B",
+        "-c",
+        f"import runpy, sys, time; time.sleep({seconds}); "
+        "sys.argv = ['reference_runner.py', *sys.argv[1:]]; "
+        "runpy.run_path('/opt/agent-eval/reference_runner.py', run_name='__main__')",
+        "oracle",
+    ]
+
+
+@pytest.fixture(scope="module")
+def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
+    connected = connect_local_engine()
+    yield connected
+    connected.close()
+
+
+@pytest.fixture(scope="module")
+def private_engine(docker_client: docker.DockerClient) -> Iterator[PrivateEngine]:
+    private = PrivateEngine()
+    try:
+        private.start()
+        private.load_images([REFERENCE_RUNNER_TAG, VERIFIER_TAG])
+        yield private
+    finally:
+        private.close()
+
+
+@pytest.fixture
+def running_engine(private_engine: PrivateEngine) -> Iterator[PrivateEngine]:
+    """The private engine, started again after a test that stopped it."""
+    if not private_engine.answers():
+        private_engine.start()
+    yield private_engine
+    if not private_engine.answers():
+        private_engine.start()
+
+
+_LAUNCHED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def no_batch_outlives_its_test() -> Iterator[None]:
+    yield
+    while _LAUNCHED:
+        process = _LAUNCHED.pop()
+        if process.poll() is None:
+            process.terminate()  # it closes its receipt and removes its containers
+            try:
+                process.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate(timeout=60)
+        else:
+            process.communicate(timeout=60)
+
+
+class Batch:
+    """One eval-agent process over a fresh checkout, watched from outside."""
+
+    def __init__(
+        self, tmp_path: Path, engine: ContainerEngine, project: Path | None = None, **config: Any
+    ) -> None:
+        self.project = project or project_copy(tmp_path)
+        self.config = write_config(engine, tmp_path / "runner.json", "oracle", **config)
+        self.socket = str(config.get("runtimePath", "/var/run/docker.sock"))
+        self.process = subprocess.Popen(
+            [
+                str(BIN / "eval-agent"),
+                "--runner-config",
+                str(self.config),
+                "--project",
+                str(self.project),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _LAUNCHED.append(self.process)
+        self.stderr = ""
+
+    @property
+    def run_dir(self) -> Path:
+        found = [p for p in (self.project / "evidence").glob("*") if not p.name.startswith(".")]
+        assert len(found) == 1, found
+        return found[0]
+
+    def receipt(self) -> Receipt:
+        return Receipt.model_validate_json((self.run_dir / "receipt.json").read_bytes())
+
+    def runs_recorded(self) -> int:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            return len(json.loads((self.run_dir / "receipt.json").read_text())["runs"])
+        return 0
+
+    def runner_running(self) -> bool:
+        return any(
+            c["State"] == "running"
+            for c in containers_of(self.socket, f"{LABEL_ROLE}=runner")
+            if c["Labels"].get(LABEL_BATCH) == self.run_dir.name
+        )
+
+    def when(self, condition: Callable[[], bool], timeout_s: float = 300) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"eval-agent ended early: {self.process.communicate()}")
+            if condition():
+                return
+            time.sleep(0.1)
+        raise AssertionError("the batch never got there")
+
+    def mid_run(self, finished: int = 1) -> None:
+        """Wait until *finished* runs are recorded and a runner container is running."""
+        self.when(lambda: self.runs_recorded() >= finished and self.runner_running())
+
+    def finish(self, timeout_s: float = 600) -> tuple[int, dict[str, Any]]:
+        out, self.stderr = self.process.communicate(timeout=timeout_s)
+        assert "Traceback" not in self.stderr, self.stderr
+        assert out.count("\n") == 1, (out, self.stderr)
+        return self.process.returncode, json.loads(out)
+
+    def cleanup(self, socket: str | None = None) -> tuple[int, list[dict[str, Any]], str]:
+        done = subprocess.run(
+            [
+                str(BIN / "agent-eval"),
+                "cleanup",
+                "--project",
+                str(self.project),
+                "--runtime-path",
+                socket or self.socket,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode, [json.loads(line) for line in done.stdout.splitlines()], done.stderr
+
+    def left(self) -> list[dict[str, object]]:
+        return containers_of(self.socket, f"{LABEL_BATCH}={self.run_dir.name}")
+
+
+def assert_finished_runs_intact(batch: Batch, *, in_flight_infrastructure: bool) -> Receipt:
+    """The finished runs verify, the runs in flight blame the infrastructure, none a timeout."""
+    receipt = batch.receipt()
+    assert receipt.runs, "no run was recorded"
+    in_flight = [r for r in receipt.runs if r.attempts[-1].infrastructureStatus == "failed"]
+    assert bool(in_flight) == in_flight_infrastructure, receipt.runs
+    for run in receipt.runs:
+        if run not in in_flight:
+            assert run.finalSuccess, run.runId
+        # The oracle never fails: anything but success is the fault's, and says so.
+        for attempt in run.attempts:
+            assert attempt.failureCategory in {None, "infrastructure"}, (run.runId, attempt)
+    code, decision = check(batch.run_dir / "receipt.json")
+    rules = {reason.split(":")[0] for reason in decision["reasons"]}
+    assert code == 1 and rules <= OUTCOME_RULES, decision["reasons"]
+    return receipt
+
+
+# --- The engine's connection ------------------------------------------------------------
+
+
+def test_waits_that_drop_and_an_engine_that_refuses_for_a_moment_blame_no_one(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    with EngineProxy("/var/run/docker.sock", tmp_path / "engine.sock") as proxy:
+        batch = Batch(tmp_path, engine, runtimePath=str(proxy.path), args=slow_oracle(1.5))
+        batch.mid_run(finished=0)
+        with chaos(proxy, drop_every_s=0.7, refuse_every_s=4):
+            code, line = batch.finish()
+    assert proxy.dropped > 18 and proxy.refused_for_s > 0, (proxy.dropped, proxy.refused_for_s)
+    assert (code, line["status"], line["finalSuccesses"]) == (0, "completed", 18), batch.stderr
+    code, decision = check(batch.run_dir / "receipt.json")
+    assert [r.split(":")[0] for r in decision["reasons"]] == ["not-self-test"]
+    assert list_leftovers(engine, batch.run_dir.name) == []
+
+
+def test_an_engine_killed_mid_run_and_back_fails_the_batch_on_the_infrastructure(
+    engine: ContainerEngine, running_engine: PrivateEngine, tmp_path: Path
+) -> None:
+    batch = Batch(tmp_path, engine, runtimePath=str(running_engine.socket), args=slow_oracle(3))
+    batch.mid_run(finished=1)
+    running_engine.kill(signal.SIGKILL)
+    time.sleep(1)
+    running_engine.start()
+    code, line = batch.finish()
+    assert (code, line["status"]) == (1, "infrastructure-failure"), batch.stderr
+    receipt = assert_finished_runs_intact(batch, in_flight_infrastructure=True)
+    for run in receipt.runs:
+        if run.attempts[-1].infrastructureStatus == "failed":
+            messages = [d.message for d in run.attempts[-1].diagnostics]
+            assert any("engine" in m for m in messages), messages
+    assert batch.left() == []
+    assert not (batch.run_dir / "lease.json").exists()
+
+
+def test_an_engine_frozen_for_a_while_mid_run_delays_the_batch_and_blames_no_one(
+    engine: ContainerEngine, running_engine: PrivateEngine, tmp_path: Path
+) -> None:
+    batch = Batch(tmp_path, engine, runtimePath=str(running_engine.socket), args=slow_oracle(1))
+    batch.mid_run(finished=1)
+    running_engine.kill(signal.SIGSTOP, wait=False)
+    time.sleep(8)
+    running_engine.kill(signal.SIGCONT, wait=False)
+    code, line = batch.finish()
+    assert (code, line["status"], line["finalSuccesses"]) == (0, "completed", 18), batch.stderr
+    code, decision = check(batch.run_dir / "receipt.json")
+    assert [r.split(":")[0] for r in decision["reasons"]] == ["not-self-test"]
+    assert batch.left() == []
+
+
+def test_an_engine_away_past_the_batch_leaves_a_lease_that_cleanup_reaps_once_it_is_back(
+    engine: ContainerEngine, running_engine: PrivateEngine, tmp_path: Path
+) -> None:
+    batch = Batch(tmp_path, engine, runtimePath=str(running_engine.socket), args=slow_oracle(3))
+    batch.mid_run(finished=1)
+    running_engine.kill(signal.SIGKILL)
+    code, line = batch.finish()
+    assert (code, line["status"]) == (1, "infrastructure-failure"), batch.stderr
+    receipt = assert_finished_runs_intact(batch, in_flight_infrastructure=True)
+    assert any(r.startswith("cleanup:") for r in receipt.reasons), receipt.reasons
+    assert (batch.run_dir / "lease.json").is_file()
+    # While the engine is away, cleanup says so and keeps the lease.
+    code, reaped, said = batch.cleanup()
+    assert (code, reaped) == (1, []) and str(running_engine.socket) in said, said
+    assert (batch.run_dir / "lease.json").is_file()
+    running_engine.start()
+    code, reaped, _ = batch.cleanup()
+    assert code == 0, reaped
+    assert [(r["batch"], r["problems"]) for r in reaped] == [(receipt.batchId, [])]
+    assert batch.left() == []
+    assert not (batch.run_dir / "lease.json").exists()
+    assert batch.receipt().status == "infrastructure-failure"
+
+
+def test_a_container_the_engine_cannot_remove_stops_the_batch_until_cleanup_can(
+    engine: ContainerEngine, running_engine: PrivateEngine, tmp_path: Path
+) -> None:
+    batch = Batch(tmp_path, engine, runtimePath=str(running_engine.socket), args=slow_oracle(3))
+    batch.mid_run(finished=1)
+    container = next(
+        c
+        for c in containers_of(batch.socket, f"{LABEL_ROLE}=runner")
+        if c["State"] == "running" and c["Labels"].get(LABEL_BATCH) == batch.run_dir.name
+    )
+    pin = running_engine.data_root / "containers" / str(container["Id"]) / "pinned"
+    pin.write_text("the engine cannot delete an immutable file\n")
+    subprocess.run(["chattr", "+i", str(pin)], check=True)
+    try:
+        code, line = batch.finish()
+        assert (code, line["status"]) == (1, "infrastructure-failure"), batch.stderr
+        receipt = assert_finished_runs_intact(batch, in_flight_infrastructure=True)
+        assert any(
+            r.startswith("cleanup:") and str(container["Id"])[:12] in r for r in receipt.reasons
+        ), receipt.reasons
+        assert (batch.run_dir / "lease.json").is_file()
+    finally:
+        subprocess.run(["chattr", "-i", str(pin)], check=True)
+    code, reaped, _ = batch.cleanup()
+    assert code == 0 and reaped[0]["containersRemoved"], reaped
+    assert batch.left() == []
+    assert not (batch.run_dir / "lease.json").exists()
+
+
+# --- The evidence disk --------------------------------------------------------------------
+
+
+def fill(directory: Path) -> Path:
+    """Write zeros into *directory* until its disk is full."""
+    filler = directory / ".filler"
+    with contextlib.suppress(OSError), filler.open("wb") as handle:
+        while True:
+            handle.write(bytes(1024 * 1024))
+            handle.flush()
+    with contextlib.suppress(OSError), filler.open("ab") as handle:
+        while True:
+            handle.write(bytes(4096))
+            handle.flush()
+    return filler
+
+
+def test_an_evidence_disk_that_fills_mid_batch_ends_it_with_a_receipt_naming_the_disk(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    project = project_copy(tmp_path)
+    evidence = project / "evidence"
+    evidence.mkdir()
+    # Room for the free-space floor and the consumer, not for a filler.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320m", "tmpfs", str(evidence)], check=True)
+    try:
+        batch = Batch(tmp_path, engine, project=project, args=slow_oracle(2))
+        batch.mid_run(finished=1)
+        filler = fill(evidence)
+        code, line = batch.finish()
+        assert (code, line["status"]) == (1, "infrastructure-failure"), batch.stderr
+        receipt = batch.receipt()
+        assert any("full" in r for r in receipt.reasons), receipt.reasons
+        filler.unlink()
+        assert_finished_runs_intact(batch, in_flight_infrastructure=True)
+        assert batch.left() == []
+        assert not (evidence / ".work" / receipt.batchId).exists()
+    finally:
+        subprocess.run(["umount", "-l", str(evidence)], check=False)
+
+
+# --- Signals to eval-agent --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("signals", "status", "reason"),
+    [
+        ([signal.SIGINT], "interrupted", "interrupted by the operator (Ctrl-C)"),
+        ([signal.SIGINT, signal.SIGINT], "interrupted", "interrupted by the operator (Ctrl-C)"),
+        ([signal.SIGTERM], "interrupted", "stopped by SIGTERM"),
+        ([signal.SIGTERM, signal.SIGINT], "interrupted", "stopped by SIGTERM"),
+    ],
+    ids=["SIGINT", "SIGINT-twice", "SIGTERM", "SIGTERM-then-SIGINT"],
+)
+def test_a_signalled_batch_closes_its_receipt_and_leaves_nothing(
+    engine: ContainerEngine, tmp_path: Path, signals: list[int], status: str, reason: str
+) -> None:
+    batch = Batch(tmp_path, engine, args=slow_oracle(2))
+    batch.mid_run(finished=1)
+    for signum in signals:
+        batch.process.send_signal(signum)
+        time.sleep(0.3)
+    code, line = batch.finish()
+    assert (code, line["status"]) == (1, status), batch.stderr
+    receipt = assert_finished_runs_intact(batch, in_flight_infrastructure=True)
+    assert any(reason in r for r in receipt.reasons), receipt.reasons
+    assert batch.left() == []
+    assert not (batch.run_dir / "lease.json").exists()
+
+
+def test_a_killed_batch_is_closed_as_abandoned_by_the_next_one(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    batch = Batch(tmp_path, engine, args=slow_oracle(2))
+    batch.mid_run(finished=1)
+    batch.process.kill()
+    batch.process.communicate(timeout=60)
+    killed = batch.run_dir
+    assert batch.receipt().status == "running"
+    assert batch.left(), "SIGKILL left no container to reap"
+    # The next batch in the same project reaps it before its own first run.
+    after = subprocess.run(
+        [
+            str(BIN / "eval-agent"),
+            "--runner-config",
+            str(write_config(engine, tmp_path / "oracle.json", "oracle")),
+            "--project",
+            str(batch.project),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert after.returncode == 0 and "Traceback" not in after.stderr, after.stderr
+    assert f"reaped batch {killed.name}: marked its receipt abandoned" in after.stderr
+    receipt = Receipt.model_validate_json((killed / "receipt.json").read_bytes())
+    assert receipt.status == "abandoned" and "is gone" in receipt.reasons[-1]
+    assert containers_of(batch.socket, f"{LABEL_BATCH}={killed.name}") == []
+    assert not (killed / "lease.json").exists()
+    assert not (batch.project / "evidence" / ".work" / killed.name).exists()
+    code, decision = check(killed / "receipt.json")
+    rules = {r.split(":")[0] for r in decision["reasons"]}
+    assert code == 1 and "batch-completed" in rules and rules <= OUTCOME_RULES, decision
