@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -318,6 +320,34 @@ def test_a_container_the_engine_cannot_remove_stops_the_batch_until_cleanup_can(
     assert not (batch.run_dir / "lease.json").exists()
 
 
+def test_an_engine_socket_that_never_answers_is_not_run_naming_it(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    silent = tmp_path / "silent.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(silent))
+    listener.listen(16)  # connections are accepted by the kernel and never answered
+    try:
+        project = project_copy(tmp_path)
+        config = write_config(engine, tmp_path / "runner.json", "oracle", runtimePath=str(silent))
+        done = subprocess.run(
+            [str(BIN / "eval-agent"), "--runner-config", str(config), "--project", str(project)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        listener.close()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    line = json.loads(done.stdout)
+    receipt = Receipt.model_validate_json(Path(line["receipt"]).read_bytes())
+    assert receipt.status == "not-run"
+    assert any(str(silent) in r and "does not answer within 8 s" in r for r in receipt.reasons), (
+        receipt.reasons
+    )
+
+
 # --- The evidence disk --------------------------------------------------------------------
 
 
@@ -359,6 +389,25 @@ def test_an_evidence_disk_that_fills_mid_batch_ends_it_with_a_receipt_naming_the
         subprocess.run(["umount", "-l", str(evidence)], check=False)
 
 
+def test_an_evidence_disk_below_the_floor_is_not_run_saying_how_much_is_free(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    project = project_copy(tmp_path)
+    evidence = project / "evidence"
+    evidence.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(evidence)], check=True)
+    try:
+        batch = Batch(tmp_path, engine, project=project)
+        code, line = batch.finish()
+        assert (code, line["status"]) == (2, "not-run"), batch.stderr
+        (reason,) = batch.receipt().reasons
+        assert re.match(r"disk: only 6\d MiB free where the evidence is written \(", reason)
+        assert reason.endswith("a batch needs at least 256 MiB"), reason
+        assert batch.left() == []
+    finally:
+        subprocess.run(["umount", "-l", str(evidence)], check=False)
+
+
 # --- Signals to eval-agent --------------------------------------------------------------
 
 
@@ -385,6 +434,26 @@ def test_a_signalled_batch_closes_its_receipt_and_leaves_nothing(
     receipt = assert_finished_runs_intact(batch, in_flight_infrastructure=True)
     assert any(reason in r for r in receipt.reasons), receipt.reasons
     assert batch.left() == []
+    assert not (batch.run_dir / "lease.json").exists()
+
+
+@pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGINT, signal.SIGINT]])
+def test_a_batch_signalled_while_it_prepares_closes_a_receipt_with_no_runs(
+    engine: ContainerEngine, tmp_path: Path, signals: list[int]
+) -> None:
+    batch = Batch(tmp_path, engine, args=slow_oracle(2))
+    work = batch.project / "evidence" / ".work"
+    # The work directory appears when the consumer is being prepared.
+    batch.when(lambda: work.is_dir() and any(work.iterdir()), timeout_s=120)
+    for signum in signals:
+        batch.process.send_signal(signum)
+        time.sleep(0.05)
+    code, line = batch.finish()
+    assert (code, line["status"]) == (1, "interrupted"), batch.stderr
+    receipt = batch.receipt()
+    assert receipt.runs == [] and any("before the first run" in r for r in receipt.reasons)
+    assert batch.left() == []
+    assert not (work / receipt.batchId).exists()
     assert not (batch.run_dir / "lease.json").exists()
 
 
