@@ -20,7 +20,8 @@ from pathlib import Path
 
 from agent_eval.digests import file_sha256
 from agent_eval.errors import ConfigError, InfrastructureError
-from agent_eval.models import ArchiveEntry, SourceIdentity
+from agent_eval.models import ArchiveEntry
+from agent_eval.project import source_identity
 
 __all__ = [
     "SourceDistribution",
@@ -134,19 +135,3 @@ def build_archives(packages_dir: Path, output_dir: Path) -> list[ArchiveEntry]:
             )
         )
     return entries
-
-
-def source_identity(root: Path) -> SourceIdentity:
-    """The git commit of *root* and whether its working tree is dirty (None outside git)."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout.strip()  # fmt: skip
-        status = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return SourceIdentity(commit=None, dirty=True)
-    return SourceIdentity(commit=head, dirty=bool(status.strip()))
