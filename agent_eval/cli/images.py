@@ -1,7 +1,8 @@
-"""``agent-eval images build|lock``: build the images, lock a runner recipe."""
+"""``agent-eval images build|lock|verify``: build the images, lock a runner, check an image."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -11,9 +12,12 @@ from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import ConfigError
 from agent_eval.images.build import build_images, check_loopback_registry
 from agent_eval.images.lock import lock_runner
+from agent_eval.images.provenance import verify_image
 from agent_eval.project import find_project
 
 __all__ = ["images_group"]
+
+EXIT_USAGE = 2
 
 _PROJECT = click.option(
     "--project",
@@ -35,7 +39,7 @@ def _log(message: str) -> None:
 
 @click.group(name="images")
 def images_group() -> None:
-    """Build the container images the harness runs and lock their recipes."""
+    """Build the container images the harness runs, lock their recipes, verify an image."""
 
 
 @images_group.command(name="build")
@@ -96,3 +100,29 @@ def lock_command(agent: str, project: Path | None) -> None:
         written = lock_runner(root, agent, log=_log)
     for path in written:
         click.echo(str(path))
+
+
+@images_group.command(name="verify")
+@click.argument("image")
+@_RUNTIME
+@_PROJECT
+def verify_command(image: str, runtime_path: str | None, project: Path | None) -> None:
+    """Rebuild the recipe IMAGE names (from its source commit) and compare the image ids.
+
+    Exit 0 when the rebuild is the same image, 1 when it differs (what differs
+    is printed), 2 when it cannot be verified here (no such image, no recipe
+    labels, a commit or base that is not present, another builder).
+    """
+    with reported_errors(EXIT_USAGE):
+        root = find_project(project).root
+        engine = connect_local_engine(runtime_path)
+    try:
+        with reported_errors(EXIT_USAGE):
+            result = verify_image(engine, root, image, log=_log)
+    finally:
+        engine.close()
+    click.echo(json.dumps(result.to_json(), sort_keys=True))
+    if not result.same:
+        for line in result.differences:
+            click.echo(f"differs: {line}", err=True)
+        raise SystemExit(1)
