@@ -201,6 +201,7 @@ class Builder:
         self._base: BaseImage | None = None
         self._recipes: dict[str, ImageRecipe] = {}
         self._assembled: dict[str, Assembled] = {}
+        self._built: dict[str, str] = {}
 
     def recipe(self, name: str) -> ImageRecipe:
         """The recipe of image *name*."""
@@ -289,13 +290,16 @@ class Builder:
             return None
         return details.image_id
 
-    def build(self, name: str) -> str:
-        """Image *name*'s id: the present one, or a new one assembled and loaded."""
+    def build(self, name: str, *, rebuild: bool = False) -> str:
+        """Image *name*'s id: the present one, or (with *rebuild*, always) a new one loaded."""
+        if name in self._built:
+            return self._built[name]
         parent = parent_of(name)
         if parent is not None:
-            self.build(parent)
-        present = self.present(name)
+            self.build(parent, rebuild=rebuild)
+        present = None if rebuild else self.present(name)
         if present is not None:
+            self._built[name] = present
             return present
         tag = image_tag(self.recipe(name))
         started = time.monotonic()
@@ -308,6 +312,7 @@ class Builder:
         if loaded != expected:
             raise InfrastructureError(f"loading {tag} gave image {loaded}, not {expected}")
         self._log(f"built {tag} ({expected}) in {time.monotonic() - started:.1f} s")
+        self._built[name] = expected
         return expected
 
 
@@ -328,6 +333,7 @@ def build_images(
     registry: str | None = None,
     mirror: str | None = None,
     cache_root: Path | None = None,
+    rebuild: bool = False,
     python: str = sys.executable,
     run: Runner = subprocess.run,
     log: Log = _quiet,
@@ -341,6 +347,8 @@ def build_images(
         registry: A loopback registry ``host:port`` to push to, or None.
         mirror: Debian mirror for the base, when it has to be made.
         cache_root: Content-keyed downloads (default: :func:`default_cache_root`).
+        rebuild: Assemble and load every image even when its tag is present (the
+            same recipe gives the same id, so the tags stay where they are).
         python: Interpreter whose pip downloads.
         run: ``subprocess.run`` for pip (replaceable in tests).
         log: Progress messages.
@@ -374,7 +382,7 @@ def build_images(
             log=log,
         )
         names = image_names(sources.project, runners)
-        ids = {"base": base} | {name: builder.build(name) for name in names}
+        ids = {"base": base} | {name: builder.build(name, rebuild=rebuild) for name in names}
         recipes = {name: recipe_digest(builder.recipe(name)) for name in names}
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -61,7 +61,7 @@ class CreatedImages:
             self.tags[tag] = engine.inspect_image(tag) is not None
 
     def remove(self) -> None:
-        for tag, existed in self.tags.items():
+        for tag, existed in reversed(self.tags.items()):  # children before their parent
             if not existed:
                 with contextlib.suppress(docker.errors.APIError):
                     self.client.images.remove(tag)
