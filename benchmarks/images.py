@@ -38,6 +38,10 @@ from agent_eval.images.build import Builder, build_images, default_cache_root  #
 from agent_eval.images.recipes import Sources, image_names, image_tag, recipe_digest  # noqa: E402
 
 
+def _log(message: str) -> None:
+    print(f"images: {message}", file=sys.stderr)
+
+
 def _clone(destination: Path) -> Path:
     command = ["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(destination)]
     subprocess.run(command, check=True)
@@ -66,7 +70,9 @@ def main() -> int:
         present = {name for name, tag in tags.items() if engine.inspect_image(tag) is not None}
 
         started = time.monotonic()
-        built = build_images(engine, first, runners=runners, cache_root=cache, rebuild=True)
+        built = build_images(
+            engine, first, runners=runners, cache_root=cache, rebuild=True, log=_log
+        )
         first_build = time.monotonic() - started
         ids = {
             "verifier": built.verifier,
@@ -77,7 +83,9 @@ def main() -> int:
 
         started = time.monotonic()
         (root / "w2").mkdir()
-        fresh = Builder(engine, Sources.of(second), base, work_dir=root / "w2", cache_root=cache)
+        fresh = Builder(
+            engine, Sources.of(second), base, work_dir=root / "w2", cache_root=cache, log=_log
+        )
         again = {name: image_id(fresh.assemble(name, keep=False).config) for name in names}
         second_build = time.monotonic() - started
 
