@@ -60,6 +60,7 @@ from agent_eval.images.npm import NPM_CPU, check_package_lock, install_packages
 from agent_eval.images.recipes import Sources, listing
 from agent_eval.images.wheels import (
     ARCHITECTURES,
+    LockedDistribution,
     check_requirements_lock,
     download_wheels,
     normalise,
@@ -200,6 +201,16 @@ def _staged_harness(sources: Sources, kind: str, target: str) -> list[Entry]:
     return _files(sources.harness, staged_files(sources.harness, kind), target)
 
 
+def _downloaded(
+    ws: Workspace, requirements: Path, locked: Sequence[LockedDistribution], *architectures: str
+) -> list[Path]:
+    """The lock's wheels for *architectures* (the build's own by default), hash-checked."""
+    tags = [platform_tags(a) for a in architectures or (ws.architecture,)]
+    return download_wheels(
+        requirements, locked, tags, ws.cache_root, python=ws.python, run=ws.run, log=ws.log
+    )
+
+
 def _unpacked(wheels: Sequence[Path], site: Path) -> Path:
     site.mkdir(parents=True)
     for wheel in wheels:
@@ -218,31 +229,14 @@ def _verifier(ws: Workspace) -> Plan:
     except OSError as exc:
         raise ConfigError(f"{requirements}: cannot read ({exc.strerror})") from None
     _, locked = parse_requirements(text, str(requirements))
-    wheels = download_wheels(
-        requirements,
-        locked,
-        [platform_tags(ws.architecture)],
-        ws.cache_root,
-        python=ws.python,
-        run=ws.run,
-        log=ws.log,
-    )
-    site = _unpacked(wheels, ws.work_dir / "verifier" / "site")
+    site = _unpacked(_downloaded(ws, requirements, locked), ws.work_dir / "verifier" / "site")
     ws.log("compiling the verifier's packages (python3 of the base, in a build container)")
     compile_trees(ws.engine, ws.base.image_id, [(site, DIST_PACKAGES)], imports=("mypy.api",))
     house: list[Path] = []
     lock = project.packages / "requirements.lock"
     if lock.is_file():
         _, dependencies = parse_requirements(lock.read_text(encoding="utf-8"), str(lock))
-        house = download_wheels(
-            lock,
-            dependencies,
-            [platform_tags(a) for a in ARCHITECTURES],
-            ws.cache_root,
-            python=ws.python,
-            run=ws.run,
-            log=ws.log,
-        )
+        house = _downloaded(ws, lock, dependencies, *ARCHITECTURES)
     wheelhouse = [directory("/opt/agent-eval"), directory("/opt/agent-eval/wheelhouse")]
     wheelhouse += [
         Entry(f"/opt/agent-eval/wheelhouse/{w.name}", "file", 0o644, source=w) for w in house
@@ -370,17 +364,8 @@ def _payload(ws: Workspace, agent: str, install: InstallRecipe) -> tuple[Path, b
         return install_packages(recipe_dir, ws.architecture, ws.cache_root, ws.log), False
     lock = recipe_dir / "requirements.lock"
     locked = check_requirements_lock(lock, install.packages, lock_command(agent))
-    wheels = download_wheels(
-        lock,
-        locked,
-        [platform_tags(ws.architecture)],
-        ws.cache_root,
-        python=ws.python,
-        run=ws.run,
-        log=ws.log,
-    )
     payload = ws.work_dir / agent
-    _unpacked(wheels, payload / "site")
+    _unpacked(_downloaded(ws, lock, locked), payload / "site")
     return payload, True
 
 

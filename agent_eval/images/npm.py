@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.errors import ConfigError, InfrastructureError
+from agent_eval.images.wheels import publish
 
 __all__ = ["NPM_CPU", "check_package_lock", "install_packages", "lock_packages", "package_json"]
 
@@ -160,7 +161,7 @@ def install_packages(
         log(f"installing {recipe_dir.name}'s npm lock for {architecture} (npm ci, on the host)")
         cpu = NPM_CPU[architecture]
         _run([_npm(), "ci", *_FLAGS, "--os=linux", f"--cpu={cpu}"], staging, "install the lock")
-        staging.rename(directory)
+        publish(staging, directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return directory

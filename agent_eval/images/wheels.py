@@ -50,6 +50,7 @@ __all__ = [
     "parse_requirements",
     "pip_environment",
     "platform_tags",
+    "publish",
     "unpack_wheel",
 ]
 
@@ -343,10 +344,19 @@ def download_wheels(
             pip += ["--no-deps", "--require-hashes", "-d", str(staging), "-r", str(requirements)]
             _run_pip(pip, f"download {requirements} for {tags[-1]}", run)
         wheels = _verified(staging, locked, str(requirements))
-        staging.rename(directory)
+        publish(staging, directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return [directory / w.name for w in wheels]
+
+
+def publish(staging: Path, directory: Path) -> None:
+    """Move a finished download into its keyed place; one made meanwhile by another build wins."""
+    try:
+        staging.rename(directory)
+    except OSError:
+        if not directory.is_dir():
+            raise
 
 
 # --- Unpacking -----------------------------------------------------------------------------

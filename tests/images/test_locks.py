@@ -27,7 +27,12 @@ from agent_eval.images.build import build_images
 from agent_eval.images.lock import lock_runner
 from agent_eval.images.npm import check_package_lock
 from agent_eval.images.recipes import runner_agents
-from agent_eval.images.wheels import check_requirements_lock, parse_requirements, unpack_wheel
+from agent_eval.images.wheels import (
+    check_requirements_lock,
+    parse_requirements,
+    publish,
+    unpack_wheel,
+)
 from agent_eval.models import InstallRecipe
 from agent_eval.project import find_project
 from tests.images.builders import (
@@ -224,3 +229,11 @@ def test_a_wheel_member_outside_its_target_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="leaves the target"):
         unpack_wheel(wheel, tmp_path / "site")
     assert not (tmp_path / "escape.py").exists()
+
+
+def test_a_download_finished_meanwhile_by_another_build_is_kept(tmp_path: Path) -> None:
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "a.whl").write_bytes(b"a")
+    publish(tmp_path / "ours", tmp_path / "theirs")
+    assert (tmp_path / "theirs" / "a.whl").read_bytes() == b"a"
