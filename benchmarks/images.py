@@ -63,7 +63,7 @@ def main() -> int:
         root = Path(scratch)
         cache = root / "cache" if args.cold else default_cache_root()
         first, second = _clone(root / "first"), _clone(root / "second")
-        names = image_names(Sources.of(first).project, runners)
+        names = image_names(runners)
         (root / "w0").mkdir()
         probe = Builder(engine, Sources.of(first), base, work_dir=root / "w0", cache_root=cache)
         tags = {name: image_tag(probe.recipe(name)) for name in names}

@@ -381,7 +381,7 @@ def build_images(
             run=run,
             log=log,
         )
-        names = image_names(sources.project, runners)
+        names = image_names(runners)
         ids = {"base": base} | {name: builder.build(name, rebuild=rebuild) for name in names}
         recipes = {name: recipe_digest(builder.recipe(name)) for name in names}
     finally:

@@ -396,17 +396,9 @@ def _agent_runner(ws: Workspace, agent: str, parent: Plan) -> Plan:
         raise ConfigError(f"{where}: there is no adapter agent_eval/adapters/{image.adapter}.py")
     payload, staged = _payload(ws, agent, install)
     names = {"arch": ws.architecture, "npmCpu": NPM_CPU[ws.architecture]}
-    entries: list[Entry] = []
-    hosts: dict[str, Path] = {}
+    hosts = {item.target: payload / item.source.format(**names) for item in image.files}
     for item in image.files:
-        source = payload / item.source.format(**names)
-        hosts[item.target] = source
-        if source.is_dir():
-            entries += tree(source, item.target)
-        elif source.is_file():
-            mode = 0o755 if source.stat().st_mode & 0o100 else 0o644
-            entries.append(Entry(item.target, "file", mode, source=source))
-        else:
+        if not hosts[item.target].exists():
             raise ConfigError(f"{where}: {item.source} is not in the installed payload")
     if image.compile or image.importCheck:
         trees = [(hosts[t], t) for t in image.compile if t in hosts and hosts[t].is_dir()]
@@ -421,10 +413,13 @@ def _agent_runner(ws: Workspace, agent: str, parent: Plan) -> Plan:
             import_path=image.compile,
             environment=image.importEnvironment,
         )
-        # The pycs exist only now: list the compiled trees again.
-        entries = [e for e in entries if not any(_below(e.path, t) for _, t in trees)]
-        for host, target in trees:
-            entries += tree(host, target)
+    entries: list[Entry] = []
+    for target, source in hosts.items():
+        if source.is_dir():
+            entries += tree(source, target)
+        else:
+            mode = 0o755 if source.stat().st_mode & 0o100 else 0o644
+            entries.append(Entry(target, "file", mode, source=source))
     version = _version(payload, image.version, install, where)
     adapters = [
         directory("/opt/agent-eval"),
@@ -448,7 +443,3 @@ def _agent_runner(ws: Workspace, agent: str, parent: Plan) -> Plan:
         working_dir=parent.working_dir,
         user=parent.user,
     )
-
-
-def _below(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")

@@ -134,7 +134,7 @@ def runner_agents(project: Project) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "image.json").is_file())
 
 
-def image_names(project: Project, agents: Iterable[str] = ()) -> list[str]:
+def image_names(agents: Iterable[str] = ()) -> list[str]:
     """The images a build makes, each after its parent."""
     return ["verifier", "runner-base", "reference-runner", *(f"runner-{a}" for a in agents)]
 
