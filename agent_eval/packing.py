@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agent_eval.digests import DigestError, file_sha256, regular_files
 from agent_eval.errors import ConfigError, InfrastructureError
-from agent_eval.models import ArchiveEntry, SourceIdentity
+from agent_eval.models import ArchiveEntry
 
 __all__ = [
     "SourceDistribution",
@@ -31,7 +31,6 @@ __all__ = [
     "find_distributions",
     "normalise_name",
     "rebuild_archives",
-    "source_identity",
 ]
 
 _NOT_PACKED = ("build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache")
@@ -186,19 +185,3 @@ def rebuild_archives(
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(tree, filter="data")
     return build_archives(tree / packages, work_dir / "wheels")
-
-
-def source_identity(root: Path) -> SourceIdentity:
-    """The git commit of *root* and whether its working tree is dirty (None outside git)."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout.strip()  # fmt: skip
-        status = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return SourceIdentity(commit=None, dirty=True)
-    return SourceIdentity(commit=head, dirty=bool(status.strip()))

@@ -7,6 +7,7 @@ defaults to this repository's layout.
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,9 @@ from agent_eval.digests import (
     solution_digest,
 )
 from agent_eval.errors import ConfigError
+from agent_eval.models import SourceIdentity
 
-__all__ = ["CACHE_DIRS", "Project", "evaluator_digest", "find_project"]
+__all__ = ["CACHE_DIRS", "Project", "evaluator_digest", "find_project", "source_identity"]
 
 _KEYS = {"packages", "tasks", "graders", "fixtures", "evidence"}
 CACHE_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
@@ -111,3 +113,19 @@ def _load(root: Path, pyproject: Path) -> Project:
             )
         resolved[key] = root / value
     return Project(root=root, **resolved)
+
+
+def source_identity(root: Path) -> SourceIdentity:
+    """The git commit of *root* and whether its working tree is dirty (None outside git)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout.strip()  # fmt: skip
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return SourceIdentity(commit=None, dirty=True)
+    return SourceIdentity(commit=head, dirty=bool(status.strip()))

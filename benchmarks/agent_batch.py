@@ -45,8 +45,7 @@ from agent_eval.batch.run import run_batch  # noqa: E402
 from agent_eval.engine import ContainerEngine  # noqa: E402
 from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
 from agent_eval.evidence_io import write_model_atomic  # noqa: E402
-from agent_eval.images.build import build_images  # noqa: E402
-from agent_eval.images.runners import build_runner_image  # noqa: E402
+from agent_eval.images.build import build_runner_image  # noqa: E402
 from agent_eval.layout import SOLUTION_MOUNT  # noqa: E402
 from agent_eval.models import ModelIdentity, Receipt, RunnerIdentity  # noqa: E402
 from agent_eval.project import find_project  # noqa: E402
@@ -80,8 +79,7 @@ def benchmark_image(engine: ContainerEngine, work: Path) -> tuple[str, str]:
     """(runner image id, benchmark image id): the real runner image plus the scripted model."""
     project = find_project(ROOT)
     suite = load_suite(project.tasks, graders_dir=project.graders)
-    built = build_images(engine, ROOT)
-    runner_image = build_runner_image(engine, ROOT, AGENT, built.runner_base)
+    runner_image = build_runner_image(engine, ROOT, AGENT)
     context = work / "image"
     context.mkdir(parents=True)
     shutil.copyfile(ROOT / "tests" / "data" / "agents" / AGENT / "model_server.py",
@@ -138,7 +136,9 @@ def main() -> int:
         started = time.monotonic()
         runner_image, image = benchmark_image(engine, work)
         image_seconds = time.monotonic() - started
-        base = reference_config(engine, "oracle", runtime_path="/var/run/docker.sock")
+        base = reference_config(
+            engine, "oracle", project_root=ROOT, runtime_path="/var/run/docker.sock"
+        )
         args = [
             "-B", f"{MODEL_DIR}/agent_model_server.py", f"{MODEL_DIR}/script.json", "correct",
             "--", "/usr/bin/python3", "-B", "-m", "agent_eval.adapters.claude_code",

@@ -82,7 +82,9 @@ def floor(engine: ContainerEngine, image: str, role: str) -> float:
 
 def main() -> int:
     engine = connect_local_engine()
-    config = reference_config(engine, "oracle", runtime_path="/var/run/docker.sock")
+    config = reference_config(
+        engine, "oracle", project_root=ROOT, runtime_path="/var/run/docker.sock"
+    )
     runner_floor = floor(engine, config.runnerImage, "runner")
     verifier_floor = floor(engine, config.verifierImage, "verifier")
     project = find_project(ROOT)

@@ -28,8 +28,7 @@ from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
-from agent_eval.images.build import build_images
-from agent_eval.images.runners import build_runner_image
+from agent_eval.images.build import build_runner_image
 from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
 from agent_eval.models import ModelIdentity, Receipt, RunnerIdentity
 from agent_eval.packing import build_archives
@@ -64,8 +63,7 @@ def engine() -> Iterator[ContainerEngine]:
 
 def scripted_image(engine: ContainerEngine, agent: str, work: Path) -> str:
     """The agent's real runner image plus its scripted model server (built with no network)."""
-    built = build_images(engine, ROOT)
-    runner_image = build_runner_image(engine, ROOT, agent, built.runner_base)
+    runner_image = build_runner_image(engine, ROOT, agent)
     context = work / "scripted-image"
     context.mkdir(parents=True)
     shutil.copyfile(ROOT / "tests" / "data" / "agents" / agent / "model_server.py",
@@ -93,7 +91,9 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
     project = find_project(ROOT)
     task = load_suite(project.tasks, graders_dir=project.graders).task(TASK)
     archives = build_archives(ROOT / "packages", work / "archives")
-    verifier = reference_config(engine, "oracle", runtime_path="/var/run/docker.sock")
+    verifier = reference_config(
+        engine, "oracle", project_root=ROOT, runtime_path="/var/run/docker.sock"
+    )
     guides = {
         p.name: p / "GUIDE.md"
         for p in sorted(project.packages.iterdir())
@@ -150,7 +150,9 @@ def run_one(
     """One scheduled run of TASK (first attempt and, when the rules allow, a repair)."""
     project = find_project(ROOT)
     task = load_suite(project.tasks, graders_dir=project.graders).task(TASK)
-    base = reference_config(engine, "oracle", runtime_path="/var/run/docker.sock")
+    base = reference_config(
+        engine, "oracle", project_root=ROOT, runtime_path="/var/run/docker.sock"
+    )
     args = [
         "-B", f"{MODEL_DIR}/model_server.py", f"{MODEL_DIR}/script.json", mode, "--",
         "/usr/bin/python3", "-B", "-m", agent.adapter, "--model", agent.model.id,

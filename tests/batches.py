@@ -46,7 +46,7 @@ def project_copy(tmp_path: Path) -> Path:
 
 
 def write_config(engine: ContainerEngine, path: Path, mode: str, **changes: Any) -> Path:
-    config = reference_config(engine, mode, runtime_path="/var/run/docker.sock")
+    config = reference_config(engine, mode, project_root=REPO, runtime_path="/var/run/docker.sock")
     write_model_atomic(path, config.model_copy(update=changes))
     return path
 

@@ -11,7 +11,8 @@ import pytest
 
 from agent_eval.digests import file_sha256
 from agent_eval.errors import ConfigError, InfrastructureError
-from agent_eval.packing import build_archives, source_identity
+from agent_eval.packing import build_archives
+from agent_eval.project import source_identity
 
 
 def tiny_distribution(root: Path, name: str = "tinylib") -> Path:

@@ -48,8 +48,8 @@ from agent_eval.models import (
     RunnerConfig,
     Toolchain,
 )
-from agent_eval.packing import build_archives, source_identity
-from agent_eval.project import Project, evaluator_digest
+from agent_eval.packing import build_archives
+from agent_eval.project import Project, evaluator_digest, source_identity
 from agent_eval.reference import self_test_reasons
 from agent_eval.suite.tasks import Suite, load_suite
 from agent_eval.verification.protocol import Verifier, VerifierContext, VerifierFactory

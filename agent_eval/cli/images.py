@@ -1,4 +1,4 @@
-"""``agent-eval images build``: build the base, verifier and runner-base images."""
+"""``agent-eval images build|lock|verify``: build the images, lock a runner, check an image."""
 
 from __future__ import annotations
 
@@ -11,15 +11,35 @@ from agent_eval.cli.common import reported_errors
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import ConfigError
 from agent_eval.images.build import build_images, check_loopback_registry
-from agent_eval.images.runners import build_runner_image
+from agent_eval.images.lock import lock_runner
+from agent_eval.images.provenance import verify_image
 from agent_eval.project import find_project
 
 __all__ = ["images_group"]
 
+EXIT_USAGE = 2
+
+_PROJECT = click.option(
+    "--project",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Repository holding images/ (default: the current one).",
+)
+_RUNTIME = click.option(
+    "--runtime-path",
+    default=None,
+    metavar="SOCKET",
+    help="The engine's Unix socket (default: DOCKER_HOST if unix://, else /var/run/docker.sock).",
+)
+
+
+def _log(message: str) -> None:
+    click.echo(f"images: {message}", err=True)
+
 
 @click.group(name="images")
 def images_group() -> None:
-    """Build the container images the harness runs."""
+    """Build the container images the harness runs, lock their recipes, verify an image."""
 
 
 @images_group.command(name="build")
@@ -29,12 +49,7 @@ def images_group() -> None:
     metavar="HOST:PORT",
     help="Loopback registry to tag and push to (e.g. 127.0.0.1:5000); prints digest references.",
 )
-@click.option(
-    "--runtime-path",
-    default=None,
-    metavar="SOCKET",
-    help="The engine's Unix socket (default: DOCKER_HOST if unix://, else /var/run/docker.sock).",
-)
+@_RUNTIME
 @click.option(
     "--debian-mirror",
     default=None,
@@ -48,12 +63,7 @@ def images_group() -> None:
     metavar="AGENT",
     help="Also build the runner image of AGENT (images/runners/AGENT); repeatable.",
 )
-@click.option(
-    "--project",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Repository holding images/ (default: the current one).",
-)
+@_PROJECT
 def build_command(
     registry: str | None,
     runtime_path: str | None,
@@ -61,7 +71,7 @@ def build_command(
     runners: tuple[str, ...],
     project: Path | None,
 ) -> None:
-    """Build (quick when cached); print the pinned references (and "runners" with --runner)."""
+    """Build what is not built yet; print the pinned references and every recipe digest."""
     if registry is not None:
         try:
             check_loopback_registry(registry)
@@ -70,20 +80,49 @@ def build_command(
     with reported_errors():
         root = find_project(project).root
         engine = connect_local_engine(runtime_path)
-
-    def log(message: str) -> None:
-        click.echo(f"images: {message}", err=True)
-
     try:
         with reported_errors():
-            built = build_images(engine, root, registry=registry, mirror=debian_mirror, log=log)
-            agents = {
-                agent: build_runner_image(engine, root, agent, built.runner_base, log)
-                for agent in runners
-            }
+            built = build_images(
+                engine, root, runners=runners, registry=registry, mirror=debian_mirror, log=_log
+            )
     finally:
         engine.close()
-    printed = json.loads(built.to_json())
-    if agents:
-        printed["runners"] = agents
-    click.echo(json.dumps(printed, sort_keys=True))
+    click.echo(built.to_json())
+
+
+@images_group.command(name="lock")
+@click.option("--runner", "agent", required=True, metavar="AGENT", help="The runner recipe.")
+@_PROJECT
+def lock_command(agent: str, project: Path | None) -> None:
+    """Regenerate images/runners/AGENT's lock from its install.json (a build never does)."""
+    with reported_errors():
+        root = find_project(project).root
+        written = lock_runner(root, agent, log=_log)
+    for path in written:
+        click.echo(str(path))
+
+
+@images_group.command(name="verify")
+@click.argument("image")
+@_RUNTIME
+@_PROJECT
+def verify_command(image: str, runtime_path: str | None, project: Path | None) -> None:
+    """Rebuild the recipe IMAGE names (from its source commit) and compare the image ids.
+
+    Exit 0 when the rebuild is the same image, 1 when it differs (what differs
+    is printed), 2 when it cannot be verified here (no such image, no recipe
+    labels, a commit or base that is not present, another builder).
+    """
+    with reported_errors(EXIT_USAGE):
+        root = find_project(project).root
+        engine = connect_local_engine(runtime_path)
+    try:
+        with reported_errors(EXIT_USAGE):
+            result = verify_image(engine, root, image, log=_log)
+    finally:
+        engine.close()
+    click.echo(json.dumps(result.to_json(), sort_keys=True))
+    if not result.same:
+        for line in result.differences:
+            click.echo(f"differs: {line}", err=True)
+        raise SystemExit(1)

@@ -8,6 +8,7 @@ import click
 
 from agent_eval.cli.common import reported_errors
 from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.project import find_project
 from agent_eval.reference.config import write_reference_config
 
 __all__ = ["reference_config_command"]
@@ -19,13 +20,15 @@ __all__ = ["reference_config_command"]
 def reference_config_command(mode: str, output: Path) -> None:
     """Write runner.json for reference runner MODE (oracle, mutant, null, misbehave:<how>).
 
-    The config pins the locally built reference-runner and verifier images by
-    image id. Receipts from reference runners are self-test and never qualify.
+    The config pins this checkout's reference-runner and verifier images by
+    image id (found by their recipe digests). Receipts from reference runners
+    are self-test and never qualify.
     """
     with reported_errors():
+        root = find_project(None).root
         engine = connect_local_engine()
         try:
-            write_reference_config(engine, mode, output)
+            write_reference_config(engine, mode, output, project_root=root)
         finally:
             engine.close()
     click.echo(str(output))

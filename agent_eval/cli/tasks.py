@@ -71,7 +71,7 @@ def _deprecated_engine(ctx: click.Context, param: click.Parameter, value: str | 
     default=None,
     metavar="REF",
     help="With --verifier docker: the pinned verifier image (name@sha256:... or sha256:...); "
-    "default: the locally built agent-eval/verifier:local, by its id.",
+    "default: this checkout's verifier image, found by its recipe digest.",
 )
 @click.pass_context
 def verify_command(

@@ -57,6 +57,7 @@ __all__ = [
     "ContainerRun",
     "ContainerSpec",
     "ContainerSummary",
+    "ImageDetails",
     "ImageIdentity",
     "WaitResult",
     "list_leftovers",
@@ -74,7 +75,7 @@ class ContainerSpec:
     command: tuple[str, ...]
     """Argument vector of the container's process (no shell)."""
     role: Role
-    """verifier, runner or consumer: chooses the user and capabilities."""
+    """verifier, runner, consumer or build: chooses the user and capabilities."""
     batch_id: str
     """Batch label value."""
     run_id: str
@@ -125,6 +126,22 @@ class ImageIdentity:
     """The image's id ``sha256:…``: what containers are created from."""
     repo_digests: tuple[str, ...]
     """The image's RepoDigests as the engine reports them."""
+
+
+@dataclass(frozen=True)
+class ImageDetails:
+    """What the engine says about a local image (no pinning check)."""
+
+    image_id: str
+    """The image's id ``sha256:…``: the digest of its config."""
+    repo_tags: tuple[str, ...]
+    """Its ``name:tag`` references."""
+    labels: Mapping[str, str]
+    """Its config's labels."""
+    diff_ids: tuple[str, ...]
+    """Its layers' uncompressed digests, bottom first."""
+    architecture: str = ""
+    """Its config's architecture (``amd64``, ``arm64``)."""
 
 
 @dataclass(frozen=True)
@@ -324,6 +341,46 @@ class ContainerEngine(abc.ABC):
 
         Raises:
             InfrastructureError: The engine could not be asked.
+        """
+
+    @abc.abstractmethod
+    def inspect_image(self, reference: str) -> ImageDetails | None:
+        """Describe a local image by name, tag or id, without any pinning check.
+
+        Args:
+            reference: A name[:tag] or id.
+
+        Returns:
+            Its id, tags, labels and layers, or None when it is not present.
+
+        Raises:
+            InfrastructureError: The engine could not be asked.
+        """
+
+    @abc.abstractmethod
+    def load_image(self, archive: Path) -> None:
+        """Load a docker-archive tarball (``docker load``), tagging what its manifest names.
+
+        Layers the engine already holds (those of a parent image) need not be
+        in the tarball.
+
+        Args:
+            archive: The tarball on the host.
+
+        Raises:
+            InfrastructureError: The engine refused it.
+        """
+
+    @abc.abstractmethod
+    def save_image(self, image_id: str, destination: Path) -> None:
+        """Write a local image as a docker-archive tarball (``docker save``).
+
+        Args:
+            image_id: The image.
+            destination: The tarball to write.
+
+        Raises:
+            InfrastructureError: The image is absent or the engine failed.
         """
 
     @abc.abstractmethod

@@ -28,6 +28,7 @@ from agent_eval.engine.api import (
     ContainerEngine,
     ContainerSpec,
     ContainerSummary,
+    ImageDetails,
     ImageIdentity,
     WaitResult,
 )
@@ -524,6 +525,46 @@ class DockerEngine(ContainerEngine):
         except docker.errors.ImageNotFound:
             return None
         return str(info["Id"])
+
+    def inspect_image(self, reference: str) -> ImageDetails | None:
+        """See :meth:`ContainerEngine.inspect_image`."""
+        try:
+            info = self._inspect_image(reference)
+        except docker.errors.ImageNotFound:
+            return None
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"inspecting image {reference}", exc) from None
+        return ImageDetails(
+            image_id=str(info["Id"]),
+            repo_tags=tuple(str(t) for t in info.get("RepoTags") or ()),
+            labels={
+                str(k): str(v) for k, v in ((info.get("Config") or {}).get("Labels") or {}).items()
+            },
+            diff_ids=tuple(str(d) for d in (info.get("RootFS") or {}).get("Layers") or ()),
+            architecture=str(info.get("Architecture") or ""),
+        )
+
+    def load_image(self, archive: Path) -> None:
+        """See :meth:`ContainerEngine.load_image`."""
+        try:
+            with open(archive, "rb") as handle:
+                for item in cast(Any, self._api).load_image(handle):
+                    if "error" in item:
+                        raise InfrastructureError(f"loading {archive.name}: {item['error']}")
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"loading {archive.name}", exc) from None
+
+    def save_image(self, image_id: str, destination: Path) -> None:
+        """See :meth:`ContainerEngine.save_image`."""
+        try:
+            chunks = self._api.get_image(image_id, chunk_size=_LOG_CHUNK)
+            with open(destination, "wb") as out:
+                for chunk in chunks:
+                    out.write(chunk)
+        except docker.errors.ImageNotFound:
+            raise InfrastructureError(f"saving image {image_id}: it is not present") from None
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"saving image {image_id}", exc) from None
 
     def build_image(
         self,

@@ -14,6 +14,9 @@ assert it stays empty.
 from __future__ import annotations
 
 import hashlib
+import io
+import json
+import tarfile
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +31,7 @@ from agent_eval.engine import (
     ContainerEngine,
     ContainerSpec,
     ContainerSummary,
+    ImageDetails,
     ImageIdentity,
     WaitResult,
     match_pinned_image,
@@ -74,6 +78,10 @@ class FakeImage:
     repo_tags: list[str] = field(default_factory=list)
     repo_digests: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    diff_ids: list[str] = field(default_factory=list)
+    config: bytes = b""
+    """The config JSON of a loaded image (its id is this digest)."""
+    architecture: str = "amd64"
 
 
 @dataclass
@@ -105,6 +113,10 @@ class FakeEngine(ContainerEngine):
         self.pulls: list[str] = []
         self.builds: list[tuple[Path, str, dict[str, str]]] = []
         self.pushes: list[str] = []
+        self.loads: list[str] = []
+        """Ids of the images loaded, in order."""
+        self.layers: dict[str, bytes] = {}
+        """Every layer held, by diff_id."""
         self.default_outcome = default_outcome or Outcome()
         self.address = "fake"
         self._scripted: deque[Outcome] = deque()
@@ -274,6 +286,76 @@ class FakeEngine(ContainerEngine):
         """See :meth:`ContainerEngine.image_id`."""
         image = self._find_image(reference)
         return None if image is None else image.image_id
+
+    def inspect_image(self, reference: str) -> ImageDetails | None:
+        """See :meth:`ContainerEngine.inspect_image`."""
+        image = self._find_image(reference)
+        if image is None:
+            return None
+        return ImageDetails(
+            image.image_id,
+            tuple(image.repo_tags),
+            dict(image.labels),
+            tuple(image.diff_ids),
+            image.architecture,
+        )
+
+    def load_image(self, archive: Path) -> None:
+        """See :meth:`ContainerEngine.load_image`: as ``docker load``, layers held are reused."""
+        try:
+            with tarfile.open(archive, "r:") as tar:
+                members = {m.name: m for m in tar.getmembers()}
+
+                def read(name: str) -> bytes:
+                    handle = tar.extractfile(members[name])
+                    assert handle is not None
+                    return handle.read()
+
+                (entry,) = json.loads(read("manifest.json"))
+                raw = read(entry["Config"])
+                config = json.loads(raw)
+                diff_ids = list(config["rootfs"]["diff_ids"])
+                if len(diff_ids) != len(entry["Layers"]):
+                    raise InfrastructureError(f"loading {archive.name}: layers length mismatch")
+                for diff_id, name in zip(diff_ids, entry["Layers"], strict=True):
+                    if diff_id in self.layers:
+                        continue
+                    if name not in members:
+                        raise InfrastructureError(f"loading {archive.name}: no layer {name}")
+                    data = read(name)
+                    if "sha256:" + hashlib.sha256(data).hexdigest() != diff_id:
+                        raise InfrastructureError(f"loading {archive.name}: invalid diffID {name}")
+                    self.layers[diff_id] = data
+        except (OSError, KeyError, ValueError, tarfile.TarError) as exc:
+            raise InfrastructureError(f"loading {archive.name}: {exc}") from None
+        image_id = "sha256:" + hashlib.sha256(raw).hexdigest()
+        image = self.images.setdefault(image_id, FakeImage(image_id))
+        image.config, image.diff_ids = raw, diff_ids
+        image.architecture = str(config.get("architecture", ""))
+        image.labels = dict(config.get("config", {}).get("Labels") or {})
+        for tag in entry.get("RepoTags") or []:
+            self._untag(tag)
+            image.repo_tags.append(tag)
+        self.loads.append(image_id)
+
+    def save_image(self, image_id: str, destination: Path) -> None:
+        """See :meth:`ContainerEngine.save_image`: the loaded config and its held layers."""
+        image = self.images.get(image_id)
+        if image is None or not image.config:
+            raise InfrastructureError(f"saving image {image_id}: it is not present")
+        with tarfile.open(destination, "w") as tar:
+
+            def add(name: str, data: bytes) -> None:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+            layers = [f"{d.removeprefix('sha256:')}/layer.tar" for d in image.diff_ids]
+            for diff_id, name in zip(image.diff_ids, layers, strict=True):
+                add(name, self.layers[diff_id])
+            config = f"{image_id.removeprefix('sha256:')}.json"
+            add(config, image.config)
+            add("manifest.json", json.dumps([{"Config": config, "Layers": layers}]).encode())
 
     def build_image(
         self,

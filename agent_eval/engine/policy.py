@@ -44,7 +44,7 @@ __all__ = [
     "match_pinned_image",
 ]
 
-Role = Literal["verifier", "runner", "consumer"]
+Role = Literal["verifier", "runner", "consumer", "build"]
 Network = Literal["none", "default"]
 
 LABEL_BATCH = "agent-eval.batch"
@@ -59,13 +59,19 @@ VERIFIER_CAPABILITIES = ("SETUID", "SETGID", "DAC_OVERRIDE", "KILL")
 its own 0700/0600 files whatever their owner, and kill the child."""
 
 RUNNER_USER = "10001:10001"
-"""The non-root agent user of the runner-base image (images/runner-base/Dockerfile)."""
+"""The non-root agent user of the runner-base image (``agent_eval.images.definitions``)."""
 
-_ROLE_USERS: Mapping[Role, str] = {"verifier": "0:0", "runner": RUNNER_USER, "consumer": "0:0"}
+_ROLE_USERS: Mapping[Role, str] = {
+    "verifier": "0:0",
+    "runner": RUNNER_USER,
+    "consumer": "0:0",
+    "build": "0:0",
+}
 _ROLE_CAPABILITIES: Mapping[Role, tuple[str, ...]] = {
     "verifier": VERIFIER_CAPABILITIES,
     "runner": (),
     "consumer": (),
+    "build": (),
 }
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENGINE_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
@@ -140,7 +146,7 @@ class Hardening:
     """
 
     role: Role
-    """verifier, runner or consumer."""
+    """verifier, runner, consumer or build."""
     user: str
     """``uid:gid`` the container's first process runs as."""
     cap_add: tuple[str, ...]
@@ -158,8 +164,11 @@ class Hardening:
 
         Args:
             role: verifier (UID 0 with SETUID, SETGID, DAC_OVERRIDE and KILL),
-                runner (the non-root agent user, no capabilities) or consumer
-                (UID 0, no capabilities: it writes only into its own mount).
+                runner (the non-root agent user, no capabilities), consumer
+                (UID 0, no capabilities: it writes only into its own mount) or
+                build (the same as consumer: an image build's step that runs
+                the image's own interpreter, bytecode compilation, writing
+                only into the staged tree it compiles).
             limits: Resource limits; the defaults otherwise.
             network: ``default`` is accepted for a runner only.
 

@@ -1,27 +1,29 @@
-"""Build the base, verifier and runner-base images, offline and pinned.
+"""Build the images of a checkout, reproducibly, and find them again by their recipe.
 
 Invariants:
 
-* Nothing is pulled and nothing is downloaded inside a build: builds run
-  with ``pull=False`` and ``network_mode="none"``, FROM the base image's id
-  (never a tag). The base is made offline by debootstrap + import when absent.
-* The verifier's Python packages (mypy) come from ``images/verifier/
-  requirements.txt``, hash-pinned, installed on the host with ``pip install
-  --target`` into a cached directory that becomes the build context.
-* What is printed is pinned: image ids (``sha256:…``), or, with a loopback
-  registry, ``name@sha256:<manifest digest>`` read back from RepoDigests.
-  Only a loopback registry is accepted; no other host is ever contacted.
-* Quick when nothing changed: the package directory is reused when its
-  requirements did not change, and the builder's layer cache does the rest.
+* **Content-addressed.** Each image is tagged ``agent-eval/<image>:<recipe
+  digest prefix>`` and labelled with its recipe, the recipe's digest and the
+  source commit (:mod:`.recipes`). A build whose tag is already present with
+  that recipe digest reuses the image as it is; nothing else is ever tagged,
+  so checkouts sharing an engine never move each other's images.
+* **Reproducible.** Layers and config are written by :mod:`.layers` and
+  :mod:`.archive` from what :mod:`.definitions` prepares on the host, and
+  loaded with ``docker load``: the same checkout gives the same image id,
+  with every cache cleared. Only the downloads are cached (content-keyed,
+  hash-checked on every use).
+* **Offline and pinned.** Nothing is pulled; the only container that runs is
+  the bytecode compiler, with no network, FROM the base image's id. The base
+  is made offline by debootstrap + import when absent (:mod:`.base`). What is
+  printed is pinned: image ids, or, with a loopback registry,
+  ``name@sha256:<manifest digest>`` read back from RepoDigests.
 """
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -29,45 +31,66 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_eval.digests import canonical_json
 from agent_eval.engine import ContainerEngine
 from agent_eval.errors import ConfigError, InfrastructureError
+from agent_eval.images.archive import ImageConfig, LayerFile, history_entry, write_docker_archive
+from agent_eval.images.base import BASE_REFERENCE, BaseImage, ensure_base_image, read_base_image
+from agent_eval.images.definitions import Plan, Workspace, check_runner_lock, plan_image
+from agent_eval.images.layers import HashingWriter, write_layer
+from agent_eval.images.recipes import (
+    LABEL_IMAGE,
+    LABEL_RECIPE,
+    LABEL_RECIPE_DIGEST,
+    LABEL_SOURCE_DIRTY,
+    Sources,
+    architecture_of,
+    image_names,
+    image_tag,
+    make_recipe,
+    parent_of,
+    recipe_digest,
+    source_labels,
+)
+from agent_eval.models import ImageRecipe
 
 __all__ = [
     "BASE_REFERENCE",
     "IMAGE_LABEL",
-    "REFERENCE_RUNNER_TAG",
-    "RUNNER_BASE_TAG",
-    "VERIFIER_TAG",
+    "Assembled",
+    "Builder",
     "BuiltImages",
     "build_images",
+    "build_runner_image",
     "check_loopback_registry",
+    "default_cache_root",
     "ensure_base_image",
-    "prepare_verifier_packages",
+    "image_for_checkout",
 ]
 
-BASE_REFERENCE = "agent-eval/base:bookworm"
-"""The offline base image; scripts/setup and tests/conftest.py name the same reference."""
-BASE_SUITE = "bookworm"
-VERIFIER_TAG = "agent-eval/verifier:local"
-RUNNER_BASE_TAG = "agent-eval/runner-base:local"
-REFERENCE_RUNNER_TAG = "agent-eval/reference-runner:local"
-IMAGE_LABEL = "agent-eval.image"
-"""Label every image built here carries: base, verifier or runner-base."""
-TARGET_PYTHON = "3.11"
-"""Debian bookworm's python3, the interpreter of every image."""
+IMAGE_LABEL = LABEL_IMAGE
+"""Label every image built here carries: its name (verifier, runner-base, …)."""
 
 Log = Callable[[str], None]
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
-_TAIL_LINES = 20
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def default_cache_root() -> Path:
+    """Where downloads are cached, for every checkout of this user: content-keyed."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "agent-eval" / "images"
 
 
 @dataclass(frozen=True)
 class BuiltImages:
-    """Pinned references of the three images."""
+    """Pinned references of the images built, and their recipe digests."""
 
     base: str
     """The base image (an id, or a registry digest reference)."""
@@ -77,26 +100,23 @@ class BuiltImages:
     """The runner base image, the FROM of every runner image."""
     reference_runner: str
     """The built-in reference runners (self-test only), FROM the runner base."""
+    runners: dict[str, str] = field(default_factory=dict)
+    """Agent runner images, by agent."""
+    recipes: dict[str, str] = field(default_factory=dict)
+    """Every image's recipe digest, by image name."""
 
     def to_json(self) -> str:
-        """``{"base", "verifier", "runnerBase", "referenceRunner"}`` with sorted keys."""
-        return json.dumps(
-            {
-                "base": self.base,
-                "verifier": self.verifier,
-                "runnerBase": self.runner_base,
-                "referenceRunner": self.reference_runner,
-            },
-            sort_keys=True,
-        )
-
-
-def _quiet(_: str) -> None:
-    pass
-
-
-def _tail(text: str) -> str:
-    return "\n".join(text.strip().splitlines()[-_TAIL_LINES:])
+        """``{"base", "verifier", "runnerBase", "referenceRunner", "recipes"[, "runners"]}``."""
+        printed: dict[str, object] = {
+            "base": self.base,
+            "verifier": self.verifier,
+            "runnerBase": self.runner_base,
+            "referenceRunner": self.reference_runner,
+            "recipes": dict(sorted(self.recipes.items())),
+        }
+        if self.runners:
+            printed["runners"] = dict(sorted(self.runners.items()))
+        return json.dumps(printed, sort_keys=True)
 
 
 # --- Registry -----------------------------------------------------------------------
@@ -134,304 +154,244 @@ def check_loopback_registry(registry: str) -> str:
     return registry
 
 
-# --- Verifier packages ----------------------------------------------------------------
+# --- Assembling ------------------------------------------------------------------------------
 
 
-_WHEELHOUSE_PLATFORMS = ("manylinux2014_x86_64", "manylinux2014_aarch64")
+@dataclass(frozen=True)
+class Assembled:
+    """An image as written: its config (whose digest is its id) and its own layers."""
+
+    config: ImageConfig
+    """The full config, the parent's layers and history first."""
+    layers: tuple[LayerFile, ...]
+    """The layers this image adds (on disk only when they were kept)."""
+    plan: Plan
+    """What was prepared."""
 
 
-def _download_wheelhouse(lock: Path, dest: Path, python: str, run: Runner, log: Log) -> None:
-    """Download the lock's wheels for every supported platform (hashes required)."""
-    log(f"downloading the consumer's dependency wheels from {lock.name} (pip, on the host)")
-    for platform_tag in _WHEELHOUSE_PLATFORMS:
-        command = [
-            python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-            "--no-input", "--no-deps", "--require-hashes", "--only-binary=:all:",
-            "--implementation", "cp", "--python-version", TARGET_PYTHON,
-            "--platform", platform_tag, "-d", str(dest), "-r", str(lock),
-        ]  # fmt: skip
-        done = run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise InfrastructureError(
-                f"pip could not download {lock} for {platform_tag} "
-                f"(exit {done.returncode}):\n{_tail(done.stderr or done.stdout)}"
+class Builder:
+    """Recipes, plans and assembled images of one checkout, each computed once."""
+
+    def __init__(
+        self,
+        engine: ContainerEngine,
+        sources: Sources,
+        base_id: str,
+        *,
+        work_dir: Path,
+        cache_root: Path,
+        labels: Callable[[ImageRecipe], dict[str, str]] | None = None,
+        python: str = sys.executable,
+        run: Runner = subprocess.run,
+        log: Log = _quiet,
+    ) -> None:
+        """Build from *sources* FROM *base_id*; staged trees and layers go under *work_dir*.
+
+        *labels* gives an image's source labels; by default the checkout's commit and
+        whether the recipe's inputs differ from it.
+        """
+        details = engine.inspect_image(base_id)
+        if details is None:
+            raise InfrastructureError(f"the base image {base_id} is not present")
+        self.engine, self.sources, self.base_id = engine, sources, details.image_id
+        self.architecture = architecture_of(details.architecture)
+        self.work_dir, self.cache_root = work_dir, cache_root
+        self._labels = labels or (lambda recipe: source_labels(sources, recipe))
+        self._python, self._run, self._log = python, run, log
+        self._base: BaseImage | None = None
+        self._recipes: dict[str, ImageRecipe] = {}
+        self._assembled: dict[str, Assembled] = {}
+        self._built: dict[str, str] = {}
+
+    def recipe(self, name: str) -> ImageRecipe:
+        """The recipe of image *name*."""
+        if name not in self._recipes:
+            parent = parent_of(name)
+            self._recipes[name] = make_recipe(
+                self.sources,
+                name,
+                base=self.base_id,
+                architecture=self.architecture,
+                parent=None if parent is None else recipe_digest(self.recipe(parent)),
             )
+        return self._recipes[name]
 
+    def labels(self, name: str) -> dict[str, str]:
+        """Every label of image *name*: its name, recipe, recipe digest and source."""
+        recipe = self.recipe(name)
+        return {
+            LABEL_IMAGE: name,
+            LABEL_RECIPE: canonical_json(recipe.model_dump(mode="json")).decode("utf-8"),
+            LABEL_RECIPE_DIGEST: recipe_digest(recipe),
+            **self._labels(recipe),
+        }
 
-def prepare_verifier_packages(
-    requirements: Path,
-    cache_root: Path,
-    *,
-    wheelhouse_lock: Path | None = None,
-    python: str = sys.executable,
-    run: Runner = subprocess.run,
-    log: Log = _quiet,
-) -> Path:
-    """Install the verifier's hash-pinned packages for Python 3.11 into a cached directory.
+    def base(self) -> BaseImage:
+        """The base image, read once."""
+        if self._base is None:
+            self._base = read_base_image(self.engine, self.base_id, self.work_dir)
+        return self._base
 
-    The directory is keyed by the requirements' bytes and this machine's
-    architecture; an existing one is reused without running pip.
-
-    Args:
-        requirements: images/verifier/requirements.txt (every line pinned and hashed).
-        cache_root: Where the keyed directories live (under .verification/).
-        wheelhouse_lock: The library's hash-pinned third-party dependencies; their wheels
-            are downloaded into ``wheelhouse/`` so that consumers install offline.
-        python: Interpreter whose pip installs the packages.
-        run: ``subprocess.run`` (replaceable in tests).
-        log: Progress messages.
-
-    Returns:
-        A build context directory holding ``site-packages/`` and ``wheelhouse/``.
-
-    Raises:
-        ConfigError: The requirements file is unreadable.
-        InfrastructureError: pip failed.
-    """
-    try:
-        wanted = requirements.read_bytes()
-        if wheelhouse_lock is not None:
-            wanted += b"|" + wheelhouse_lock.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{exc.filename}: cannot read ({exc.strerror})") from None
-    key = hashlib.sha256(wanted + f"|{TARGET_PYTHON}|{platform.machine()}".encode()).hexdigest()
-    context = cache_root / f"verifier-{key[:16]}"
-    if (context / "site-packages").is_dir():
-        return context
-    cache_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="verifier-packages.", dir=cache_root))
-    try:
-        command = [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--no-deps",
-            "--no-compile",
-            "--require-hashes",
-            "--only-binary=:all:",
-            "--implementation",
-            "cp",
-            "--python-version",
-            TARGET_PYTHON,
-            "--target",
-            str(staging / "site-packages"),
-            "-r",
-            str(requirements),
-        ]
-        log(f"installing the verifier's packages from {requirements.name} (pip, on the host)")
-        done = run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise InfrastructureError(
-                f"pip could not install {requirements} for Python {TARGET_PYTHON} "
-                f"(exit {done.returncode}):\n{_tail(done.stderr or done.stdout)}"
-            )
-        # Console scripts carry the host interpreter's path; the image uses python3 -m.
-        shutil.rmtree(staging / "site-packages" / "bin", ignore_errors=True)
-        (staging / "wheelhouse").mkdir()
-        if wheelhouse_lock is not None:
-            _download_wheelhouse(wheelhouse_lock, staging / "wheelhouse", python, run, log)
-        staging.rename(context)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return context
-
-
-# --- Base image -------------------------------------------------------------------------
-
-
-def _apt_mirrors(suite: str) -> list[str]:
-    """Mirrors of this machine's apt sources that serve *suite* (deb822 and one-line)."""
-    mirrors: list[str] = []
-    sources = Path("/etc/apt")
-    for path in sorted(sources.glob("sources.list.d/*.sources")):
-        try:
-            stanzas = path.read_text(encoding="utf-8").split("\n\n")
-        except OSError:
-            continue
-        for stanza in stanzas:
-            fields: dict[str, list[str]] = {}
-            for line in stanza.splitlines():
-                name, _, value = line.partition(":")
-                fields[name.strip().lower()] = value.split()
-            if "deb" in fields.get("types", []) and suite in fields.get("suites", []):
-                mirrors.extend(fields.get("uris", [])[:1])
-    for path in [sources / "sources.list", *sorted(sources.glob("sources.list.d/*.list"))]:
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            words = re.sub(r"\[[^]]*\]", "", line).split()
-            if len(words) >= 3 and words[0] == "deb" and words[2] == suite:
-                mirrors.append(words[1])
-    return list(dict.fromkeys(mirrors))
-
-
-def _remove_rootfs(rootfs: Path) -> None:
-    # debootstrap mounts /proc and /sys in the target; an interrupted run can
-    # leave them mounted, and rmtree must never walk into them.
-    prefix = str(rootfs) + "/"
-    try:
-        with open("/proc/mounts", encoding="utf-8") as mounts:
-            points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
-    except OSError:
-        points = []
-    for point in sorted(points, reverse=True):
-        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
-    shutil.rmtree(rootfs, ignore_errors=True)
-
-
-def ensure_base_image(
-    engine: ContainerEngine,
-    work_root: Path,
-    *,
-    reference: str = BASE_REFERENCE,
-    mirror: str | None = None,
-    log: Log = _quiet,
-) -> str:
-    """The base image's id, made offline (debootstrap + import) when it is absent.
-
-    Args:
-        engine: The engine.
-        work_root: Where the temporary root filesystem is made (under .verification/).
-        reference: name:tag of the base image.
-        mirror: Debian mirror for debootstrap; by default its own, then this
-            machine's apt mirror for the suite.
-        log: Progress messages.
-
-    Returns:
-        The base image's id.
-
-    Raises:
-        InfrastructureError: It is absent and cannot be made here (not root,
-            no debootstrap, debootstrap or the import failed).
-    """
-    present = engine.image_id(reference)
-    if present is not None:
-        return present
-    how = "run scripts/setup as root, or make it as images/base/README.md describes"
-    if os.geteuid() != 0:
-        raise InfrastructureError(
-            f"the base image {reference} is absent, and making it needs root (debootstrap); {how}"
+    def assemble(self, name: str, *, keep: bool) -> Assembled:
+        """Prepare and write image *name* (its parent first); *keep* its layers on disk."""
+        if name in self._assembled and (self._assembled[name].layers or not keep):
+            return self._assembled[name]
+        parent_name = parent_of(name)
+        parent = None if parent_name is None else self.assemble(parent_name, keep=False)
+        base = self.base()
+        started = time.monotonic()
+        workspace = Workspace(
+            engine=self.engine,
+            base=base,
+            sources=self.sources,
+            architecture=self.architecture,
+            cache_root=self.cache_root,
+            work_dir=Path(tempfile.mkdtemp(prefix=f"{name}.", dir=self.work_dir)),
+            python=self._python,
+            run=self._run,
+            log=self._log,
         )
-    debootstrap = shutil.which("debootstrap")
-    if debootstrap is None:
-        raise InfrastructureError(
-            f"the base image {reference} is absent and debootstrap is not installed "
-            f"(apt-get install debootstrap); {how}"
+        plan = plan_image(name, workspace, None if parent is None else parent.plan)
+        layers: list[LayerFile] = []
+        for index, layer in enumerate(plan.layers):
+            path = workspace.work_dir / f"layer-{index}.tar"
+            with open(path, "wb") if keep else open(os.devnull, "wb") as out:
+                sink = HashingWriter(out)
+                write_layer(layer.entries, sink, parents=base.directories)
+            layers.append(LayerFile(sink.digest, path, layer.comment))
+        below = base.diff_ids if parent is None else parent.config.diff_ids
+        history = base.history if parent is None else parent.config.history
+        config = ImageConfig(
+            architecture=base.architecture,
+            os=base.os,
+            diff_ids=(*below, *(layer.diff_id for layer in layers)),
+            history=(*history, *(history_entry(layer.comment) for layer in layers)),
+            env=plan.env,
+            cmd=plan.cmd,
+            working_dir=plan.working_dir,
+            user=plan.user,
+            labels=self.labels(name),
         )
-    mirrors: Sequence[str | None] = [mirror] if mirror else [None, *_apt_mirrors(BASE_SUITE)[:1]]
-    work_root.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    rootfs = Path(tempfile.mkdtemp(prefix="base-rootfs.", dir=work_root))
-    try:
-        failure = ""
-        for candidate in mirrors:
-            log(f"making {reference}: debootstrap {BASE_SUITE} from {candidate or 'its default'}")
-            command = [debootstrap, "--variant=minbase", "--include=python3", BASE_SUITE]
-            command += [str(rootfs), *([candidate] if candidate else [])]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode == 0:
-                break
-            failure = _tail(done.stdout + done.stderr)
-            _remove_rootfs(rootfs)
-            rootfs.mkdir()
-        else:
-            raise InfrastructureError(f"debootstrap failed for {reference}:\n{failure}")
-        for leftovers in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for item in (rootfs / leftovers).glob("*"):
-                if item.is_file():
-                    item.unlink()
-        log(f"debootstrap done in {time.monotonic() - started:.0f} s; importing")
-        name, _, tag = reference.rpartition(":")
-        with subprocess.Popen(
-            ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        ) as tar:
-            assert tar.stdout is not None
-            image_id = engine.import_image(tar.stdout, repository=name, tag=tag)
-            _, tar_errors = tar.communicate()
-        if tar.returncode != 0:
-            raise InfrastructureError(f"tar of the base root filesystem failed: {tar_errors!r}")
-    finally:
-        _remove_rootfs(rootfs)
-    log(f"made {reference} ({image_id}) in {time.monotonic() - started:.0f} s")
-    return image_id
+        self._log(f"assembled {name} in {time.monotonic() - started:.1f} s")
+        self._assembled[name] = Assembled(config, tuple(layers) if keep else (), plan)
+        return self._assembled[name]
+
+    def present(self, name: str) -> str | None:
+        """The id of image *name* when its tag is present with this recipe (and reusable)."""
+        details = self.engine.inspect_image(image_tag(self.recipe(name)))
+        if details is None or details.labels.get(LABEL_RECIPE_DIGEST) != recipe_digest(
+            self.recipe(name)
+        ):
+            return None
+        # A dirty build is replaced once its recipe is committed.
+        if details.labels.get(LABEL_SOURCE_DIRTY) == "true" and (
+            self._labels(self.recipe(name)).get(LABEL_SOURCE_DIRTY) == "false"
+        ):
+            return None
+        return details.image_id
+
+    def build(self, name: str, *, rebuild: bool = False) -> str:
+        """Image *name*'s id: the present one, or (with *rebuild*, always) a new one loaded."""
+        if name in self._built:
+            return self._built[name]
+        parent = parent_of(name)
+        if parent is not None:
+            self.build(parent, rebuild=rebuild)
+        present = None if rebuild else self.present(name)
+        if present is not None:
+            self._built[name] = present
+            return present
+        tag = image_tag(self.recipe(name))
+        started = time.monotonic()
+        assembled = self.assemble(name, keep=True)
+        archive = self.work_dir / f"{name}.tar"
+        expected = write_docker_archive(archive, assembled.config, assembled.layers, tag=tag)
+        self.engine.load_image(archive)
+        archive.unlink()
+        loaded = self.engine.image_id(tag)
+        if loaded != expected:
+            raise InfrastructureError(f"loading {tag} gave image {loaded}, not {expected}")
+        self._log(f"built {tag} ({expected}) in {time.monotonic() - started:.1f} s")
+        self._built[name] = expected
+        return expected
 
 
-# --- All images ---------------------------------------------------------------------------
+# --- Commands --------------------------------------------------------------------------------
+
+
+def _work_dir(project_root: Path) -> Path:
+    root = project_root / ".verification" / "images"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="build.", dir=root))
 
 
 def build_images(
     engine: ContainerEngine,
     project_root: Path,
     *,
+    runners: Sequence[str] = (),
     registry: str | None = None,
     mirror: str | None = None,
+    cache_root: Path | None = None,
+    rebuild: bool = False,
     python: str = sys.executable,
     run: Runner = subprocess.run,
     log: Log = _quiet,
 ) -> BuiltImages:
-    """Build the base (when absent), verifier and runner-base images; optionally push them.
+    """Build (or find) the checkout's verifier, runner-base, reference-runner and *runners*.
 
     Args:
         engine: The engine.
         project_root: The repository holding ``images/``.
+        runners: Agents whose runner images are built too.
         registry: A loopback registry ``host:port`` to push to, or None.
         mirror: Debian mirror for the base, when it has to be made.
-        python: Interpreter whose pip installs the verifier's packages.
+        cache_root: Content-keyed downloads (default: :func:`default_cache_root`).
+        rebuild: Assemble and load every image even when its tag is present (the
+            same recipe gives the same id, so the tags stay where they are).
+        python: Interpreter whose pip downloads.
         run: ``subprocess.run`` for pip (replaceable in tests).
         log: Progress messages.
 
     Returns:
-        Image ids, or registry digest references when pushed.
+        Image ids (or registry digest references when pushed) and recipe digests.
 
     Raises:
-        ConfigError: The recipes are missing or the registry is not loopback.
-        InfrastructureError: A build, pip, or a push failed.
+        ConfigError: A recipe or lock is missing, stale or invalid, or the registry
+            is not loopback.
+        InfrastructureError: The base, a download, the compilation, a load or a push failed.
     """
     if registry is not None:
         check_loopback_registry(registry)
-    recipes = project_root / "images"
-    for recipe in ("verifier", "runner-base"):
-        if not (recipes / recipe / "Dockerfile").is_file():
-            raise ConfigError(f"{recipes / recipe / 'Dockerfile'}: recipe not found")
-    work_root = project_root / ".verification" / "images"
+    sources = Sources.of(project_root)
+    for agent in runners:
+        sources.check_runner(agent)
+        check_runner_lock(sources, agent)
+    work_root = sources.project.root / ".verification" / "images"
     base = ensure_base_image(engine, work_root, mirror=mirror, log=log)
-
-    lock = project_root / "packages" / "requirements.lock"
-    verifier_context = prepare_verifier_packages(
-        recipes / "verifier" / "requirements.txt",
-        work_root,
-        wheelhouse_lock=lock if lock.is_file() else None,
-        python=python,
-        run=run,
-        log=log,
-    )
-    shutil.copyfile(recipes / "verifier" / "Dockerfile", verifier_context / "Dockerfile")
-    ids: dict[str, str] = {"base": base}
-    for name, context, tag in (
-        ("verifier", verifier_context, VERIFIER_TAG),
-        ("runner-base", recipes / "runner-base", RUNNER_BASE_TAG),
-    ):
-        started = time.monotonic()
-        ids[name] = engine.build_image(
-            context, tag=tag, buildargs={"BASE": base}, labels={IMAGE_LABEL: name}
+    work = _work_dir(sources.project.root)
+    try:
+        builder = Builder(
+            engine,
+            sources,
+            base,
+            work_dir=work,
+            cache_root=cache_root or default_cache_root(),
+            python=python,
+            run=run,
+            log=log,
         )
-        log(f"built {tag} ({ids[name]}) in {time.monotonic() - started:.1f} s")
-    ids["reference-runner"] = _build_reference_runner(
-        engine, project_root, work_root, ids["runner-base"], log
-    )
+        names = image_names(runners)
+        ids = {"base": base} | {name: builder.build(name, rebuild=rebuild) for name in names}
+        recipes = {name: recipe_digest(builder.recipe(name)) for name in names}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     if registry is not None:
-        for name in ("base", "verifier", "runner-base", "reference-runner"):
+        for name in ["base", *names]:
             started = time.monotonic()
+            tag = "bookworm" if name == "base" else recipes[name].removeprefix("sha256:")[:16]
             ids[name] = engine.push_image(
-                ids[name], repository=f"{registry}/agent-eval/{name}", tag="local"
+                ids[name], repository=f"{registry}/agent-eval/{name}", tag=tag
             )
             log(f"pushed {ids[name]} in {time.monotonic() - started:.1f} s")
     return BuiltImages(
@@ -439,34 +399,44 @@ def build_images(
         verifier=ids["verifier"],
         runner_base=ids["runner-base"],
         reference_runner=ids["reference-runner"],
+        runners={a: ids[f"runner-{a}"] for a in runners},
+        recipes=recipes,
     )
 
 
-def _build_reference_runner(
-    engine: ContainerEngine, project_root: Path, work_root: Path, runner_base: str, log: Log
+def build_runner_image(
+    engine: ContainerEngine,
+    project_root: Path,
+    agent: str,
+    *,
+    cache_root: Path | None = None,
+    log: Log = _quiet,
 ) -> str:
-    """Stage the reference runners with the fixtures and build them FROM the runner base."""
-    context = work_root / "reference-runner"
-    shutil.rmtree(context, ignore_errors=True)
-    context.mkdir(parents=True)
-    shutil.copyfile(
-        project_root / "images" / "reference-runner" / "Dockerfile", context / "Dockerfile"
-    )
-    shutil.copyfile(
-        Path(__file__).resolve().parents[1] / "reference" / "runner.py",
-        context / "reference_runner.py",
-    )
-    shutil.copytree(
-        project_root / "fixtures",
-        context / "fixtures",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
-    started = time.monotonic()
-    image = engine.build_image(
-        context,
-        tag=REFERENCE_RUNNER_TAG,
-        buildargs={"BASE": runner_base},
-        labels={IMAGE_LABEL: "reference-runner"},
-    )
-    log(f"built {REFERENCE_RUNNER_TAG} ({image}) in {time.monotonic() - started:.1f} s")
-    return image
+    """Build (or find) the checkout's runner image of *agent* and return its id."""
+    built = build_images(engine, project_root, runners=[agent], cache_root=cache_root, log=log)
+    return built.runners[agent]
+
+
+def image_for_checkout(engine: ContainerEngine, project_root: Path, name: str) -> str:
+    """The id of this checkout's image *name*, found by its recipe digest (never built here).
+
+    Raises:
+        ConfigError: No such image recipe.
+        InfrastructureError: The base or the image is not present: it needs
+            ``agent-eval images build``.
+    """
+    base = engine.image_id(BASE_REFERENCE)
+    if base is None:
+        raise InfrastructureError(
+            f"the base image {BASE_REFERENCE} is not present; run `agent-eval images build`"
+        )
+    sources = Sources.of(project_root)
+    builder = Builder(engine, sources, base, work_dir=project_root, cache_root=default_cache_root())
+    recipe = builder.recipe(name)
+    present = builder.present(name)
+    if present is None:
+        raise InfrastructureError(
+            f"the {name} image of this checkout ({image_tag(recipe)}, recipe "
+            f"{recipe_digest(recipe)}) is not built; run `agent-eval images build`"
+        )
+    return present

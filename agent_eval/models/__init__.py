@@ -19,7 +19,8 @@ from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEn
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
 from agent_eval.models.fixture import CorrectCase, NegativeCase
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
-from agent_eval.models.install_recipe import InstallRecipe
+from agent_eval.models.image_recipe import ImageRecipe
+from agent_eval.models.install_recipe import InstallRecipe, PayloadFile, RunnerImage
 from agent_eval.models.lease import Lease
 from agent_eval.models.qualification import QualificationResult
 from agent_eval.models.receipt import (
@@ -67,6 +68,7 @@ __all__ = [
     "Diagnostic",
     "DiagnosticCategory",
     "FailureCategory",
+    "ImageRecipe",
     "ImageRecord",
     "InstallRecipe",
     "IntegrationRequirement",
@@ -75,6 +77,7 @@ __all__ = [
     "LockedDistribution",
     "ModelIdentity",
     "NegativeCase",
+    "PayloadFile",
     "ProtectedInputs",
     "QualificationResult",
     "Receipt",
@@ -84,6 +87,7 @@ __all__ = [
     "RunRecord",
     "RunnerConfig",
     "RunnerIdentity",
+    "RunnerImage",
     "RunnerRequest",
     "RunnerResponse",
     "SolutionFile",

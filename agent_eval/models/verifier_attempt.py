@@ -41,7 +41,7 @@ class AttemptAnalysis(WireModel):
 
 
 class VerifierAttempt(WireModel):
-    """The attempt file: ``python3 -B -m verifier_runtime.attempt /verifier/attempt.json``."""
+    """The attempt file the verifier container runs with (``/verifier/trusted/attempt.json``)."""
 
     schemaVersion: SchemaVersion
     """Format version of the attempt file."""

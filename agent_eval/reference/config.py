@@ -1,8 +1,9 @@
 """Runner configs for the built-in reference runners, from the images built here.
 
 The reference runners prove the harness end to end without a model; their
-receipts are self-test and never qualify. Their configs pin the locally
-built images by image id, so they are written after ``agent-eval images
+receipts are self-test and never qualify. Their configs pin this checkout's
+images by image id (found by their recipe digests, so another checkout's
+build never changes them), so they are written after ``agent-eval images
 build`` rather than kept in the repository.
 """
 
@@ -12,9 +13,9 @@ import os
 from pathlib import Path
 
 from agent_eval.engine import ContainerEngine, local_socket_path
-from agent_eval.errors import ConfigError
+from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.evidence_io import write_model_atomic
-from agent_eval.images.build import REFERENCE_RUNNER_TAG, VERIFIER_TAG
+from agent_eval.images.build import image_for_checkout
 from agent_eval.models import ModelIdentity, RunnerConfig, RunnerIdentity
 from agent_eval.reference.runner import MODEL, NAMES, identity
 
@@ -25,11 +26,12 @@ def reference_config(
     engine: ContainerEngine,
     mode: str,
     *,
+    project_root: Path,
     runtime_path: str,
     submission_timeout_ms: int = 120_000,
     batch_timeout_ms: int = 3_600_000,
 ) -> RunnerConfig:
-    """A runner config for reference runner *mode*, pinned to the local images.
+    """A runner config for reference runner *mode*, pinned to the checkout's images.
 
     Raises:
         ConfigError: unknown mode, or the images are not built.
@@ -37,11 +39,11 @@ def reference_config(
     if mode.split(":", 1)[0] not in NAMES:
         raise ConfigError(f"unknown reference runner {mode!r}; one of {', '.join(NAMES)}")
     images = {}
-    for field, tag in (("runnerImage", REFERENCE_RUNNER_TAG), ("verifierImage", VERIFIER_TAG)):
-        image_id = engine.image_id(tag)
-        if image_id is None:
-            raise ConfigError(f"{field}: {tag} is not built; run 'agent-eval images build'")
-        images[field] = image_id
+    for field, name in (("runnerImage", "reference-runner"), ("verifierImage", "verifier")):
+        try:
+            images[field] = image_for_checkout(engine, project_root, name)
+        except InfrastructureError as exc:
+            raise ConfigError(f"{field}: {exc}") from None
     return RunnerConfig(
         schemaVersion=1,
         executable="/usr/bin/python3",
@@ -59,8 +61,12 @@ def reference_config(
     )
 
 
-def write_reference_config(engine: ContainerEngine, mode: str, output: Path) -> RunnerConfig:
-    """Write the reference config for *mode* to *output* atomically."""
-    config = reference_config(engine, mode, runtime_path=local_socket_path(None, os.environ))
+def write_reference_config(
+    engine: ContainerEngine, mode: str, output: Path, *, project_root: Path
+) -> RunnerConfig:
+    """Write the reference config for *mode* (the images of *project_root*) to *output*."""
+    config = reference_config(
+        engine, mode, project_root=project_root, runtime_path=local_socket_path(None, os.environ)
+    )
     write_model_atomic(output, config)
     return config

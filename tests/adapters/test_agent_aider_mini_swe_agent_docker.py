@@ -38,8 +38,7 @@ from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
-from agent_eval.images.build import RUNNER_BASE_TAG, VERIFIER_TAG
-from agent_eval.images.runners import build_runner_image
+from agent_eval.images.build import build_runner_image, image_for_checkout
 from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
 from agent_eval.models import Receipt, RunnerConfig, RunnerRequest
 from agent_eval.models.install_recipe import InstallRecipe
@@ -97,8 +96,7 @@ def consumer(
 ) -> PreparedConsumer:
     work = tmp_path_factory.mktemp("consumer")
     archives = build_archives(REPO / "packages", work / "archives")
-    verifier = engine.image_id(VERIFIER_TAG)
-    assert verifier is not None, "run 'agent-eval images build' first"
+    verifier = image_for_checkout(engine, REPO, "verifier")
     task = suite.task(TASK)
     return prepare_consumer(
         engine,
@@ -143,9 +141,7 @@ def images(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) ->
 
 def scripted_image(engine: ContainerEngine, agent: Agent, tmp_path: Path) -> str:
     """The agent's runner image (built, cached by the builder) plus the scripted model."""
-    base = engine.image_id(RUNNER_BASE_TAG)
-    assert base is not None, "run 'agent-eval images build' first"
-    runner = build_runner_image(engine, REPO, agent.name, base)
+    runner = build_runner_image(engine, REPO, agent.name)
     context = tmp_path / "context"
     shutil.copytree(DATA / agent.name, context, ignore=shutil.ignore_patterns("__pycache__"))
     (context / "solutions").mkdir()
@@ -222,7 +218,7 @@ def run_once(
             "batchTimeoutMs": 600_000,
             "runtimePath": "/var/run/docker.sock",
             "runnerImage": image,
-            "verifierImage": engine.image_id(VERIFIER_TAG),
+            "verifierImage": image_for_checkout(engine, REPO, "verifier"),
             "network": "none",
         }
     )

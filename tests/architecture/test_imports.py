@@ -26,7 +26,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "layout": frozenset(),
     "models": frozenset({"digests", "errors"}),
     "evidence_io": frozenset({"errors"}),
-    "project": frozenset({"digests", "errors"}),
+    "project": frozenset({"digests", "errors", "models"}),
     "engine": LEAVES,
     "suite": LEAVES | {"grading"},
     "grading": frozenset(),

@@ -44,7 +44,9 @@ def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
 def consumer(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) -> PreparedConsumer:
     work = tmp_path_factory.mktemp("consumer")
     archives = build_archives(REPO / "packages", work / "archives")
-    verifier = reference_config(engine, "oracle", runtime_path="/var/run/docker.sock")
+    verifier = reference_config(
+        engine, "oracle", project_root=REPO, runtime_path="/var/run/docker.sock"
+    )
     return prepare_consumer(
         engine,
         verifier_image=verifier.verifierImage,
@@ -81,7 +83,7 @@ def run_once(
 ) -> Receipt:
     project = find_project(REPO)
     task = load_suite(project.tasks, graders_dir=project.graders).task("forms")
-    config = reference_config(engine, mode, runtime_path="/var/run/docker.sock")
+    config = reference_config(engine, mode, project_root=REPO, runtime_path="/var/run/docker.sock")
     batch_id = f"boundary-{tmp_path.name[-20:]}".replace("_", "-")
     runner = ContainerRunner(
         engine,

@@ -118,9 +118,9 @@ class PrivateEngine:
         if wait:
             self.process.wait(timeout=60)
 
-    def load_images(self, tags: list[str]) -> None:
-        """Copy *tags* from the default engine: saved and loaded, their ids unchanged."""
-        save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE)
+    def load_images(self, images: list[str]) -> None:
+        """Copy *images* from the default engine: saved and loaded, their ids unchanged."""
+        save = subprocess.Popen(["docker", "save", *images], stdout=subprocess.PIPE)
         assert save.stdout is not None
         try:
             subprocess.run(

@@ -32,10 +32,11 @@ import pytest
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
-from agent_eval.images.build import REFERENCE_RUNNER_TAG, VERIFIER_TAG
+from agent_eval.images.build import image_for_checkout
 from agent_eval.models import Receipt
 from tests.batches import BIN, check, project_copy, write_config
 from tests.faults.engines import EngineProxy, PrivateEngine, chaos, containers_of
+from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
 
@@ -71,11 +72,14 @@ def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
 
 
 @pytest.fixture(scope="module")
-def private_engine(docker_client: docker.DockerClient) -> Iterator[PrivateEngine]:
+def private_engine(engine: ContainerEngine) -> Iterator[PrivateEngine]:
     private = PrivateEngine()
     try:
         private.start()
-        private.load_images([REFERENCE_RUNNER_TAG, VERIFIER_TAG])
+        # Saved by id and loaded with the same id: the configs pin exactly these.
+        private.load_images(
+            [image_for_checkout(engine, REPO, name) for name in ("reference-runner", "verifier")]
+        )
         yield private
     finally:
         private.close()

@@ -1,7 +1,8 @@
 """Images built and pushed against a real engine.
 
-Invariants: ``agent-eval images build`` prints the ids of the images that
-are present under their tags, each labelled with its name; a push to a
+Invariants: ``agent-eval images build`` prints the ids of this checkout's
+images, found again by their recipe digests, each labelled with its name and
+carrying no setuid or setgid file; a push to a
 loopback registry yields a ``name@sha256:`` reference read back from
 RepoDigests that the engine resolves, and goes on resolving (and
 creating containers from) with the registry stopped; another digest of the
@@ -29,10 +30,11 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.engine import ContainerSpec
+from agent_eval.engine import ContainerSpec, run_container
 from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
 from agent_eval.errors import InfrastructureError
-from agent_eval.images.build import IMAGE_LABEL, REFERENCE_RUNNER_TAG, RUNNER_BASE_TAG, VERIFIER_TAG
+from agent_eval.images.build import IMAGE_LABEL, image_for_checkout
+from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
 
@@ -133,12 +135,13 @@ def test_images_build_prints_the_ids_of_the_present_images(
     result = CliRunner().invoke(main, ["images", "build"])
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout.strip().splitlines()[-1])
-    assert printed == {
-        "base": engine.image_id(base_image),
-        "verifier": engine.image_id(VERIFIER_TAG),
-        "runnerBase": engine.image_id(RUNNER_BASE_TAG),
-        "referenceRunner": engine.image_id(REFERENCE_RUNNER_TAG),
-    }
+    assert printed["base"] == engine.image_id(base_image)
+    for key, name in (("verifier", "verifier"), ("runnerBase", "runner-base"),
+                      ("referenceRunner", "reference-runner")):  # fmt: skip
+        assert printed[key] == image_for_checkout(engine, REPO, name)
+        assert (
+            engine.image_id(f"agent-eval/{name}:{printed['recipes'][name][7:23]}") == printed[key]
+        )
 
 
 def test_images_build_refuses_a_registry_off_this_machine() -> None:
@@ -176,11 +179,23 @@ def test_another_digest_of_a_pushed_repository_is_a_mismatch(
         engine.resolve_image(f"{repository}@sha256:{'0' * 64}")
 
 
-def test_built_images_carry_their_image_label(engine: DockerEngine, base_image: str) -> None:
-    client = docker.APIClient(base_url=f"unix://{engine.socket_path}", version="auto")
-    try:
-        for tag, name in ((VERIFIER_TAG, "verifier"), (RUNNER_BASE_TAG, "runner-base")):
-            labels = client.inspect_image(tag)["Config"]["Labels"]
-            assert labels[IMAGE_LABEL] == name
-    finally:
-        client.close()
+def test_built_images_carry_their_label_and_no_setuid_file(
+    engine: DockerEngine, base_image: str
+) -> None:
+    for name in ("verifier", "runner-base"):
+        image = image_for_checkout(engine, REPO, name)
+        details = engine.inspect_image(image)
+        assert details is not None and details.labels[IMAGE_LABEL] == name
+        found = run_container(
+            engine,
+            ContainerSpec(
+                image=image,
+                command=("/usr/bin/find", "/", "-xdev", "-perm", "/6000", "-type", "f"),
+                role="verifier",
+                batch_id=f"test-{uuid.uuid4().hex[:12]}",
+                run_id="setuid",
+            ),
+            timeout_s=60,
+            log_limit_bytes=65536,
+        )
+        assert (found.wait.exit_code, found.output.stdout) == (0, b"")

@@ -158,7 +158,21 @@ FIELD_SETS: dict[str, set[str]] = {
     "ModelIdentity": {"id", "settings"},
     "CorrectCase": {"schemaVersion", "kind", "description"},
     "NegativeCase": {"schemaVersion", "kind", "description", "failedAssertions", "findings"},
-    "InstallRecipe": {"schemaVersion", "kind", "packages", "options"},
+    "InstallRecipe": {"schemaVersion", "kind", "packages"},
+    "RunnerImage": {
+        "schemaVersion",
+        "adapter",
+        "files",
+        "compile",
+        "importCheck",
+        "importEnvironment",
+        "version",
+        "adaptersPth",
+        "pathPrefix",
+        "environment",
+    },
+    "PayloadFile": {"source", "target"},
+    "ImageRecipe": {"schemaVersion", "image", "base", "parent", "architecture", "files"},
     "VerifierAttempt": {"schemaVersion", "analysis", "behaviour"},
     "AnalysisFailure": {"analysisError"},
     "AnalysisErrorDetail": {"kind", "message"},
@@ -175,6 +189,9 @@ DOCUMENTS = {
     "ArchivesManifest",
     "ConsumerLock",
     "Analysis",
+    "InstallRecipe",
+    "RunnerImage",
+    "ImageRecipe",
 }
 
 

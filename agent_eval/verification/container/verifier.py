@@ -25,7 +25,7 @@ from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
-from agent_eval.images.build import VERIFIER_TAG
+from agent_eval.images.build import image_for_checkout
 from agent_eval.layout import ConsumerLayout, RunDirectory
 from agent_eval.models import ArchivesManifest, LockedDistribution
 from agent_eval.models.task import TaskSpec
@@ -110,19 +110,21 @@ class ContainerVerifier:
             raise CleanupError("; ".join(failures))
 
 
-def local_verifier_image(engine: ContainerEngine) -> str:
-    """The id of the locally built verifier image (``agent-eval images build`` makes it).
+def local_verifier_image(engine: ContainerEngine, project_root: Path) -> str:
+    """The id of this checkout's verifier image, found by its recipe digest.
+
+    Another checkout's build never changes the answer: the image is tagged by
+    the digest of this checkout's recipe (``agent-eval images build`` makes it).
 
     Raises:
         InfrastructureError: It is not present.
     """
-    image_id = engine.image_id(VERIFIER_TAG)
-    if image_id is None:
+    try:
+        return image_for_checkout(engine, project_root, "verifier")
+    except InfrastructureError as exc:
         raise InfrastructureError(
-            f"the verifier image {VERIFIER_TAG} is not present; build it with "
-            "`agent-eval images build` (or pass --verifier-image with a pinned reference)"
-        )
-    return image_id
+            f"{exc} (or pass --verifier-image with a pinned reference)"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -147,7 +149,7 @@ def source_verifiers(
     engine = connect_local_engine()
     batch_id = f"tasks-verify-{uuid.uuid4().hex[:12]}"
     try:
-        image = verifier_image or local_verifier_image(engine)
+        image = verifier_image or local_verifier_image(engine, project.root)
         engine.resolve_image(image)
 
         def build(work_dir: Path) -> ContainerVerifier:

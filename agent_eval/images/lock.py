@@ -1,0 +1,68 @@
+"""``agent-eval images lock --runner NAME``: regenerate a runner recipe's lock, deliberately.
+
+A build never locks: it refuses a missing or stale lock and names this
+command. Locking resolves install.json's pinned roots against the registry
+(PyPI by pip's resolver, or npm's), so it is the one step that may change
+what a recipe's closure is; the lock file is then reviewed and committed
+like any other recipe file, and its digest enters the recipe digest.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from agent_eval.errors import ConfigError
+from agent_eval.evidence_io import format_validation_error
+from agent_eval.images.definitions import lock_command
+from agent_eval.images.npm import lock_packages
+from agent_eval.images.recipes import Sources
+from agent_eval.images.wheels import lock_requirements
+from agent_eval.models import InstallRecipe
+
+__all__ = ["lock_runner"]
+
+Log = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def lock_runner(
+    project_root: Path,
+    agent: str,
+    *,
+    python: str = sys.executable,
+    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+    log: Log = _quiet,
+) -> list[Path]:
+    """Write *agent*'s lock from its install.json; return the files written.
+
+    Raises:
+        ConfigError: No such recipe, or its install.json is invalid, or the closure
+            differs between architectures.
+        InfrastructureError: pip or npm failed.
+    """
+    recipe_dir = Sources.of(project_root).check_runner(agent)
+    path = recipe_dir / "install.json"
+    try:
+        install = InstallRecipe.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
+    if install.kind == "npm":
+        log(f"locking {' '.join(install.packages)} (npm, on the host)")
+        lock_packages(recipe_dir, agent, install.packages, lock_command(agent))
+        return [recipe_dir / "package.json", recipe_dir / "package-lock.json"]
+    text = lock_requirements(
+        install.packages, command=lock_command(agent), python=python, run=run, log=log
+    )
+    target = recipe_dir / "requirements.lock"
+    target.write_text(text, encoding="utf-8")
+    return [target]
