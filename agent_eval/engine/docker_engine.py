@@ -144,6 +144,8 @@ def _api_error(what: str, exc: Exception) -> InfrastructureError:
     if isinstance(exc, docker.errors.APIError):
         detail = exc.explanation or str(exc)
         return InfrastructureError(f"{what}: the engine answered {exc.status_code}: {detail}")
+    if _unreachable(exc):
+        return InfrastructureError(f"{what}: the connection to the engine failed ({exc})")
     return InfrastructureError(f"{what}: {exc}")
 
 

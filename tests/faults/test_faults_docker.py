@@ -140,9 +140,12 @@ class Batch:
 
     @property
     def run_dir(self) -> Path:
-        found = [p for p in (self.project / "evidence").glob("*") if not p.name.startswith(".")]
+        found = self._run_dirs()
         assert len(found) == 1, found
         return found[0]
+
+    def _run_dirs(self) -> list[Path]:
+        return [p for p in (self.project / "evidence").glob("*") if not p.name.startswith(".")]
 
     def receipt(self) -> Receipt:
         return Receipt.model_validate_json((self.run_dir / "receipt.json").read_bytes())
@@ -153,6 +156,8 @@ class Batch:
         return 0
 
     def runner_running(self) -> bool:
+        if not self._run_dirs():
+            return False
         return any(
             c["State"] == "running"
             for c in containers_of(self.socket, f"{LABEL_ROLE}=runner")
