@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -93,8 +93,11 @@ def isolation() -> list[str]:
 
 _SHORT_TMP = "/tmp" if Path("/tmp").is_dir() else None
 
-# Inside the namespace: bring lo up, record the interfaces, then become Chromium.
-_LAUNCH = 'ip link set lo up; ip -o link show >"$1"; shift; exec "$@"'
+# Inside the namespace: record which one it is and its interfaces (with lo up),
+# then become Chromium.
+_LAUNCH = (
+    'readlink /proc/self/ns/net >"$1"; ip link set lo up; ip -o link show >"$2"; shift 2; exec "$@"'
+)
 
 
 @dataclass(frozen=True)
@@ -110,33 +113,62 @@ class BrowserRun:
     seconds: float
 
 
-def _process_group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _running_in(namespace: str) -> list[int]:
+    """Processes still running (not zombies) in the network namespace *namespace*.
+
+    Every process of a launch lives in its own fresh namespace, including the
+    ones Chromium starts in another process group (its crash handler), so this
+    finds exactly what the launch started.
+    """
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(proc / "ns" / "net") != namespace:
+                continue
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            found.append(int(proc.name))
+    return found
 
 
-def _end_group(process: subprocess.Popen[str]) -> None:
-    """Kill what is left of the process group Chromium ran in, and reap its leader."""
+def end_run(process: subprocess.Popen[Any], started: Launch) -> None:
+    """Kill, by id, every process the launch left, and reap the one it started."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
+    namespace = started.namespace.read_text().strip() if started.namespace.exists() else ""
+    if not namespace:
+        return
+    # Only a namespace of the launch's own is swept, never the one this process is in.
+    assert namespace != os.readlink("/proc/self/ns/net"), "Chromium did not get its own namespace"
     deadline = time.monotonic() + 10
-    while _process_group_alive(process.pid) and time.monotonic() < deadline:
+    while (left := _running_in(namespace)) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
+    assert not _running_in(namespace), "a Chromium process outlived its run"
 
 
-def run_chromium(
-    chromium: Path, url: str, work: Path, args: Sequence[str] = (), *, timeout: float = 90
-) -> BrowserRun:
-    """Run headless Chromium on *url* with *args* (``--dump-dom``, ``--screenshot=...``).
+@dataclass(frozen=True)
+class Launch:
+    """The command and environment of one isolated Chromium, and where it leaves things."""
+
+    command: list[str]
+    env: dict[str, str]
+    net_log: Path
+    interfaces: Path
+    namespace: Path
+    """Where the launch writes the id of its network namespace."""
+
+
+def launch(chromium: Path, work: Path, scratch: str, args: Sequence[str]) -> Launch:
+    """How to start Chromium with *args* in a loopback-only namespace.
 
     *work* (created) holds the fresh profile, the net log and the interface
-    list; the caller's tmp_path removes it.
+    list; *scratch* is a short directory for Chromium's sockets (TMPDIR).
     """
     work.mkdir(parents=True, exist_ok=True)
     profile = work / "profile"
@@ -146,12 +178,14 @@ def run_chromium(
     manifest.write_text("{}\n")
     net_log = work / "net-log.json"
     interfaces = work / "interfaces.txt"
+    namespace = work / "namespace.txt"
     command = [
         *isolation(),
         "sh",
         "-ec",
         _LAUNCH,
         "sh",
+        str(namespace),
         str(interfaces),
         str(chromium),
         *FLAGS,
@@ -159,42 +193,61 @@ def run_chromium(
         f"--user-data-dir={profile}",
         f"--log-net-log={net_log}",
         *args,
-        url,
     ]
-    # Chromium puts a Unix socket in TMPDIR, whose path must stay short.
-    with tempfile.TemporaryDirectory(prefix="chromium-", dir=_SHORT_TMP) as scratch:
-        env = {
-            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-            "HOME": str(profile),
-            "TMPDIR": scratch,
-            "LANG": "C.UTF-8",
-        }
-        started = time.monotonic()
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": str(profile),
+        "TMPDIR": scratch,
+        "LANG": "C.UTF-8",
+    }
+    return Launch(
+        command=command, env=env, net_log=net_log, interfaces=interfaces, namespace=namespace
+    )
+
+
+def short_scratch() -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory whose path is short enough for Chromium's Unix sockets."""
+    return tempfile.TemporaryDirectory(prefix="chromium-", dir=_SHORT_TMP)
+
+
+def namespace_interfaces(started: Launch) -> tuple[str, ...]:
+    """The interfaces the namespace had, as ``ip -o link show`` listed them in it."""
+    if not started.interfaces.exists():
+        return ()
+    return tuple(
+        line.split(":")[1].strip().split("@")[0]
+        for line in started.interfaces.read_text().splitlines()
+        if line.strip()
+    )
+
+
+def run_chromium(
+    chromium: Path, url: str, work: Path, args: Sequence[str] = (), *, timeout: float = 90
+) -> BrowserRun:
+    """Run headless Chromium on *url* with *args* (``--dump-dom``, ``--screenshot=...``)."""
+    with short_scratch() as scratch:
+        started = launch(chromium, work, scratch, [*args, url])
+        began = time.monotonic()
         process = subprocess.Popen(
-            command,
+            started.command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
+            env=started.env,
             start_new_session=True,
         )
         try:
             stdout, stderr = process.communicate(timeout=timeout)
+            seconds = time.monotonic() - began
         finally:
-            _end_group(process)
-        seconds = time.monotonic() - started
-    names = tuple(
-        line.split(":")[1].strip().split("@")[0]
-        for line in (interfaces.read_text().splitlines() if interfaces.exists() else [])
-        if line.strip()
-    )
+            end_run(process, started)
     return BrowserRun(
         returncode=process.returncode,
         stdout=stdout,
         stderr=stderr,
-        net_log=net_log,
-        interfaces=names,
+        net_log=started.net_log,
+        interfaces=namespace_interfaces(started),
         seconds=seconds,
     )
 

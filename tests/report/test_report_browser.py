@@ -13,6 +13,7 @@ screenshot is written under the test's tmp directory and its path printed.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,8 @@ def test_chromium_runs_where_only_loopback_exists(
 ) -> None:
     done = run_chromium(chromium, report_page, tmp_path / "b", "--dump-dom")
     assert done.interfaces == ("lo",)
+    ours = os.readlink("/proc/self/ns/net")
+    assert (tmp_path / "b" / "namespace.txt").read_text().strip() not in {"", ours}
 
 
 def test_the_report_makes_no_network_request(
