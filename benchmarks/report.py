@@ -40,7 +40,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent_eval.digests import file_sha256  # noqa: E402
 from agent_eval.models import FIXED_SUITE  # noqa: E402
 from agent_eval.project import find_project  # noqa: E402
 from agent_eval.report.render import write_report  # noqa: E402
@@ -54,7 +53,7 @@ from tests.browser import (  # noqa: E402
     run_chromium,
     short_scratch,
 )
-from tests.evidence_builders import attempt, find_attempt, receipt, run, write_batch  # noqa: E402
+from tests.evidence_builders import attempt, receipt, run, write_batch  # noqa: E402
 
 GOAL_BYTES = 2_000_000
 GOAL_LOAD_SECONDS = 1.0
@@ -95,39 +94,14 @@ def synthesise(root: Path) -> Path:
                     for i in range(8)
                 )
             )
-        _add_analysis(batch.receipt, batch.attempt_dir(run_id, 1), run_id, task)
+        finding = {
+            "category": "type-error",
+            "message": "a finding",
+            "path": "solution.py",
+            "line": 3,
+        }
+        batch.add_analysis(run_id, 1, typeCheckOk=False, diagnostics=[finding])
     return batch.root
-
-
-def _add_analysis(receipt_path: Path, folder: Path, run_id: str, task: str) -> None:
-    analysis = {
-        "schemaVersion": 1,
-        "taskId": task,
-        "solutionDigest": "sha256:" + "0" * 64,
-        "syntaxOk": True,
-        "typeCheckOk": False,
-        "contractOk": True,
-        "integrationOk": True,
-        "unsupportedApi": [],
-        "unsupportedApiCount": 0,
-        "hallucinatedApi": [],
-        "hallucinatedApiCount": 0,
-        "missingDependencies": [],
-        "integration": [],
-        "diagnostics": [
-            {
-                "category": "type-error",
-                "message": "a finding on line 3",
-                "path": "solution.py",
-                "line": 3,
-            }
-        ],
-        "mypyVersion": "2.4.1",
-    }
-    (folder / "analysis.json").write_text(json.dumps(analysis))
-    data = json.loads(receipt_path.read_text())
-    find_attempt(data, run_id, 1)["analysisDigest"] = file_sha256(folder / "analysis.json")
-    receipt_path.write_text(json.dumps(data, indent=2))
 
 
 class DevTools:

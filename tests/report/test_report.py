@@ -27,7 +27,6 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.digests import file_sha256, sha256_bytes
 from agent_eval.errors import EvidenceError
 from agent_eval.grading.dom import Document, Element, parse_html
 from agent_eval.models import FIXED_SUITE, AttemptRecord
@@ -430,40 +429,17 @@ def test_a_linked_solution_file_is_never_read(tmp_path: Path) -> None:
 # --- Each attempt's evidence ----------------------------------------------------------
 
 
-def _with_analysis(batch: Batch, run_id: str, diagnostics: list[dict[str, Any]]) -> None:
-    folder = batch.attempt_dir(run_id)
-    analysis = {
-        "schemaVersion": 1,
-        "taskId": run_id.rpartition("-")[0],
-        "solutionDigest": sha256_bytes(b"x"),
-        "syntaxOk": True,
-        "typeCheckOk": False,
-        "contractOk": True,
-        "integrationOk": True,
-        "unsupportedApi": ["appkit.nowhere"],
-        "unsupportedApiCount": 1,
-        "hallucinatedApi": ["appkit.nowhere"],
-        "hallucinatedApiCount": 1,
-        "missingDependencies": [],
-        "integration": [],
-        "diagnostics": diagnostics,
-        "mypyVersion": "1.0",
-    }
-    (folder / "analysis.json").write_text(json.dumps(analysis))
-
-    def bind(data: dict[str, Any]) -> None:
-        find_attempt(data, run_id, 1)["analysisDigest"] = file_sha256(folder / "analysis.json")
-
-    batch.edit_receipt(bind)
-
-
 def test_findings_link_to_the_numbered_source_lines_they_name(tmp_path: Path) -> None:
     batch = write_batch(tmp_path)
     batch.replace_solution("forms-1", 1, b"import appkit\nappkit.nowhere()\nprint(1)\n")
-    _with_analysis(
-        batch,
+    batch.add_analysis(
         "forms-1",
-        [
+        typeCheckOk=False,
+        unsupportedApi=["appkit.nowhere"],
+        unsupportedApiCount=1,
+        hallucinatedApi=["appkit.nowhere"],
+        hallucinatedApiCount=1,
+        diagnostics=[
             {
                 "category": "unsupported-api",
                 "message": "`appkit.nowhere` is not",
