@@ -27,11 +27,16 @@ from agent_eval.grading.dom import Document, parse_html
 from agent_eval.models import Receipt
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
 from agent_eval.report.summary import attempt_outcome
-from tests.batch.test_batch_docker import eval_agent, project_copy, receipt_of, write_config
+from tests.batch.test_batch_docker import (
+    check,
+    eval_agent,
+    project_copy,
+    receipt_of,
+    write_config,
+)
 from tests.browser import BrowserRun, attempted_requests, browser_unavailable, find_chromium
 from tests.browser import run_chromium as run_browser
 from tests.evidence_builders import CURRENT, receipt, write_batch
-from tests.paths import REPO
 from tests.report.test_report import NOW, grid, mixed_runs
 
 pytestmark = pytest.mark.slow
@@ -184,7 +189,7 @@ def test_the_report_of_a_real_mutant_batch_shows_its_36_attempts_offline(
     assert code == 0, line
     receipt_path = receipt_of(project, line)
     saved = Receipt.model_validate_json(receipt_path.read_bytes())
-    page = write_report(receipt_path.parent, project=REPO)
+    page = write_report(receipt_path.parent, project=project)
     assert page.stat().st_size < 2_000_000
     done = run_chromium(chromium, page, tmp_path / "b", "--dump-dom")
     assert attempted_requests(done.net_log) == []
@@ -195,6 +200,13 @@ def test_the_report_of_a_real_mutant_batch_shows_its_36_attempts_offline(
     assert len(expected) == 18 and sum(len(v) for v in expected.values()) == 36
     assert grid(doc) == expected
     assert {o for v in expected.values() for o in v} >= {"fail", "unsafe", "pass"}
+    # The decision is check-agent-eval's, reason for reason.
+    _, decision = check(receipt_path)
+    section = doc.by_id("decision")
+    assert section is not None
+    assert [li.text for li in section.find_all("li")] == [
+        " ".join(r.split()) for r in decision["reasons"]
+    ]
     # Findings of the analysis link to the source lines they name.
     links = [
         a.attrs["href"]
