@@ -21,7 +21,7 @@ import shlex
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from click.testing import CliRunner
@@ -29,7 +29,7 @@ from click.testing import CliRunner
 from agent_eval.cli import main
 from agent_eval.errors import EvidenceError
 from agent_eval.grading.dom import Document, Element, parse_html
-from agent_eval.models import FIXED_SUITE, AttemptRecord
+from agent_eval.models import FIXED_SUITE, AttemptRecord, BatchStatus
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
 from agent_eval.report.summary import attempt_outcome
 from agent_eval.verdict.qualification import qualify_files
@@ -306,6 +306,15 @@ def test_a_batch_that_did_not_run_is_reported_with_its_reasons(tmp_path: Path) -
     # As check-agent-eval: without archives.json the other rules are not reached.
     assert decision is not None and "archives-readable" in decision.text
     assert "The receipt records no run." in doc.text
+
+
+@pytest.mark.parametrize("status", get_args(BatchStatus))
+def test_every_receipt_status_is_reported_with_its_reasons(tmp_path: Path, status: str) -> None:
+    doc = report(write_batch(tmp_path, receipt(status=status, reasons=[f"because {status}"])))
+    header = doc.find("header")
+    assert header is not None and f"status {status}" in header.text
+    assert f"because {status}" in doc.text
+    assert len(grid(doc)) == 18
 
 
 def test_an_interrupted_batch_shows_the_runs_it_did_not_reach(tmp_path: Path) -> None:
