@@ -8,6 +8,7 @@ staged into the verifier, consumer and runner containers).
     run a batch         run_batch, BatchOutcome, batch_verifier_factory
     qualify a batch     qualify_files, current_anchors, Anchors, QualificationResult
     record a review     record_review
+    write the report    write_report
     verify the tasks    verify_tasks, VerifyReport, LocalVerifier, source_verifiers
     find the project    find_project, Project, RunDirectory
     the error tree      AgentEvalError and its subclasses
@@ -34,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "Anchors": "agent_eval.verdict.qualification",
     "current_anchors": "agent_eval.verdict.qualification",
     "record_review": "agent_eval.verdict.review",
+    "write_report": "agent_eval.report.render",
     "find_project": "agent_eval.project",
     "Project": "agent_eval.project",
     "RunDirectory": "agent_eval.layout",
@@ -92,6 +94,7 @@ __all__ = [
     "run_batch",
     "source_verifiers",
     "verify_tasks",
+    "write_report",
 ]
 """What an embedding repository may use; ``_EXPORTS`` says where each name lives."""
 
@@ -135,6 +138,7 @@ if TYPE_CHECKING:
         RunRecord,
     )
     from agent_eval.project import Project, find_project
+    from agent_eval.report.render import write_report
     from agent_eval.verdict.qualification import Anchors, current_anchors, qualify_files
     from agent_eval.verdict.review import record_review
     from agent_eval.verification.container.verifier import (

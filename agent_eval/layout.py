@@ -112,6 +112,21 @@ class AttemptDirectory:
         """analysis.json exactly as the verifier's parent wrote it."""
         return self.root / "analysis.json"
 
+    @property
+    def runner_log(self) -> Path:
+        """The runner's own log, when one was kept (optional)."""
+        return self.root / "runner.log"
+
+    @property
+    def transcript(self) -> Path:
+        """The agent's transcript, one JSON object a line, when one was kept (optional)."""
+        return self.root / "transcript.jsonl"
+
+    @property
+    def gateway_record(self) -> Path:
+        """The model gateway's record of this attempt's requests, when there was one (optional)."""
+        return self.root / "gateway.jsonl"
+
 
 @dataclass(frozen=True)
 class RunDirectory:
@@ -151,6 +166,11 @@ class RunDirectory:
     def reserve(self) -> Path:
         """Space kept free for the final receipt: given back when the disk fills up."""
         return self.root / ".reserve"
+
+    @property
+    def report(self) -> Path:
+        """report.html: the reviewer's view, written from the other files (never read back)."""
+        return self.root / "report.html"
 
     def attempt(self, run_id: str, attempt: int) -> AttemptDirectory:
         """One attempt's evidence."""

@@ -191,6 +191,64 @@ class Batch:
         change(data)
         self.receipt.write_text(json.dumps(data, indent=2))
 
+    def attempt_dir(self, run_id: str, number: int = 1) -> Path:
+        return self.root / "runs" / run_id / f"attempt-{number}"
+
+    def add_analysis(self, run_id: str, number: int = 1, **changes: Any) -> None:
+        """Save an analysis.json (clean unless *changes* say otherwise), bound in the receipt."""
+        path = self.attempt_dir(run_id, number) / "analysis.json"
+        path.write_text(json.dumps(analysis(run_id.rpartition("-")[0], **changes)))
+
+        def bind(data: dict[str, Any]) -> None:
+            find_attempt(data, run_id, number)["analysisDigest"] = file_sha256(path)
+
+        self.edit_receipt(bind)
+
+    def replace_solution(self, run_id: str, number: int, content: bytes) -> None:
+        """Save *content* as the attempt's solution.py and record its digests in the receipt."""
+        self.solution(run_id, number).write_bytes(content)
+        entry = {"path": "solution.py", "sha256": sha256_bytes(content), "size": len(content)}
+
+        def change(data: dict[str, Any]) -> None:
+            record = find_attempt(data, run_id, number)
+            record["solutionFiles"] = [entry]
+            record["solutionDigest"] = solution_digest([("solution.py", entry["sha256"])])
+
+        self.edit_receipt(change)
+
+
+def analysis(task_id: str, **changes: Any) -> dict[str, Any]:
+    """An analysis.json (as JSON) of a solution that passed, with *changes*."""
+    data: dict[str, Any] = {
+        "schemaVersion": 1,
+        "taskId": task_id,
+        "solutionDigest": sha256_bytes(b"solution"),
+        "syntaxOk": True,
+        "typeCheckOk": True,
+        "contractOk": True,
+        "integrationOk": True,
+        "unsupportedApi": [],
+        "unsupportedApiCount": 0,
+        "hallucinatedApi": [],
+        "hallucinatedApiCount": 0,
+        "missingDependencies": [],
+        "integration": [],
+        "diagnostics": [],
+        "mypyVersion": "1.0",
+    }
+    data.update(changes)
+    return data
+
+
+def find_attempt(data: dict[str, Any], run_id: str, number: int) -> dict[str, Any]:
+    """The attempt record (as JSON) of *run_id* attempt *number* in receipt *data*."""
+    for run_data in data["runs"]:
+        if run_data["runId"] == run_id:
+            for record in run_data["attempts"]:
+                if record["attempt"] == number:
+                    return record
+    raise KeyError((run_id, number))
+
 
 def write_batch(
     root: Path,

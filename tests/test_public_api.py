@@ -31,6 +31,8 @@ PUBLIC = {
     "Anchors",
     "current_anchors",
     "record_review",
+    # the reviewer's report
+    "write_report",
     # verify the tasks
     "verify_tasks",
     "VerifyReport",

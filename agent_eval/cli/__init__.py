@@ -9,6 +9,7 @@ from agent_eval.cli.check import check_command
 from agent_eval.cli.cleanup import cleanup_command
 from agent_eval.cli.images import images_group
 from agent_eval.cli.reference import reference_config_command
+from agent_eval.cli.report import report_command
 from agent_eval.cli.review import review_command
 from agent_eval.cli.run import eval_agent_command
 from agent_eval.cli.tasks import tasks_group
@@ -29,6 +30,7 @@ main.add_command(images_group, name="images")
 main.add_command(tasks_group, name="tasks")
 main.add_command(reference_config_command, name="reference-config")
 main.add_command(cleanup_command, name="cleanup")
+main.add_command(report_command, name="report")
 
 
 def eval_agent_main() -> None:

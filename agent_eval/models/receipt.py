@@ -197,6 +197,13 @@ class AttemptRecord(WireModel):
     infrastructureStatus: Literal["ok", "failed"]
     """failed: the engine or cleanup broke; the attempt says nothing about the agent."""
 
+    @property
+    def unsafe(self) -> bool:
+        """Submitted, and safety did not pass or a safety assertion was violated."""
+        return self.submitted and not (
+            self.safetyPassed is True and not any(a.violated for a in self.assertions if a.safety)
+        )
+
     @model_validator(mode="after")
     def _consistent(self) -> AttemptRecord:
         if self.success != (self.failureCategory is None):

@@ -236,7 +236,7 @@ def _safety_and_review_rules(receipt: Receipt) -> list[str]:
     for run in receipt.runs:
         for att in run.attempts:
             where = f"{run.runId} attempt {att.attempt}"
-            unsafe = att.submitted and not _safe(att)
+            unsafe = att.unsafe
             if unsafe:
                 failed = [a.id for a in att.assertions if a.safety and a.violated]
                 reasons.append(
@@ -277,10 +277,6 @@ def _safety_and_review_rules(receipt: Receipt) -> list[str]:
             reasons.append(f"review: {d.run} attempt {d.attempt} has more than one decision")
         seen.add((d.run, d.attempt))
     return reasons
-
-
-def _safe(att: AttemptRecord) -> bool:
-    return att.safetyPassed is True and not any(a.violated for a in att.assertions if a.safety)
 
 
 def _binding_rules(

@@ -35,6 +35,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "verification": LEAVES | {"engine", "suite", "grading", "consumer", "packing", "images"},
     "batch": LEAVES | {"engine", "suite", "packing", "consumer", "reference"},
     "verdict": LEAVES | {"packing", "reference", "suite", "verification"},
+    "report": LEAVES | {"verdict"},
     "images": LEAVES | {"engine"},
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset(),

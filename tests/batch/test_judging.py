@@ -23,6 +23,7 @@ from agent_eval.models import (
     SolutionFile,
 )
 from agent_eval.models.behaviour import BehaviourResult
+from tests.evidence_builders import analysis as analysis_data
 
 DIGEST = sha256_bytes(b"inputs")
 FILE = SolutionFile(path="solution.py", sha256=sha256_bytes(b"x"), size=1)
@@ -44,25 +45,9 @@ def response(status: str = "completed") -> ResponseVerdict:
 
 
 def analysis(**changes: Any) -> Analysis:
-    data: dict[str, Any] = {
-        "schemaVersion": 1,
-        "taskId": "forms",
-        "solutionDigest": DIGEST,
-        "syntaxOk": True,
-        "typeCheckOk": True,
-        "contractOk": True,
-        "integrationOk": True,
-        "unsupportedApi": [],
-        "unsupportedApiCount": 0,
-        "hallucinatedApi": [],
-        "hallucinatedApiCount": 0,
-        "missingDependencies": [],
-        "integration": [],
-        "diagnostics": [],
-        "mypyVersion": "1",
-    }
-    data.update(changes)
-    return Analysis.model_validate(data)
+    return Analysis.model_validate(
+        analysis_data("forms", **{"solutionDigest": DIGEST, "mypyVersion": "1", **changes})
+    )
 
 
 def behaviour(passed: bool = True, safe: bool = True, observed: bool = True) -> BehaviourResult:

@@ -46,6 +46,7 @@ from agent_eval.verification.container.verifier import ContainerVerifier
 from agent_eval.verification.local import LocalVerifier
 from agent_eval.verification.runtime.attempt import MYPY_CACHE_DIR, parse_attempt
 from agent_eval.verification.runtime.job import JobError
+from tests.evidence_builders import analysis
 from tests.paths import REPO
 
 PROBE_TASK = REPO / "tests" / "data" / "verifier-probe"
@@ -84,24 +85,7 @@ def consumer(tmp_path: Path) -> Path:
 
 
 def analysis_json(task_id: str, digest: str, **changes: Any) -> bytes:
-    data: dict[str, Any] = {
-        "schemaVersion": 1,
-        "taskId": task_id,
-        "solutionDigest": digest,
-        "syntaxOk": True,
-        "typeCheckOk": True,
-        "contractOk": True,
-        "integrationOk": True,
-        "unsupportedApi": [],
-        "unsupportedApiCount": 0,
-        "hallucinatedApi": [],
-        "hallucinatedApiCount": 0,
-        "missingDependencies": [],
-        "integration": [],
-        "diagnostics": [],
-        "mypyVersion": "2.4.1",
-    }
-    data.update(changes)
+    data = analysis(task_id, **{"solutionDigest": digest, "mypyVersion": "2.4.1", **changes})
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 

@@ -1,0 +1,125 @@
+"""Rendering the report, and writing it where a batch's evidence is.
+
+The page is one file with its style inline and nothing to fetch: its Content
+Security Policy allows no script, no connection and no resource but inline
+style and ``data:`` images. The template is rendered with autoescaping on and
+never marks a string safe, so whatever an agent or a solution wrote is text.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+import agent_eval
+from agent_eval.errors import AgentEvalError, EvidenceError
+from agent_eval.evidence_io import write_bytes_atomic
+from agent_eval.layout import RunDirectory
+from agent_eval.models import FIXED_SUITE
+from agent_eval.project import find_project
+from agent_eval.report.view import BatchView, load_batch
+from agent_eval.verdict.qualification import Anchors, current_anchors
+
+__all__ = ["CONTENT_SECURITY_POLICY", "render_report", "write_report"]
+
+CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+"""What the page may load: inline style and data: images, nothing else (no script)."""
+
+_OUTCOME_LABELS = {
+    "pass": "pass",
+    "fail": "fail",
+    "unsafe": "unsafe",
+    "infrastructure": "infra",
+    "needs-review": "review",
+    "not-run": "not run",
+}
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f} %"
+
+
+def _p3(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _ms(value: int | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value} ms" if value < 1000 else f"{value / 1000:.1f} s"
+
+
+def _when(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("agent_eval.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    filters: dict[str, Callable[..., str]] = {
+        "pct": _pct,
+        "p3": _p3,
+        "ms": _ms,
+        "when": _when,
+        "tojson_text": _json_text,
+        "shquote": shlex.quote,
+        "outcome_label": _OUTCOME_LABELS.__getitem__,
+    }
+    env.filters.update(filters)
+    return env
+
+
+def render_report(view: BatchView) -> str:
+    """The report's HTML for *view*."""
+    template = _environment().get_template("report.html.j2")
+    return template.render(b=view, suite=FIXED_SUITE, version=agent_eval.__version__)
+
+
+def write_report(
+    run_dir: Path,
+    output: Path | None = None,
+    *,
+    project: Path | None = None,
+    current: Anchors | None = None,
+    now: datetime | None = None,
+) -> Path:
+    """Write the report of the batch in *run_dir* and return where it is.
+
+    *output* defaults to ``run_dir/report.html``. The decision holds the batch
+    against the anchors ``check-agent-eval`` uses: the checkout found from
+    *project* (default: the current directory) and the installed harness;
+    *current* replaces them. It works for any receipt status and never changes
+    another file of the run directory.
+
+    Raises:
+        EvidenceError: the run directory or its receipt cannot be read, or the
+            report cannot be written (the message names the file).
+    """
+    if current is None:
+        try:
+            located = find_project(project)
+        except AgentEvalError as exc:
+            current = current_anchors(None, str(exc))
+        else:
+            current = current_anchors(located)
+    view = load_batch(run_dir, current, generated_at=now or datetime.now(UTC))
+    target = output if output is not None else RunDirectory(run_dir).report
+    try:
+        write_bytes_atomic(target, render_report(view).encode("utf-8"))
+    except OSError as exc:
+        raise EvidenceError(f"report {target}: cannot write: {exc.strerror or exc}") from exc
+    return target

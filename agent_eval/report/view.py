@@ -1,0 +1,137 @@
+"""What the report shows, read from a run directory that is never written to.
+
+The decision is computed here and now with the checker's own rules
+(``verdict.qualification``), not read from anywhere; the rest is the
+evidence as saved (:mod:`attempts`) and the numbers it gives
+(:mod:`summary`). Only an unreadable receipt stops the report (an
+``EvidenceError`` naming the file); any other missing or damaged file
+becomes a note where it would have been.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from agent_eval.errors import EvidenceError
+from agent_eval.evidence_io import read_model
+from agent_eval.layout import RunDirectory
+from agent_eval.models import QualificationResult, Receipt, ReviewDecision, RunRecord
+from agent_eval.report.attempts import (
+    AttemptReader,
+    AttemptView,
+    Budget,
+    ReviewItem,
+    attempt_view,
+)
+from agent_eval.report.summary import GridRow, Statistics, batch_statistics, grid
+from agent_eval.verdict.qualification import Anchors, qualify_files
+
+__all__ = ["BatchView", "RunView", "load_batch"]
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run and its attempts."""
+
+    record: RunRecord
+    anchor: str
+    attempts: tuple[AttemptView, ...]
+    duration_ms: int
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """The whole report's content."""
+
+    run_dir: Path
+    receipt_path: Path
+    receipt: Receipt
+    decision: QualificationResult
+    current: Anchors
+    """What the batch was held against (the suite and harness digests now)."""
+    statistics: Statistics
+    grid: tuple[GridRow, ...]
+    runs: tuple[RunView, ...]
+    review: tuple[ReviewItem, ...]
+    decisions: tuple[tuple[ReviewDecision, bool], ...]
+    """Every recorded decision, and whether it is bound to the attempt's recorded digest."""
+    problems: tuple[str, ...]
+    """Evidence that could not be read or does not match, in the order found."""
+    generated_at: datetime
+    wall_ms: int | None
+    attempts: int
+    anything_cut: bool
+
+
+def load_batch(
+    run_dir: Path,
+    current: Anchors,
+    *,
+    generated_at: datetime,
+) -> BatchView:
+    """Read a run directory into what the report shows.
+
+    Raises:
+        EvidenceError: *run_dir* is not a directory, or its receipt.json is
+            missing, unreadable or invalid (the message names the file).
+    """
+    if not run_dir.is_dir():
+        raise EvidenceError(f"run directory {run_dir}: not a directory")
+    run = RunDirectory(run_dir.resolve())
+    receipt = read_model(run.receipt, Receipt, what="receipt")
+    decision = qualify_files(run.receipt, run.archives_manifest, current)
+    attempts = sum(len(r.attempts) for r in receipt.runs)
+    reader = AttemptReader(run=run, budget=Budget.for_attempts(attempts))
+    decisions = {(d.run, d.attempt): d for d in receipt.reviewDecisions}
+    run_views: dict[str, RunView] = {}
+    for record in receipt.runs:
+        views = tuple(
+            attempt_view(
+                reader, run.receipt, record, att, decisions.get((record.runId, att.attempt))
+            )
+            for att in record.attempts
+        )
+        run_views[record.runId] = RunView(
+            record=record,
+            anchor=f"run-{record.runId}",
+            attempts=views,
+            duration_ms=sum(a.durationMs for a in record.attempts),
+        )
+    recorded = {(r.runId, a.attempt): a for r in receipt.runs for a in r.attempts}
+    bound = tuple(
+        (
+            d,
+            (d.run, d.attempt) in recorded
+            and d.solutionDigest == recorded[(d.run, d.attempt)].solutionDigest,
+        )
+        for d in receipt.reviewDecisions
+    )
+    wall = receipt.updatedAt - receipt.createdAt
+    return BatchView(
+        run_dir=run.root,
+        receipt_path=run.receipt,
+        receipt=receipt,
+        decision=decision,
+        current=current,
+        statistics=batch_statistics(receipt),
+        grid=grid(
+            receipt,
+            {
+                (v.record.runId, a.record.attempt): a.outcome
+                for v in run_views.values()
+                for a in v.attempts
+            },
+        ),
+        runs=tuple(run_views.values()),
+        review=tuple(
+            a.review for v in run_views.values() for a in v.attempts if a.review is not None
+        ),
+        decisions=bound,
+        problems=tuple(reader.problems),
+        generated_at=generated_at,
+        wall_ms=int(wall.total_seconds() * 1000) if wall.total_seconds() >= 0 else None,
+        attempts=attempts,
+        anything_cut=reader.cut,
+    )

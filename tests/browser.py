@@ -1,0 +1,266 @@
+"""Headless Chromium that can reach nothing: a namespace with only loopback, and a net log.
+
+Each launch gets a fresh profile directory, a minimal environment and the
+flags that switch the browser's own traffic off, and runs inside a new
+network namespace (``unshare --net`` as root, a user namespace otherwise)
+whose only interface is ``lo``: whatever the page or the browser tries, no
+packet can leave the machine. Chromium's net log (``--log-net-log``) records
+every URL request, host lookup and socket connect it attempts, so a test can
+assert there was none, and a control page that does make one shows that the
+check would see it.
+
+Debian's ``/usr/bin/chromium`` is a wrapper that sources ``/etc/chromium.d``
+(which turns remote extensions on and exports service keys), so the binary
+is run directly. Chromium is launched in its own process group, which is
+killed (by its id) when the run ends, so no browser process outlives a test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from tests.conftest import in_ci
+
+CHROMIUM_BINARY = Path("/usr/lib/chromium/chromium")
+"""Debian's Chromium itself (``/usr/bin/chromium`` is its shell wrapper)."""
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-breakpad",
+    "--disable-domain-reliability",
+    "--no-pings",
+    "--metrics-recording-only",
+    # The network-time fetch is not covered by --disable-background-networking.
+    "--disable-features=NetworkTimeServiceQuerying",
+)
+# The on-device model manifest is fetched by an on-demand component update that
+# --disable-component-update does not stop; a local (empty) manifest override
+# replaces that component altogether.
+MANIFEST_OVERRIDE_FLAG = "--optimization-guide-manifest-override"
+
+# Net log events that mean the browser tried to reach something.
+REQUEST_EVENTS = {
+    "URL_REQUEST_START_JOB": "url",
+    "HOST_RESOLVER_MANAGER_REQUEST": "host",
+    "TCP_CONNECT": "address",
+    "UDP_CONNECT": "address",
+    "SOCKET_CONNECT": "address",
+}
+
+
+def browser_unavailable(reason: str) -> NoReturn:
+    """Skip on a developer machine, fail in CI, saying how to fix it."""
+    message = f"{reason}; run scripts/setup as root to install Debian's chromium"
+    if in_ci():
+        pytest.fail(f"browser tests may not be skipped in CI: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+def find_chromium() -> Path | None:
+    """The Chromium binary to run, or None."""
+    if CHROMIUM_BINARY.is_file() and os.access(CHROMIUM_BINARY, os.X_OK):
+        return CHROMIUM_BINARY
+    found = shutil.which("chromium")
+    return Path(found) if found else None
+
+
+def isolation() -> list[str]:
+    """The command prefix that runs a command in a new, loopback-only network namespace."""
+    if os.geteuid() == 0:
+        return ["unshare", "--net", "--"]
+    return ["unshare", "--user", "--map-root-user", "--net", "--"]
+
+
+_SHORT_TMP = "/tmp" if Path("/tmp").is_dir() else None
+
+# Inside the namespace: record which one it is and its interfaces (with lo up),
+# then become Chromium.
+_LAUNCH = (
+    'readlink /proc/self/ns/net >"$1"; ip link set lo up; ip -o link show >"$2"; shift 2; exec "$@"'
+)
+
+
+@dataclass(frozen=True)
+class BrowserRun:
+    """What one headless Chromium run left."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    net_log: Path
+    interfaces: tuple[str, ...]
+    """Network interfaces of the namespace Chromium ran in."""
+    seconds: float
+
+
+def _running_in(namespace: str) -> list[int]:
+    """Processes still running (not zombies) in the network namespace *namespace*.
+
+    Every process of a launch lives in its own fresh namespace, including the
+    ones Chromium starts in another process group (its crash handler), so this
+    finds exactly what the launch started.
+    """
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(proc / "ns" / "net") != namespace:
+                continue
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+def end_run(process: subprocess.Popen[Any], started: Launch) -> None:
+    """Kill, by id, every process the launch left, and reap the one it started."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    namespace = started.namespace.read_text().strip() if started.namespace.exists() else ""
+    if not namespace:
+        return
+    # Only a namespace of the launch's own is swept, never the one this process is in.
+    assert namespace != os.readlink("/proc/self/ns/net"), "Chromium did not get its own namespace"
+    deadline = time.monotonic() + 10
+    while (left := _running_in(namespace)) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    assert not _running_in(namespace), "a Chromium process outlived its run"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The command and environment of one isolated Chromium, and where it leaves things."""
+
+    command: list[str]
+    env: dict[str, str]
+    net_log: Path
+    interfaces: Path
+    namespace: Path
+    """Where the launch writes the id of its network namespace."""
+
+
+def launch(chromium: Path, work: Path, scratch: str, args: Sequence[str]) -> Launch:
+    """How to start Chromium with *args* in a loopback-only namespace.
+
+    *work* (created) holds the fresh profile, the net log and the interface
+    list; *scratch* is a short directory for Chromium's sockets (TMPDIR).
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    profile = work / "profile"
+    shutil.rmtree(profile, ignore_errors=True)
+    profile.mkdir()
+    manifest = work / "manifest-override.json"
+    manifest.write_text("{}\n")
+    net_log = work / "net-log.json"
+    interfaces = work / "interfaces.txt"
+    namespace = work / "namespace.txt"
+    command = [
+        *isolation(),
+        "sh",
+        "-ec",
+        _LAUNCH,
+        "sh",
+        str(namespace),
+        str(interfaces),
+        str(chromium),
+        *FLAGS,
+        f"{MANIFEST_OVERRIDE_FLAG}={manifest}",
+        f"--user-data-dir={profile}",
+        f"--log-net-log={net_log}",
+        *args,
+    ]
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": str(profile),
+        "TMPDIR": scratch,
+        "LANG": "C.UTF-8",
+    }
+    return Launch(
+        command=command, env=env, net_log=net_log, interfaces=interfaces, namespace=namespace
+    )
+
+
+def short_scratch() -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory whose path is short enough for Chromium's Unix sockets."""
+    return tempfile.TemporaryDirectory(prefix="chromium-", dir=_SHORT_TMP)
+
+
+def namespace_interfaces(started: Launch) -> tuple[str, ...]:
+    """The interfaces the namespace had, as ``ip -o link show`` listed them in it."""
+    if not started.interfaces.exists():
+        return ()
+    return tuple(
+        line.split(":")[1].strip().split("@")[0]
+        for line in started.interfaces.read_text().splitlines()
+        if line.strip()
+    )
+
+
+def run_chromium(
+    chromium: Path, url: str, work: Path, args: Sequence[str] = (), *, timeout: float = 90
+) -> BrowserRun:
+    """Run headless Chromium on *url* with *args* (``--dump-dom``, ``--screenshot=...``)."""
+    with short_scratch() as scratch:
+        started = launch(chromium, work, scratch, [*args, url])
+        began = time.monotonic()
+        process = subprocess.Popen(
+            started.command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=started.env,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+            seconds = time.monotonic() - began
+        finally:
+            end_run(process, started)
+    return BrowserRun(
+        returncode=process.returncode,
+        stdout=stdout,
+        stderr=stderr,
+        net_log=started.net_log,
+        interfaces=namespace_interfaces(started),
+        seconds=seconds,
+    )
+
+
+def attempted_requests(net_log: Path) -> list[str]:
+    """Every URL request, host lookup and socket connect in a Chromium net log."""
+    log = json.loads(net_log.read_text(encoding="utf-8"))
+    names = {number: name for name, number in log["constants"]["logEventTypes"].items()}
+    found = []
+    for event in log["events"]:
+        name = names.get(event["type"])
+        key = REQUEST_EVENTS.get(name or "")
+        value = event.get("params", {}).get(key) if key else None
+        if value is not None:
+            found.append(f"{name} {value}")
+    return found

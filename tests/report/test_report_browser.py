@@ -1,0 +1,216 @@
+"""In a real browser, offline, the report loads nothing, runs nothing and shows every run.
+
+Debian's Chromium runs headless on the report from ``file://`` inside a
+network namespace whose only interface is loopback (``tests/browser.py``).
+Its net log must show no URL request, host lookup or socket connect; a
+control page that does load something shows the check would see it. The DOM
+Chromium built (``--dump-dom``, parsed with ``html.parser``) must hold the 18
+runs with their outcomes, and a solution written to break out of the page
+(``<script>``, ``</textarea>``, entities, a bidirectional override) must be
+there as text with nothing run, even with the page's CSP taken out. A
+screenshot is written under the test's tmp directory and its path printed.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from agent_eval.engine import ContainerEngine
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.grading.dom import Document, parse_html
+from agent_eval.models import Receipt
+from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
+from agent_eval.report.summary import attempt_outcome
+from tests.batch.test_batch_docker import (
+    check,
+    eval_agent,
+    project_copy,
+    receipt_of,
+    write_config,
+)
+from tests.browser import BrowserRun, attempted_requests, browser_unavailable, find_chromium
+from tests.browser import run_chromium as run_browser
+from tests.evidence_builders import CURRENT, receipt, write_batch
+from tests.report.test_report import NOW, grid, mixed_runs
+
+pytestmark = pytest.mark.slow
+
+# Each line tries another way out of the page; the title is what a script would change.
+BREAKOUT = (
+    "<script>document.title = 'ran'</script>\n"
+    "</textarea></pre></code><img src=x onerror=\"document.title = 'ran'\">\n"
+    "&amp;lt;script&amp;gt; and &lt;b&gt;\n"
+    "admin = False  # \u202e } \u2066 if is_admin: \u2069 \u2066 begin\n"
+)
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    found = find_chromium()
+    if found is None:
+        browser_unavailable("no chromium binary (Debian package chromium)")
+    return found
+
+
+def run_chromium(chromium: Path, page: Path, work: Path, *args: str) -> BrowserRun:
+    done = run_browser(chromium, page.as_uri(), work, args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def dom(done: BrowserRun) -> Document:
+    return parse_html(done.stdout)
+
+
+@pytest.fixture
+def report_page(tmp_path: Path) -> Path:
+    runs, _ = mixed_runs()
+    batch = write_batch(tmp_path / "batch", receipt(runs))
+    batch.replace_solution("forms-1", 1, BREAKOUT.encode())
+    return write_report(batch.root, current=CURRENT, now=NOW)
+
+
+def test_chromium_runs_where_only_loopback_exists(
+    chromium: Path, report_page: Path, tmp_path: Path
+) -> None:
+    done = run_chromium(chromium, report_page, tmp_path / "b", "--dump-dom")
+    assert done.interfaces == ("lo",)
+    ours = os.readlink("/proc/self/ns/net")
+    assert (tmp_path / "b" / "namespace.txt").read_text().strip() not in {"", ours}
+
+
+def test_the_report_makes_no_network_request(
+    chromium: Path, report_page: Path, tmp_path: Path
+) -> None:
+    done = run_chromium(chromium, report_page, tmp_path / "b", "--dump-dom")
+    assert attempted_requests(done.net_log) == []
+
+
+def test_the_request_check_sees_a_request_when_a_page_makes_one(
+    chromium: Path, report_page: Path, tmp_path: Path
+) -> None:
+    probe = '<img src="http://127.0.0.1:9/probe.png">'
+    html = report_page.read_text()
+    assert CSP_META in html
+    without_policy = tmp_path / "no-csp.html"
+    without_policy.write_text(html.replace(CSP_META, "").replace("<main>", "<main>" + probe))
+    done = run_chromium(chromium, without_policy, tmp_path / "b1", "--dump-dom")
+    assert "URL_REQUEST_START_JOB http://127.0.0.1:9/probe.png" in attempted_requests(done.net_log)
+    # And the policy alone is enough to stop it.
+    with_policy = tmp_path / "csp.html"
+    with_policy.write_text(html.replace("<main>", "<main>" + probe))
+    done = run_chromium(chromium, with_policy, tmp_path / "b2", "--dump-dom")
+    assert attempted_requests(done.net_log) == []
+
+
+def test_every_run_is_in_the_dom_with_its_outcome(
+    chromium: Path, report_page: Path, tmp_path: Path
+) -> None:
+    _, expected = mixed_runs()
+    done = run_chromium(chromium, report_page, tmp_path / "b", "--dump-dom")
+    shown = grid(dom(done))
+    assert len(shown) == 18
+    assert shown == expected
+
+
+def test_a_solution_written_to_break_out_is_text_and_nothing_runs(
+    chromium: Path, report_page: Path, tmp_path: Path
+) -> None:
+    html = report_page.read_text()
+    without_policy = tmp_path / "no-csp.html"
+    without_policy.write_text(html.replace(CSP_META, ""))
+    for page in (report_page, without_policy):
+        done = run_chromium(chromium, page, tmp_path / page.stem, "--dump-dom")
+        doc = dom(done)
+        title = doc.find("title")
+        assert title is not None and title.text.startswith("agent-eval report:")
+        assert doc.find_all("script") == [] and doc.find_all("img") == []
+        section = doc.by_id("att-forms-1-1")
+        assert section is not None
+        source = section.find("pre", class_="src")
+        assert source is not None
+        shown = "\n".join(line.raw_text for line in source.find_all(class_="ln"))
+        assert shown == BREAKOUT.rstrip("\n")
+        marks = [m.attrs["data-cp"] for m in source.find_all(class_="ctl")]
+        assert marks == ["U+202E", "U+2066", "U+2069", "U+2066"]
+
+
+def test_a_page_whose_script_runs_would_be_seen(chromium: Path, tmp_path: Path) -> None:
+    page = tmp_path / "control.html"
+    page.write_text("<title>before</title><script>document.title = 'ran'</script>")
+    done = run_chromium(chromium, page, tmp_path / "b", "--dump-dom")
+    title = dom(done).find("title")
+    assert title is not None and title.text == "ran"
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_a_screenshot_of_the_report_is_written(
+    chromium: Path, report_page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shot = tmp_path / "report.png"
+    done = run_chromium(
+        chromium, report_page, tmp_path / "b", f"--screenshot={shot}", "--window-size=1400,2000"
+    )
+    assert png_size(shot) == (1400, 2000) and shot.stat().st_size > 20_000
+    assert attempted_requests(done.net_log) == []
+    with capsys.disabled():  # the path is for whoever runs the tests, passing or not
+        print(f"\nscreenshot of the report: {shot}")
+
+
+# --- A real batch -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
+    connected = connect_local_engine()
+    yield connected
+    connected.close()
+
+
+@pytest.mark.docker
+def test_the_report_of_a_real_mutant_batch_shows_its_36_attempts_offline(
+    chromium: Path, engine: ContainerEngine, tmp_path: Path
+) -> None:
+    project = project_copy(tmp_path)
+    code, line = eval_agent(project, write_config(engine, tmp_path / "r.json", "mutant"))
+    assert code == 0, line
+    receipt_path = receipt_of(project, line)
+    saved = Receipt.model_validate_json(receipt_path.read_bytes())
+    page = write_report(receipt_path.parent, project=project)
+    assert page.stat().st_size < 2_000_000
+    done = run_chromium(chromium, page, tmp_path / "b", "--dump-dom")
+    assert attempted_requests(done.net_log) == []
+    doc = dom(done)
+    expected = {
+        r.runId: [attempt_outcome(a, accepted=False) for a in r.attempts] for r in saved.runs
+    }
+    assert len(expected) == 18 and sum(len(v) for v in expected.values()) == 36
+    assert grid(doc) == expected
+    assert {o for v in expected.values() for o in v} >= {"fail", "unsafe", "pass"}
+    # The decision is check-agent-eval's, reason for reason.
+    _, decision = check(receipt_path)
+    section = doc.by_id("decision")
+    assert section is not None
+    assert [li.text for li in section.find_all("li")] == [
+        " ".join(r.split()) for r in decision["reasons"]
+    ]
+    # Findings of the analysis link to the source lines they name.
+    links = [
+        a.attrs["href"]
+        for a in doc.find_all("a")
+        if a.attrs.get("href", "").startswith("#att-error-recovery-1-1-f0-L")
+    ]
+    assert links and all(doc.by_id(h[1:]) is not None for h in links)
