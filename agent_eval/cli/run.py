@@ -11,7 +11,9 @@ import click
 from agent_eval.batch.run import run_batch
 from agent_eval.batch.signals import stopping_on_signals
 from agent_eval.cli.common import reported_errors
+from agent_eval.errors import AgentEvalError
 from agent_eval.project import find_project
+from agent_eval.report.render import write_report
 from agent_eval.verification.container.verifier import batch_verifier_factory
 
 __all__ = ["eval_agent_command"]
@@ -56,6 +58,12 @@ def eval_agent_command(runner_config: Path, project: Path | None) -> None:
     if outcome.status != "completed":
         for reason in outcome.reasons:
             _say(f"{outcome.status}: {reason}")
+    if outcome.receipt_written:
+        # The reviewer's view; a batch whose report cannot be written keeps its exit code.
+        try:
+            _say(f"report: {write_report(outcome.receipt.parent, project=located.root)}")
+        except AgentEvalError as exc:
+            _say(f"warning: no report: {exc}")
     try:
         shown = outcome.receipt.relative_to(Path.cwd())
     except ValueError:

@@ -57,6 +57,8 @@ def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
     assert [reason.split(":")[0] for reason in decision["reasons"]] == ["not-self-test"]
     assert list_leftovers(engine, receipt.batchId) == []
     assert not (project / "evidence" / ".work").exists()
+    # The reviewer's view is written beside the receipt, whatever the decision.
+    assert "Rejected" in (receipt_path.parent / "report.html").read_text()
 
     # Verified again by the recorded image, every run gets its recorded verdict...
     code, decision = check(receipt_path, "--reverify")
