@@ -214,6 +214,13 @@ STAGED_HARNESS: dict[str, tuple[str, ...]] = {
         "__init__.py",
         "adapters",
     ),
+    "gateway": (
+        "__init__.py",
+        "gateway/__init__.py",
+        "gateway/policy.py",
+        "gateway/addon.py",
+        "gateway/serve.py",
+    ),
 }
 """What of ``agent_eval`` each container gets, relative to the package: a file, or a
 directory's ``*.py`` files. Each set imports with the standard library alone (a test

@@ -42,6 +42,40 @@ MODEL = {"id": "model-x", "settings": {"temperature": 0}}
 RUNNER_IMAGE = "runner@sha256:" + "a" * 64
 VERIFIER_IMAGE = "verifier@sha256:" + "b" * 64
 SAFETY_ID = "effect-needs-approval"
+SERVED = "model-x-2026"
+GATEWAY = {
+    "image": "sha256:" + "e" * 64,
+    "upstreams": [
+        {
+            "name": "provider",
+            "upstream": "https://api.provider.example",
+            "credentialHeader": "x-api-key",
+            "servedModels": [SERVED],
+        }
+    ],
+    "network": "default",
+    "privateUpstreams": False,
+    "tokenBudget": None,
+}
+
+
+def gateway_line(*, status: int | None = 200, served: str | None = SERVED, **changes: Any) -> bytes:
+    """One gateway record (as a JSON line): by default a request the provider answered."""
+    record: dict[str, Any] = {
+        "schemaVersion": 1, "at": NOW, "upstream": "provider", "method": "POST",
+        "path": "/v1/messages", "status": status, "requestBytes": 100, "responseBytes": 200,
+        "durationMs": 50, "servedModel": served, "inputTokens": 10, "outputTokens": 20,
+        "failure": None, "message": None,
+    }  # fmt: skip
+    record.update(changes)
+    return json.dumps(record).encode() + b"\n"
+
+
+def gateway_use(data: bytes) -> dict[str, Any]:
+    """The receipt's summary (as JSON) of an attempt's gateway.jsonl *data*."""
+    from agent_eval.gateway.host import parse_records, summarise
+
+    return summarise(parse_records(data), sha256_bytes(data)).model_dump(mode="json")
 
 
 def solution_text(run_id: str, attempt: int) -> bytes:
@@ -163,7 +197,7 @@ def archives_manifest(wheel: bytes) -> dict[str, Any]:
         "toolchain": {"python": "3.11.7", "harness": "0.1.0", "verifierPython": None, "mypy": None},
         "runnerImage": {"reference": RUNNER_IMAGE, "imageId": "sha256:" + "c" * 64},
         "verifierImage": {"reference": VERIFIER_IMAGE, "imageId": "sha256:" + "d" * 64},
-        "network": "default",
+        "gateway": copy.deepcopy(GATEWAY),
         "runner": copy.deepcopy(RUNNER),
         "model": copy.deepcopy(MODEL),
         "suiteDigest": SUITE,
@@ -185,6 +219,18 @@ class Batch:
 
     def solution(self, run_id: str, number: int = 1) -> Path:
         return self.root / "runs" / run_id / f"attempt-{number}" / "solution" / "solution.py"
+
+    def gateway_record(self, run_id: str, number: int = 1) -> Path:
+        return self.attempt_dir(run_id, number) / "gateway.jsonl"
+
+    def replace_gateway_record(self, run_id: str, number: int, data: bytes) -> None:
+        """Save *data* as the attempt's gateway.jsonl, its summary bound in the receipt."""
+        self.gateway_record(run_id, number).write_bytes(data)
+
+        def bind(receipt_data: dict[str, Any]) -> None:
+            find_attempt(receipt_data, run_id, number)["gateway"] = gateway_use(data)
+
+        self.edit_receipt(bind)
 
     def edit_receipt(self, change: Callable[[dict[str, Any]], None]) -> None:
         data = json.loads(self.receipt.read_text())
@@ -283,10 +329,16 @@ def write_batch(
     data = receipt_data if receipt_data is not None else receipt()
     for run_data in data["runs"]:
         for att in run_data["attempts"]:
+            where = batch.attempt_dir(run_data["runId"], att["attempt"])
+            where.mkdir(parents=True, exist_ok=True)
             if att["solutionFiles"]:
                 path = batch.solution(run_data["runId"], att["attempt"])
                 path.parent.mkdir(parents=True)
                 path.write_bytes(solution_text(run_data["runId"], att["attempt"]))
+            if "gateway" not in att and manifest.get("gateway") is not None:
+                # What the gateway saw: one request the provider answered.
+                (where / "gateway.jsonl").write_bytes(gateway_line())
+                att["gateway"] = gateway_use(gateway_line())
     data.setdefault("archivesDigest", None)
     data["archivesDigest"] = archives_digest
     data["consumerLockDigest"] = file_sha256(root / "consumer-lock.json")

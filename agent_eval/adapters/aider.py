@@ -1,12 +1,13 @@
 """The ``aider`` adapter: aider-chat, one non-interactive ``--message`` run per attempt.
 
     /usr/bin/python3 -B -m agent_eval.adapters.aider --model ID [--setting K=V]...
-        [--endpoint-env NAME]
+        [--upstream NAME]
 
 The model id goes to ``--model`` as is (``openai/<name>`` for an
-OpenAI-compatible endpoint). ``--endpoint-env NAME`` names the environment
-variable holding the endpoint's base URL, passed as ``--openai-api-base``;
-the key stays in the environment (``OPENAI_API_KEY``), never in an argument.
+OpenAI-compatible endpoint). ``--openai-api-base`` is a loopback relay to the
+batch's gateway (``--upstream NAME``, default the only one) and
+``OPENAI_API_KEY`` the attempt's placeholder token; the real key never enters
+the container.
 
 Settings (each one is sent to the CLI, or the attempt fails: the reported
 model identity must be what aider really used):
@@ -36,10 +37,14 @@ from typing import Any
 
 from agent_eval.adapters.common import (
     AdapterOptions,
+    AgentFailed,
     BudgetSpent,
+    ModelEndpoint,
     Request,
     agent_python,
+    gateway_endpoint,
     main,
+    provider_failure_in,
     run_cli,
 )
 
@@ -50,10 +55,11 @@ _SETTINGS = {"edit_format", "stream", "reasoning_effort", "thinking_tokens"}
 
 
 def cli_environment(
-    environ: Mapping[str, str], home: Path, endpoint_env: str | None
+    environ: Mapping[str, str], home: Path, endpoint: ModelEndpoint
 ) -> dict[str, str]:
-    """The CLI's environment: the container's, a scratch home, nothing phoning home."""
-    env = dict(environ)
+    """The CLI's environment: the container's, a scratch home, the gateway's token as its
+    key, nothing phoning home."""
+    env = {k: v for k, v in environ.items() if not k.startswith("OPENAI_")}
     env.update(
         {
             "HOME": str(home),
@@ -67,8 +73,7 @@ def cli_environment(
             "TERM": "dumb",
         }
     )
-    if endpoint_env and endpoint_env != "OPENAI_API_BASE":
-        env.pop("OPENAI_API_BASE", None)
+    env["OPENAI_API_KEY"] = endpoint.token
     return env
 
 
@@ -92,7 +97,7 @@ def command(
     options: AdapterOptions,
     prompt: str,
     metadata_file: Path,
-    environ: Mapping[str, str],
+    endpoint: ModelEndpoint,
 ) -> list[str]:
     """aider's argument vector for one attempt."""
     unknown = sorted(set(options.settings) - _SETTINGS)
@@ -113,11 +118,7 @@ def command(
         "--input-history-file", str(SCRATCH / "input.history"),
         "--llm-history-file", str(SCRATCH / "llm.history"),
     ]  # fmt: skip
-    if options.endpoint_env:
-        base = environ.get(options.endpoint_env)
-        if not base:
-            raise ValueError(f"the endpoint variable {options.endpoint_env} is not set")
-        argv += ["--openai-api-base", base]
+    argv += ["--openai-api-base", f"{endpoint.base_url}/v1"]
     if settings.get("stream") is False:
         argv.append("--no-stream")
     if "reasoning_effort" in settings:
@@ -135,21 +136,26 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     home.mkdir(exist_ok=True)
     metadata_file = SCRATCH / "model-metadata.json"
     metadata_file.write_text(json.dumps(model_metadata(options.model)), encoding="utf-8")
-    env = cli_environment(os.environ, home, options.endpoint_env)
-    argv = command(request, options, prompt, metadata_file, env)
+    endpoint = gateway_endpoint(options.upstream)
+    env = cli_environment(os.environ, home, endpoint)
+    argv = command(request, options, prompt, metadata_file, endpoint)
     result = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
     if result.timed_out:
         raise BudgetSpent
-    if result.exit_code != 0:
-        return False
     history = SCRATCH / "chat.md"
     text = history.read_text(encoding="utf-8", errors="replace") if history.is_file() else ""
-    if "Applied edit to " not in text:
-        return False
-    return any(
+    written = any(
         (request.output_dir / rel).is_file() and (request.output_dir / rel).stat().st_size > 0
         for rel in request.allowed_output_paths
     )
+    if result.exit_code == 0 and "Applied edit to " in text and written:
+        return True
+    provider = provider_failure_in(text)
+    if provider is not None:
+        raise AgentFailed("provider", provider)
+    if result.exit_code != 0:
+        raise AgentFailed("error", f"aider exited {result.exit_code}")
+    raise AgentFailed("refused", "aider applied no edit to an allowed file")
 
 
 if __name__ == "__main__":

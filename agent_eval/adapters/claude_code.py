@@ -1,14 +1,13 @@
 """The ``claude-code`` adapter: Claude Code in print mode, one non-interactive run per attempt.
 
     /usr/bin/python3 -B -m agent_eval.adapters.claude_code --model ID [--setting K=V]...
-        [--endpoint-env NAME]
+        [--upstream NAME]
 
-The model id goes to ``--model`` as is. ``--endpoint-env NAME`` names the
-environment variable holding the Messages endpoint's base URL, passed to the
-CLI as ``ANTHROPIC_BASE_URL``; without it the CLI uses ``ANTHROPIC_BASE_URL``
-when the config allowlists it, else Anthropic's API. The key stays in the
-environment (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``), never in an
-argument.
+The model id goes to ``--model`` as is. The CLI reaches the Messages API
+through the batch's gateway only: ``ANTHROPIC_BASE_URL`` is a loopback relay
+to the gateway's socket of the upstream (``--upstream NAME``, default the
+only one), and ``ANTHROPIC_API_KEY`` the attempt's placeholder token; the
+real key never enters the container.
 
 Settings (each one is sent to the CLI, or the attempt fails: the reported
 model identity must be what the CLI really used):
@@ -37,9 +36,13 @@ from typing import Any
 
 from agent_eval.adapters.common import (
     AdapterOptions,
+    AgentFailed,
     BudgetSpent,
+    ModelEndpoint,
     Request,
+    gateway_endpoint,
     main,
+    provider_failure_in,
     run_cli,
     stdout_to_file,
 )
@@ -76,27 +79,16 @@ def settings_arguments(settings: Mapping[str, Any]) -> list[str]:
 
 
 def cli_environment(
-    environ: Mapping[str, str], scratch: Path, endpoint_env: str | None
+    environ: Mapping[str, str], scratch: Path, endpoint: ModelEndpoint
 ) -> dict[str, str]:
-    """The CLI's environment: the container's, a scratch home and config, nothing phoning home.
-
-    Raises:
-        ValueError: No key is set, or the named endpoint variable is unset.
-    """
-    if not any(environ.get(name) for name in _KEY_NAMES):
-        raise ValueError(
-            "neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set; "
-            "name one in the runner config's envAllowlist"
-        )
-    env = dict(environ)
+    """The CLI's environment: the container's, a scratch home and config, the gateway's
+    relay as its API, nothing phoning home."""
+    env = {k: v for k, v in environ.items() if k not in _KEY_NAMES}
     env.update(QUIET_ENV)
     env["HOME"] = str(scratch / "home")
     env["CLAUDE_CONFIG_DIR"] = str(scratch / "config")
-    if endpoint_env:
-        url = environ.get(endpoint_env)
-        if not url:
-            raise ValueError(f"the endpoint variable {endpoint_env} is not set")
-        env["ANTHROPIC_BASE_URL"] = url
+    env["ANTHROPIC_BASE_URL"] = endpoint.base_url
+    env["ANTHROPIC_API_KEY"] = endpoint.token
     return env
 
 
@@ -139,7 +131,7 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     scratch = Path(tempfile.mkdtemp(prefix="claude-code.", dir="/tmp"))
     for name in ("home", "config"):
         (scratch / name).mkdir(mode=0o700)
-    env = cli_environment(os.environ, scratch, options.endpoint_env)
+    env = cli_environment(os.environ, scratch, gateway_endpoint(options.upstream))
     events = scratch / "events.jsonl"
     argv = stdout_to_file(events)
     argv += cli_arguments(request, options, prompt)
@@ -155,7 +147,27 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
                                                   "terminal_reason")} if result else None),
         file=sys.stderr,
     )  # fmt: skip
-    return outcome.exit_code == 0 and succeeded(result)
+    if outcome.exit_code == 0 and succeeded(result):
+        return True
+    raise failure_of(result, "\n".join(lines))
+
+
+def failure_of(result: Mapping[str, Any] | None, output: str) -> AgentFailed:
+    """How the run failed, from the CLI's final result event and its output."""
+    subtype = str(result.get("subtype", "")) if result else ""
+    said = str(result.get("result", ""))[:500] if result else ""
+    if subtype == "error_max_turns":
+        return AgentFailed("budget", f"the CLI reached its turn limit ({subtype})")
+    provider = provider_failure_in(said + "\n" + output[-20000:])
+    if provider is not None:
+        return AgentFailed("provider", provider)
+    if result is None:
+        return AgentFailed("error", "the CLI ended without a result event")
+    if result.get("is_error") or subtype.startswith("error"):
+        return AgentFailed(
+            "error", f"the CLI reported {subtype or 'an error'}: {said}".rstrip(": ")
+        )
+    return AgentFailed("refused", said or "the CLI did not report success")
 
 
 def _forward_tail(lines: Sequence[str]) -> None:

@@ -1,14 +1,14 @@
 """The ``codex`` adapter: Codex CLI's ``exec``, one non-interactive run per attempt.
 
     /usr/bin/python3 -B -m agent_eval.adapters.codex --model ID [--setting K=V]...
-        [--endpoint-env NAME]
+        [--upstream NAME]
 
 The model id goes to the CLI's ``model`` as is. The CLI speaks the OpenAI
 Responses API (``POST <base>/responses``, streaming) to one provider written
-into a fresh ``config.toml``: its base URL is the value of the variable named
-by ``--endpoint-env`` (e.g. ``OPENAI_BASE_URL``), else ``OPENAI_BASE_URL``
-when the config allowlists it; without either the attempt fails. The key stays in the
-environment (``OPENAI_API_KEY``), never in an argument or a file.
+into a fresh ``config.toml``: the batch's gateway, through a loopback relay
+to its socket of the upstream (``--upstream NAME``, default the only one),
+with the attempt's placeholder token as ``OPENAI_API_KEY``; the real key
+never enters the container.
 
 Settings (each one is written to the CLI's configuration, or the attempt
 fails: the reported model identity must be what the CLI really used):
@@ -29,14 +29,17 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from agent_eval.adapters.common import (
     AdapterOptions,
+    AgentFailed,
     BudgetSpent,
     Request,
+    gateway_endpoint,
     main,
+    provider_failure_in,
     run_cli,
     stdout_to_file,
 )
@@ -53,23 +56,6 @@ _FAILED_EVENTS = {"turn.failed", "error"}
 def _toml_string(value: object) -> str:
     # A JSON string is a valid TOML basic string (same escapes).
     return json.dumps(str(value), ensure_ascii=True)
-
-
-def base_url(environ: Mapping[str, str], endpoint_env: str | None) -> str:
-    """The provider's base URL (the API root, ending in ``/v1`` for OpenAI's).
-
-    Raises:
-        ValueError: The named endpoint variable is unset, or no endpoint is given.
-    """
-    if endpoint_env:
-        url = environ.get(endpoint_env)
-        if not url:
-            raise ValueError(f"the endpoint variable {endpoint_env} is not set")
-        return url
-    url = environ.get("OPENAI_BASE_URL")
-    if not url:
-        raise ValueError("no model endpoint: pass --endpoint-env NAME or allowlist OPENAI_BASE_URL")
-    return url
 
 
 def config_toml(options: AdapterOptions, url: str) -> str:
@@ -121,8 +107,7 @@ def cli_arguments(request: Request, prompt: str) -> list[str]:
     ]  # fmt: skip
 
 
-def turn_completed(events: Sequence[str]) -> bool:
-    """Whether the CLI's JSON events end the run with a completed turn and no error."""
+def _event_types(events: Sequence[str]) -> list[object]:
     types = []
     for line in events:
         try:
@@ -131,21 +116,26 @@ def turn_completed(events: Sequence[str]) -> bool:
             continue
         if isinstance(event, dict):
             types.append(event.get("type"))
+    return types
+
+
+def turn_completed(events: Sequence[str]) -> bool:
+    """Whether the CLI's JSON events end the run with a completed turn and no error."""
+    types = _event_types(events)
     return "turn.completed" in types and not _FAILED_EVENTS & set(types)
 
 
 def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float) -> bool:
     """Run ``codex exec`` once in the output directory; completed when its turn completed."""
-    if not os.environ.get(KEY_ENV):
-        raise ValueError(f"{KEY_ENV} is not set; name it in the runner config's envAllowlist")
+    endpoint = gateway_endpoint(options.upstream)
     scratch = Path(tempfile.mkdtemp(prefix="codex.", dir="/tmp"))
     home = scratch / "codex-home"
     home.mkdir(mode=0o700)
     (home / "config.toml").write_text(
-        config_toml(options, base_url(os.environ, options.endpoint_env)), encoding="utf-8"
+        config_toml(options, f"{endpoint.base_url}/v1"), encoding="utf-8"
     )
     env = {**os.environ, "CODEX_HOME": str(home), "HOME": str(scratch), "NO_COLOR": "1",
-           "TERM": "dumb"}  # fmt: skip
+           "TERM": "dumb", KEY_ENV: endpoint.token}  # fmt: skip
     events = scratch / "events.jsonl"
     argv = stdout_to_file(events)
     argv += cli_arguments(request, prompt)
@@ -162,7 +152,14 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
         f"turn completed: {completed}",
         file=sys.stderr,
     )
-    return outcome.exit_code == 0 and completed
+    if outcome.exit_code == 0 and completed:
+        return True
+    provider = provider_failure_in(text)
+    if provider is not None:
+        raise AgentFailed("provider", provider)
+    if _FAILED_EVENTS & set(_event_types(lines)):
+        raise AgentFailed("error", "the CLI reported a failed turn")
+    raise AgentFailed("refused", f"the CLI exited {outcome.exit_code} without a completed turn")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
+import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -18,11 +21,15 @@ from typing import Any
 
 __all__ = [
     "AdapterOptions",
+    "AgentFailed",
     "BudgetSpent",
+    "ModelEndpoint",
     "Request",
     "agent_python",
     "build_prompt",
+    "gateway_endpoint",
     "main",
+    "provider_failure_in",
     "read_request",
     "run_cli",
     "stdout_to_file",
@@ -173,16 +180,16 @@ class AdapterOptions:
 
     model: str
     settings: dict[str, Any] = field(default_factory=dict)
-    endpoint_env: str | None = None
+    upstream: str | None = None
     extra: tuple[str, ...] = ()
 
 
 def parse_options(argv: Sequence[str]) -> AdapterOptions:
-    """``--model ID [--setting KEY=JSON]... [--endpoint-env NAME] [-- EXTRA...]``."""
+    """``--model ID [--setting KEY=JSON]... [--upstream NAME] [-- EXTRA...]``."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--model", required=True)
     parser.add_argument("--setting", action="append", default=[])
-    parser.add_argument("--endpoint-env", default=None)
+    parser.add_argument("--upstream", default=None)
     parser.add_argument("extra", nargs="*")
     args = parser.parse_args(list(argv))
     settings: dict[str, Any] = {}
@@ -192,7 +199,128 @@ def parse_options(argv: Sequence[str]) -> AdapterOptions:
             settings[key] = json.loads(raw)
         except json.JSONDecodeError:
             settings[key] = raw
-    return AdapterOptions(args.model, settings, args.endpoint_env, tuple(args.extra))
+    return AdapterOptions(args.model, settings, args.upstream, tuple(args.extra))
+
+
+# --- The model gateway -----------------------------------------------------------------------
+
+GATEWAY_DIR = "/gateway"
+"""The gateway's sockets, one ``<upstream>.sock`` each (read-only in the runner container)."""
+TOKEN_ENV = "AGENT_EVAL_GATEWAY_TOKEN"
+MODELS_ENV = "AGENT_EVAL_MODELS"
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """Where the CLI reaches its model: a loopback relay to the gateway, and its token."""
+
+    base_url: str
+    """``http://127.0.0.1:<port>`` (no path: each adapter adds its API's root)."""
+    token: str
+    """This attempt's placeholder credential; the gateway swaps it for the real one."""
+
+
+class _Relay(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        super().__init__(("127.0.0.1", 0), _RelayHandler)
+
+
+class _RelayHandler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream.connect(self.server.target)  # type: ignore[attr-defined]
+        except OSError:
+            upstream.close()
+            return
+        client: socket.socket = self.request
+
+        def pump(source: socket.socket, sink: socket.socket) -> None:
+            try:
+                while chunk := source.recv(65536):
+                    sink.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    sink.shutdown(socket.SHUT_WR)
+
+        back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+        back.start()
+        pump(client, upstream)
+        back.join()
+        upstream.close()
+
+
+_ENDPOINTS: dict[str, ModelEndpoint] = {}
+
+
+def gateway_endpoint(
+    upstream: str | None, environ: Mapping[str, str] | None = None, gateway_dir: str = GATEWAY_DIR
+) -> ModelEndpoint:
+    """Relay a loopback port to the gateway's socket of *upstream* (default: the only one).
+
+    The runner container has no network; the CLI is given this relay as its
+    base URL and the attempt's token as its key.
+
+    Raises:
+        ValueError: The batch has no gateway, or no such upstream.
+    """
+    environ = os.environ if environ is None else environ
+    names = [n for n in environ.get(MODELS_ENV, "").split(",") if n]
+    token = environ.get(TOKEN_ENV, "")
+    if not names or not token:
+        raise ValueError(
+            "this batch has no model gateway (no models[] in the runner config): "
+            "the runner reaches nothing"
+        )
+    if upstream is None:
+        if len(names) != 1:
+            raise ValueError(f"several upstreams ({', '.join(names)}): pass --upstream NAME")
+        upstream = names[0]
+    if upstream not in names:
+        raise ValueError(f"no upstream {upstream!r} in this batch; it has {', '.join(names)}")
+    if upstream not in _ENDPOINTS:
+        relay = _Relay(f"{gateway_dir}/{upstream}.sock")
+        threading.Thread(target=relay.serve_forever, daemon=True, name="relay").start()
+        port = relay.server_address[1]
+        _ENDPOINTS[upstream] = ModelEndpoint(f"http://127.0.0.1:{port}", token)
+    return _ENDPOINTS[upstream]
+
+
+# --- How an attempt failed ---------------------------------------------------------------------
+
+
+class AgentFailed(Exception):
+    """The attempt failed, and the adapter knows how (the response's failureKind)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+_PROVIDER_SIGNS = re.compile(
+    r"(AuthenticationError|PermissionDeniedError|RateLimitError|APIConnectionError"
+    r"|InternalServerError|ServiceUnavailableError|NotFoundError: .*model"
+    r"|invalid[_ ]api[_ ]key|\b(?:401|403|429|500|502|503|529)\b[^\n]{0,40}"
+    r"(?:Unauthorized|Forbidden|Too Many Requests|Internal Server Error|Bad Gateway"
+    r"|Service Unavailable|Overloaded|rate limit))",
+    re.IGNORECASE,
+)
+
+
+def provider_failure_in(text: str) -> str | None:
+    """A line of a CLI's output that says its model provider failed, if one does."""
+    match = _PROVIDER_SIGNS.search(text)
+    if match is None:
+        return None
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    return text[start : end if end != -1 else None].strip()[:300]
 
 
 _LAUNCH = (
@@ -258,16 +386,20 @@ def main(name: str, run: Run, argv: Sequence[str] | None = None) -> int:
     budget = request.time_budget_s - _SAFETY_MARGIN_S
     completed = False
     message = None
+    kind: str | None = None
     try:
         completed = run(request, options, build_prompt(request), budget)
+    except AgentFailed as exc:
+        kind, message = exc.kind, str(exc)[:2000]
+        print(f"adapter: {name} failed ({kind}): {message}", file=sys.stderr)
     except BudgetSpent:
         print(f"adapter: {name} used up its time budget", file=sys.stderr)
         sys.stderr.flush()
         # The harness's deadline is the budget: it stops us well before this ends.
         time.sleep(max(0.0, request.time_budget_s - (time.monotonic() - started)) + 60)
         return 1
-    except Exception as exc:  # the agent failed; the harness must still get one answer
-        message = f"{type(exc).__name__}: {exc}"[:2000]
+    except Exception as exc:  # the runner failed; the harness must still get one answer
+        kind, message = "error", f"{type(exc).__name__}: {exc}"[:2000]
         print(f"adapter: {message}", file=sys.stderr)
     response = {
         "schemaVersion": 1,
@@ -279,6 +411,8 @@ def main(name: str, run: Run, argv: Sequence[str] | None = None) -> int:
     }
     if message:
         response["message"] = message
+    if kind is not None and not completed:
+        response["failureKind"] = kind
     print(f"adapter: {name} finished in {time.monotonic() - started:.1f}s", file=sys.stderr)
     sys.stdout.write(json.dumps(response) + "\n")
     sys.stdout.flush()

@@ -1,13 +1,13 @@
 """The ``mini-swe-agent`` adapter: one ``mini`` run per attempt, in yolo mode.
 
     /usr/bin/python3 -B -m agent_eval.adapters.mini_swe_agent --model ID [--setting K=V]...
-        [--endpoint-env NAME]
+        [--upstream NAME]
 
 The model id is mini's ``model_name`` as is (``openai/<name>`` for an
-OpenAI-compatible endpoint, through litellm). ``--endpoint-env NAME`` names
-the environment variable holding the endpoint's base URL, written as the
-model's ``api_base``; the key stays in the environment (litellm reads
-``OPENAI_API_KEY``) and is blanked for the agent's own shell commands.
+OpenAI-compatible endpoint, through litellm). Its ``api_base`` is a loopback
+relay to the batch's gateway (``--upstream NAME``, default the only one) and
+its ``api_key`` the attempt's placeholder token; the agent's own shell
+commands get no key or endpoint variable at all.
 
 Settings: ``step_limit`` (the agent's step limit, default 50) and
 ``command_timeout`` (seconds per shell command, default 60); every other
@@ -16,6 +16,10 @@ setting is a model keyword argument passed with each request (for example
 
 The attempt is completed only when mini's trajectory says
 ``info.exit_status == "Submitted"``: its exit code is 0 even when it gave up.
+``LimitsExceeded`` (its step or cost limit) is a failure of kind budget;
+``TimeExceeded`` (the wall time the adapter gave it, just short of the
+harness's deadline) is the time budget, so the harness records a timeout;
+a model API error is of kind provider.
 """
 
 from __future__ import annotations
@@ -29,10 +33,13 @@ from typing import Any
 
 from agent_eval.adapters.common import (
     AdapterOptions,
+    AgentFailed,
     BudgetSpent,
     Request,
     agent_python,
+    gateway_endpoint,
     main,
+    provider_failure_in,
     run_cli,
 )
 
@@ -41,6 +48,11 @@ AGENT_SITE = "/opt/agent/site"
 SCRATCH = Path("/tmp/mini-swe-agent-adapter")
 _AGENT_SETTINGS = {"step_limit": 50, "command_timeout": 60}
 _RESERVED_MODEL_KWARGS = {"api_base", "base_url", "api_key", "drop_params"}
+_PROVIDER_STATUSES = {
+    "AuthenticationError", "PermissionDeniedError", "RateLimitError", "APIConnectionError",
+    "APIError", "InternalServerError", "ServiceUnavailableError", "NotFoundError", "Timeout",
+}  # fmt: skip
+"""litellm's exceptions, as mini names the exit status after the one that ended it."""
 
 
 def cli_environment(environ: Mapping[str, str], scratch: Path) -> dict[str, str]:
@@ -77,17 +89,18 @@ def overlay(
     reserved = sorted(set(settings) & _RESERVED_MODEL_KWARGS)
     if reserved:
         raise ValueError(f"settings {reserved} are set by the adapter, not the config")
-    model_kwargs: dict[str, Any] = {**settings, "drop_params": True}
-    if options.endpoint_env:
-        base = environ.get(options.endpoint_env)
-        if not base:
-            raise ValueError(f"the endpoint variable {options.endpoint_env} is not set")
-        model_kwargs["api_base"] = base
+    endpoint = gateway_endpoint(options.upstream, environ)
+    model_kwargs: dict[str, Any] = {
+        **settings,
+        "drop_params": True,
+        "api_base": f"{endpoint.base_url}/v1",
+        "api_key": endpoint.token,
+    }
     # The agent's commands see the library under evaluation, never the agent's own
     # packages, and no credential.
     shell_env = {"PYTHONPATH": environ.get("PYTHONPATH", ""), "HOME": str(SCRATCH / "home")}
     for name in environ:
-        if name.endswith(("_API_KEY", "_API_BASE", "_BASE_URL")):
+        if name.endswith(("_API_KEY", "_API_BASE", "_BASE_URL")) or name.startswith("AGENT_EVAL_"):
             shell_env[name] = ""
     return {
         "agent": {
@@ -144,7 +157,17 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
         raise BudgetSpent
     status = exit_status(trajectory)
     print(f"adapter: mini exit_status={status or 'none'}", file=sys.stderr)
-    return status == "Submitted"
+    if status == "Submitted":
+        return True
+    if status == "TimeExceeded":
+        raise BudgetSpent("mini stopped at the wall time it was given")
+    if status == "LimitsExceeded":
+        raise AgentFailed("budget", "mini reached its step or cost limit")
+    if status in _PROVIDER_STATUSES or provider_failure_in(status):
+        raise AgentFailed("provider", f"the model API failed: {status}")
+    if not status:
+        raise AgentFailed("error", f"mini left no trajectory (exit {result.exit_code})")
+    raise AgentFailed("refused", f"mini ended with {status}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from agent_eval.batch.collection import Collection
 from agent_eval.batch.response import ResponseVerdict
@@ -19,6 +20,7 @@ from agent_eval.models import (
     AttemptRecord,
     Diagnostic,
     FailureCategory,
+    GatewayUse,
     ProtectedInputs,
     RepairFeedback,
 )
@@ -45,6 +47,12 @@ REPAIRABLE: frozenset[FailureCategory] = frozenset(
 
 MAX_RECORD_DIAGNOSTICS = 200
 
+_FAILED_RUNS: dict[str, tuple[FailureCategory, str]] = {
+    "budget": ("budget-exhausted", "the CLI reached its own step, turn or cost limit"),
+    "error": ("runner-error", "the CLI itself failed"),
+}
+"""A failed response's failureKind, as a category (refused, or none given: refused)."""
+
 
 @dataclass
 class AttemptObservations:
@@ -54,8 +62,12 @@ class AttemptObservations:
     started_at: datetime
     duration_ms: int
     infrastructure_error: str | None = None
+    infrastructure_kind: Literal["engine", "provider", "disk", "stopped"] = "engine"
+    identity_problem: str | None = None
+    """The gateway saw the provider serve a model outside the accepted set."""
     timed_out: bool = False
     budget_exhausted: bool = False
+    budget_message: str = "the batch time budget was spent"
     response: ResponseVerdict | None = None
     protected: ProtectedInputs | None = None
     collection: Collection | None = None
@@ -63,6 +75,8 @@ class AttemptObservations:
     analysis_digest: str | None = None
     behaviour: BehaviourResult | None = None
     repair_feedback: RepairFeedback | None = None
+    gateway: GatewayUse | None = None
+    runner_log_digest: str | None = None
 
 
 def _diag(category: str, message: str) -> Diagnostic:
@@ -81,12 +95,17 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
     files = collection.files if collection else []
     submitted = False
 
+    failure_kind = verdict.response.failureKind if verdict and verdict.response else None
     if obs.infrastructure_error is not None:
         category = "infrastructure"
-        diagnostics.append(_diag("infrastructure", obs.infrastructure_error))
+        kind = "provider" if obs.infrastructure_kind == "provider" else "infrastructure"
+        diagnostics.append(_diag(kind, obs.infrastructure_error))
+    elif obs.identity_problem is not None:
+        category = "identity-mismatch"
+        diagnostics.append(_diag("gateway", obs.identity_problem))
     elif obs.budget_exhausted:
         category = "budget-exhausted"
-        diagnostics.append(_diag("timeout", "the batch time budget was spent"))
+        diagnostics.append(_diag("timeout", obs.budget_message))
     elif obs.timed_out:
         category = "timeout"
         diagnostics.append(_diag("timeout", "the runner did not finish within its time budget"))
@@ -94,8 +113,11 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         category = verdict.problem if verdict and verdict.problem else "invalid-response"
         diagnostics.append(_diag("runner", verdict.message if verdict else "no response"))
     elif runner_status == "failed":
-        category = "refused"
-        diagnostics.append(_diag("runner", "the runner reported status 'failed'"))
+        category, said = _FAILED_RUNS.get(
+            failure_kind or "", ("refused", "the runner reported status 'failed'")
+        )
+        message = verdict.response.message if verdict and verdict.response else None
+        diagnostics.append(_diag("runner", f"{said}: {message}" if message else said))
     elif obs.protected is None or obs.protected.after != obs.protected.before:
         category = "tampering"
         diagnostics.append(_diag("tampering", "protected inputs changed while the runner ran"))
@@ -146,6 +168,10 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         success=category is None,
         failureCategory=category,
         infrastructureStatus="failed" if infra else "ok",
+        infrastructureKind=obs.infrastructure_kind if infra else None,
+        failureKind=failure_kind,
+        gateway=obs.gateway,
+        runnerLogDigest=obs.runner_log_digest,
     )
 
 

@@ -38,11 +38,13 @@ from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import read_model, write_model_atomic
+from agent_eval.gateway.host import BatchGateway
 from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT, RunDirectory
 from agent_eval.models import (
     ArchiveEntry,
     ArchivesManifest,
     BatchStatus,
+    GatewaySettings,
     ImageRecord,
     Receipt,
     RunnerConfig,
@@ -57,10 +59,10 @@ from agent_eval.verification.protocol import Verifier, VerifierContext, Verifier
 __all__ = ["BatchOutcome", "is_self_test", "run_batch"]
 
 
-def is_self_test(config: RunnerConfig) -> bool:
-    """Whether a batch with *config* proves the harness rather than an agent (see
-    :func:`agent_eval.reference.self_test_reasons`, the checker's rule too)."""
-    return bool(self_test_reasons([config.expectedRunner.name], config.network))
+def is_self_test(config: RunnerConfig, gateway: GatewaySettings | None) -> bool:
+    """Whether a batch with *config* behind *gateway* proves the harness rather than an agent
+    (see :func:`agent_eval.reference.self_test_reasons`, the checker's rule too)."""
+    return bool(self_test_reasons([config.expectedRunner.name], gateway))
 
 
 MIN_FREE_BYTES = 256 * 1024 * 1024
@@ -178,6 +180,7 @@ class _Prepared:
     concurrency: int
     archives_digest: str
     lock_digest: str
+    gateway: BatchGateway | None
 
 
 @dataclass
@@ -257,7 +260,10 @@ class _Batch:
             self.lease.bind_engine(engine.address)
         for reaped in reap(project.evidence, engine, clock=ports.clock):
             ports.notice(reaped.describe())
-        runner_image, verifier_image = _images(engine, config)
+        runner_image, verifier_image, gateway_image = _images(engine, config)
+        gateway = _gateway(
+            engine, config, gateway_image, self.work_dir, self.batch_id, ports.environ
+        )
         suite = _suite(project)
         self.lap("preflight")
         ports.progress("packing the candidate archives")
@@ -282,12 +288,17 @@ class _Batch:
             ),
         )
         self.lap("consumer")
+        if gateway is not None:
+            ports.progress("starting the model gateway and asking each upstream once")
+            _start_gateway(gateway)
+            self.lap("gateway")
         archives_digest, lock_digest = _write_bindings(
-            project, config, evidence, archives, consumer, runner_image, verifier_image
-        )
+            project, config, evidence, archives, consumer, runner_image, verifier_image,
+            gateway.settings() if gateway else None,
+        )  # fmt: skip
         return _Prepared(
             config, environment, engine, runner_image, suite, consumer, verifier, concurrency,
-            archives_digest, lock_digest,
+            archives_digest, lock_digest, gateway,
         )  # fmt: skip
 
     def _schedule(self, prepared: _Prepared) -> Receipt:
@@ -295,7 +306,9 @@ class _Batch:
         receipt = Receipt.opened(
             batch_id=self.batch_id,
             created_at=self.started,
-            self_test=is_self_test(config),
+            self_test=is_self_test(
+                config, prepared.gateway.settings() if prepared.gateway else None
+            ),
             suite_digest=self.project.suite_digest(),
             evaluator_digest=evaluator_digest(),
             archives_digest=prepared.archives_digest,
@@ -312,7 +325,11 @@ class _Batch:
             image_id=prepared.runner_image.image_id,
             consumer_dir=prepared.consumer.root,
             batch_id=self.batch_id,
-            environment=prepared.environment,
+            environment={
+                **prepared.environment,
+                **(prepared.gateway.runner_environment() if prepared.gateway else {}),
+            },
+            gateway_mounts=prepared.gateway.runner_mounts() if prepared.gateway else (),
         )
         docs = str(IN_CONTAINER_CONSUMER.docs)
         consumer_root = prepared.consumer.root
@@ -335,6 +352,9 @@ class _Batch:
             receipt=receipt,
             progress=self.ports.progress,
             disk_problem=lambda: _disk_problem(self.work_dir),
+            gateway=prepared.gateway,
+            token_budget=config.gateway.tokenBudget,
+            redactions={value: name for name, value in prepared.environment.items()},
         )
         return run_schedule(plan, runner, prepared.verifier, clock=clock)
 
@@ -448,20 +468,56 @@ def _connect(
         raise _NotRun([f"engine: {exc}"]) from exc
 
 
-def _images(engine: ContainerEngine, config: RunnerConfig) -> tuple[ImageIdentity, ImageIdentity]:
+def _images(
+    engine: ContainerEngine, config: RunnerConfig
+) -> tuple[ImageIdentity, ImageIdentity, ImageIdentity | None]:
     reasons: list[str] = []
-    found: list[ImageIdentity] = []
+    found: dict[str, ImageIdentity] = {}
     for name, reference in (
         ("runnerImage", config.runnerImage),
         ("verifierImage", config.verifierImage),
+        ("gatewayImage", config.gatewayImage),
     ):
+        if reference is None:
+            continue
         try:
-            found.append(engine.resolve_image(reference))
+            found[name] = engine.resolve_image(reference)
         except AgentEvalError as exc:
             reasons.append(f"{name}: {exc}")
     if reasons:
         raise _NotRun(reasons)
-    return found[0], found[1]
+    return found["runnerImage"], found["verifierImage"], found.get("gatewayImage")
+
+
+def _gateway(
+    engine: ContainerEngine,
+    config: RunnerConfig,
+    image: ImageIdentity | None,
+    work_dir: Path,
+    batch_id: str,
+    environ: Mapping[str, str],
+) -> BatchGateway | None:
+    if not config.models or image is None:
+        return None
+    try:
+        return BatchGateway(
+            engine, config, image, work_dir=work_dir / "gateway", batch_id=batch_id,
+            environ=environ,
+        )  # fmt: skip
+    except AgentEvalError as exc:
+        raise _NotRun([f"config: {exc}"]) from exc
+
+
+def _start_gateway(gateway: BatchGateway) -> None:
+    """Start the gateway and ask every upstream once: a batch that cannot reach its model
+    does not run 18 attempts to find out."""
+    try:
+        gateway.start()
+        reasons = gateway.preflight()
+    except AgentEvalError as exc:
+        raise _NotRun([f"gateway: {exc}"]) from exc
+    if reasons:
+        raise _NotRun(reasons)
 
 
 def _suite(project: Project) -> Suite:
@@ -528,6 +584,7 @@ def _write_bindings(
     consumer: PreparedConsumer,
     runner_image: ImageIdentity,
     verifier_image: ImageIdentity,
+    gateway: GatewaySettings | None,
 ) -> tuple[str, str]:
     manifest = ArchivesManifest(
         schemaVersion=1,
@@ -542,7 +599,7 @@ def _write_bindings(
         ),
         runnerImage=ImageRecord(reference=config.runnerImage, imageId=runner_image.image_id),
         verifierImage=ImageRecord(reference=config.verifierImage, imageId=verifier_image.image_id),
-        network=config.network,
+        gateway=gateway,
         runner=config.expectedRunner,
         model=config.expectedModel,
         suiteDigest=project.suite_digest(),

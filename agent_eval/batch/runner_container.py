@@ -46,6 +46,7 @@ class ContainerRunner:
         consumer_dir: Path,
         batch_id: str,
         environment: Mapping[str, str],
+        gateway_mounts: tuple[Mount, ...] = (),
         limits: ResourceLimits | None = None,
     ) -> None:
         self._engine = engine
@@ -54,11 +55,16 @@ class ContainerRunner:
         self._consumer = consumer_dir
         self._batch = batch_id
         self._environment = dict(environment)
+        self._gateway_mounts = gateway_mounts
         self._limits = limits or ResourceLimits(pids=512, memory_bytes=2 << 30, tmp_bytes=512 << 20)
         self._cancelled = threading.Event()
 
     def run_attempt(
-        self, request: RunnerRequest, workspace: Path, timeout_s: float
+        self,
+        request: RunnerRequest,
+        workspace: Path,
+        timeout_s: float,
+        environment: Mapping[str, str] | None = None,
     ) -> RunnerOutcome:
         """Run one attempt; infrastructure problems are returned, not raised."""
         if self._cancelled.is_set():
@@ -73,16 +79,18 @@ class ContainerRunner:
             mounts=(
                 Mount(self._consumer, CONSUMER_MOUNT),
                 Mount(workspace, SOLUTION_MOUNT, read_only=False),
+                *self._gateway_mounts,
             ),
             # The agent's own code must import the installed library too.
             environment={
                 **self._environment,
+                **(environment or {}),
                 "HOME": "/tmp",
                 "PYTHONPATH": str(IN_CONTAINER_CONSUMER.site),
             },
             working_dir=SOLUTION_MOUNT,
             limits=self._limits,
-            network=self._config.network,
+            # No network at all: its only way out is the gateway's sockets.
             stdin=True,
         )
         try:
@@ -100,6 +108,7 @@ class ContainerRunner:
             stdout_truncated=done.output.stdout_truncated,
             timed_out=done.wait.timed_out,
             exit_code=done.wait.exit_code,
+            stderr=done.output.stderr,
         )
 
     def cancel_all(self) -> None:

@@ -12,21 +12,23 @@ import errno
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from agent_eval.batch.collection import collect_solution
 from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_feedback
-from agent_eval.batch.ports import RunnerPort
+from agent_eval.batch.ports import GatewayPort, GatewayRoute, RunnerOutcome, RunnerPort
 from agent_eval.batch.response import ResponseVerdict, judge_response
 from agent_eval.batch.signals import Stop
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
-from agent_eval.layout import RunDirectory
+from agent_eval.gateway.host import parse_records, provider_problem, summarise
+from agent_eval.layout import AttemptDirectory, RunDirectory
 from agent_eval.models import (
     AttemptRecord,
     BatchStatus,
@@ -50,6 +52,8 @@ __all__ = [
 ]
 
 Clock = Callable[[], datetime]
+RUNNER_LOG_BYTES = 8 * 1024
+"""The end of the runner's stderr kept in runner.log."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,12 @@ class BatchPlan:
     disk_problem: Callable[[], str | None] = field(default=lambda: None)
     """Why the disk under the work directory cannot be trusted now (it is full), if it cannot:
     a runner or a verifier that could not write is then not the agent's failure."""
+    gateway: GatewayPort[Any] | None = None
+    """The batch's model gateway (None: the runner reaches nothing)."""
+    token_budget: int | None = None
+    """Tokens the whole batch may spend, as the gateway saw them reported."""
+    redactions: Mapping[str, str] = field(default_factory=dict)
+    """Values never written into runner.log, each replaced by its name."""
 
 
 class ReceiptNotWritten(Exception):
@@ -231,6 +241,16 @@ def run_schedule(
                     reason = f"infrastructure failure in {run_id}; the batch stopped"
                     reasons.append(reason)
                     schedule.stop.set()
+                elif status == "completed" and (
+                    schedule.rule_stop is not None
+                    or any(a.failureCategory == "identity-mismatch" for a in record.attempts)
+                ):
+                    # The first identity mismatch or a spent token budget: the other runs
+                    # would spend tokens on a batch that cannot qualify.
+                    status = "stopped"
+                    why = schedule.rule_stop or "the runner reported another identity"
+                    reasons.append(f"{why} (in {run_id}); the batch stopped")
+                    schedule.stop.set()
         if pending and status == "completed":
             reasons.append(
                 f"the batch time budget was spent; {len(pending)} run(s) not started: "
@@ -287,6 +307,11 @@ class _Schedule:
     stop_reason: str | None = None
     """Why the batch stopped, when a signal or a failure of the harness stopped it: an
     attempt that ends after that is the batch's doing, never the agent's."""
+    rule_stop: str | None = None
+    """Why a rule stops the batch after the attempt that broke it (a served model outside
+    the accepted set, a spent token budget): no further attempt starts."""
+    tokens: int = 0
+    """Tokens the gateway saw reported so far."""
     finished: dict[str, list[AttemptRecord]] = field(default_factory=dict)
     """The attempts each run has finished so far (for runs cut short)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -352,6 +377,62 @@ class _Schedule:
             attempts=attempts,
         )
 
+    def _gateway_use(
+        self, route: GatewayRoute, attempt: AttemptDirectory, seen: AttemptObservations
+    ) -> str | None:
+        """Save the attempt's gateway records and judge them; the provider failure, if any.
+
+        A served model outside the accepted set is an identity mismatch and a
+        spent token budget exhausts the attempt; both stop the batch after it.
+        """
+        gateway = self.plan.gateway
+        assert gateway is not None
+        data = gateway.close_route(route)
+        write_bytes_atomic(attempt.gateway_record, data)
+        records = parse_records(data)
+        seen.gateway = summarise(records, sha256_bytes(data))
+        accepted = gateway.accepted_models()
+        for record in records:
+            allowed = accepted.get(record.upstream or "", frozenset())
+            if record.servedModel and record.servedModel not in allowed:
+                seen.identity_problem = (
+                    f"{record.upstream} served {record.servedModel!r}, not one of "
+                    f"{sorted(allowed)}: no fallback model is accepted"
+                )
+                self.rule_stop = f"identity mismatch: {seen.identity_problem}"
+                break
+        with self._lock:
+            self.tokens += seen.gateway.inputTokens + seen.gateway.outputTokens
+            spent = self.tokens
+        budget = self.plan.token_budget
+        if "budget" in seen.gateway.failures or (budget is not None and spent >= budget):
+            seen.budget_exhausted = "budget" in seen.gateway.failures
+            seen.budget_message = f"the batch's token budget of {budget} is spent ({spent} used)"
+            self.rule_stop = self.rule_stop or seen.budget_message
+        problem = gateway.problem()
+        if problem is not None:
+            return f"the model gateway stopped serving: {problem}"
+        return provider_problem(records)
+
+    def _runner_log(
+        self, attempt: AttemptDirectory, outcome: RunnerOutcome, seen: AttemptObservations
+    ) -> str:
+        """Write runner.log (the stderr's end and the response's message, redacted)."""
+        tail = outcome.stderr[-RUNNER_LOG_BYTES:].decode("utf-8", errors="replace")
+        text = f"runner stderr (its last {len(tail)} characters, of {len(outcome.stderr)} bytes):\n"
+        text += tail.rstrip("\n") + "\n"
+        verdict = seen.response
+        if verdict is not None and verdict.response is not None and verdict.response.message:
+            text += f"runner message: {verdict.response.message}\n"
+        elif verdict is not None and verdict.message:
+            text += f"response: {verdict.message}\n"
+        for value, name in sorted(self.plan.redactions.items(), key=lambda kv: -len(kv[0])):
+            if len(value) >= 4:
+                text = text.replace(value, f"${name}")
+        data = text.encode("utf-8")
+        write_bytes_atomic(attempt.runner_log, data)
+        return sha256_bytes(data)
+
     def _attempt(
         self,
         run_id: str,
@@ -373,8 +454,12 @@ class _Schedule:
             attempt=number, started_at=self.clock(), duration_ms=0, repair_feedback=feedback
         )
 
+        ran: list[RunnerOutcome] = []
+
         def observed() -> AttemptRecord:
             seen.duration_ms = int((self.monotonic() - started) * 1000)
+            if ran:
+                seen.runner_log_digest = self._runner_log(evidence, ran[0], seen)
             return judge_attempt(seen)
 
         remaining = self.deadline - self.monotonic()
@@ -397,21 +482,61 @@ class _Schedule:
         )
         plan.progress(f"{run_id} attempt {number}: runner started")
         before = plan.protected_digest()
-        outcome = self.runner.run_attempt(request, workspace, timeout_s)
+        route = plan.gateway.open_route(run_id, number) if plan.gateway else None
+        outcome = self.runner.run_attempt(
+            request, workspace, timeout_s, route.environment if route else None
+        )
+        ran.append(outcome)
         try:
             after: str | None = plan.protected_digest()
         except OSError:
             after = None
         seen.protected = ProtectedInputs(before=before, after=after)
+        provider: str | None = None
+        if route is not None:
+            try:
+                provider = self._gateway_use(route, evidence, seen)
+            except AgentEvalError as exc:
+                seen.infrastructure_error = f"the model gateway's record: {exc}"
+                seen.infrastructure_kind = "provider"
+                return observed()
         if self.stop_reason is not None:
             # Its container was killed because the batch stopped: nothing here is the agent's.
             seen.infrastructure_error = f"the batch stopped during this attempt: {self.stop_reason}"
+            seen.infrastructure_kind = "stopped"
             return observed()
         if outcome.infrastructure_error is not None:
             seen.infrastructure_error = outcome.infrastructure_error
             return observed()
         if (problem := plan.disk_problem()) is not None:
-            seen.infrastructure_error = problem
+            seen.infrastructure_error, seen.infrastructure_kind = problem, "disk"
+            return observed()
+        if seen.identity_problem is not None or seen.budget_exhausted:
+            return observed()
+        verdict = None
+        if not outcome.timed_out and outcome.exit_code == 0:
+            verdict = judge_response(
+                outcome.stdout,
+                truncated=outcome.stdout_truncated,
+                request=request,
+                runner=plan.runner,
+                model=plan.model,
+            )
+        completed = verdict is not None and verdict.response is not None
+        completed = completed and verdict.response.status == "completed"  # type: ignore[union-attr]
+        said_provider = (
+            verdict is not None
+            and verdict.response is not None
+            and verdict.response.failureKind == "provider"
+        )
+        if not completed and (provider is not None or said_provider):
+            # The model API failed: whatever the runner did after, it is not the agent's.
+            message = verdict.response.message if verdict and verdict.response else None
+            seen.response = verdict
+            seen.infrastructure_error = (
+                provider or f"the runner reports its model provider failed: {message}"
+            )
+            seen.infrastructure_kind = "provider"
             return observed()
         if outcome.timed_out:
             seen.timed_out, seen.budget_exhausted = not budget_bound, budget_bound
@@ -421,13 +546,8 @@ class _Schedule:
                 None, "invalid-response", f"the runner exited with status {outcome.exit_code}"
             )
             return observed()
-        verdict = seen.response = judge_response(
-            outcome.stdout,
-            truncated=outcome.stdout_truncated,
-            request=request,
-            runner=plan.runner,
-            model=plan.model,
-        )
+        assert verdict is not None
+        seen.response = verdict
         if verdict.response is None or verdict.response.status != "completed" or after != before:
             return observed()
         collection = collect_solution(workspace, evidence.solution, task.spec.allowedOutputPaths)
@@ -443,9 +563,10 @@ class _Schedule:
             return observed()
         if self.stop_reason is not None:
             seen.infrastructure_error = f"the batch stopped during this attempt: {self.stop_reason}"
+            seen.infrastructure_kind = "stopped"
             return observed()
         if (problem := plan.disk_problem()) is not None:
-            seen.infrastructure_error = problem
+            seen.infrastructure_error, seen.infrastructure_kind = problem, "disk"
             return observed()
         write_bytes_atomic(evidence.analysis, verification.analysis_json)
         seen.analysis = verification.analysis

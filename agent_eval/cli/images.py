@@ -91,13 +91,19 @@ def build_command(
 
 
 @images_group.command(name="lock")
-@click.option("--runner", "agent", required=True, metavar="AGENT", help="The runner recipe.")
+@click.option("--runner", "agent", default=None, metavar="AGENT", help="The runner recipe.")
+@click.option("--gateway", is_flag=True, help="The model gateway's recipe (images/gateway).")
 @_PROJECT
-def lock_command(agent: str, project: Path | None) -> None:
-    """Regenerate images/runners/AGENT's lock from its install.json (a build never does)."""
+def lock_command(agent: str | None, gateway: bool, project: Path | None) -> None:
+    """Regenerate a recipe's lock from its install.json (a build never does).
+
+    Give --runner AGENT (images/runners/AGENT) or --gateway (images/gateway).
+    """
+    if (agent is None) == (not gateway) or (agent and gateway):
+        raise click.UsageError("give exactly one of --runner AGENT and --gateway")
     with reported_errors():
         root = find_project(project).root
-        written = lock_runner(root, agent, log=_log)
+        written = lock_runner(root, agent or "gateway", log=_log)
     for path in written:
         click.echo(str(path))
 

@@ -75,7 +75,7 @@ class ContainerSpec:
     command: tuple[str, ...]
     """Argument vector of the container's process (no shell)."""
     role: Role
-    """verifier, runner, consumer or build: chooses the user and capabilities."""
+    """verifier, runner, consumer, build or gateway: chooses the user and capabilities."""
     batch_id: str
     """Batch label value."""
     run_id: str
@@ -89,7 +89,9 @@ class ContainerSpec:
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     """Resource limits."""
     network: Network = "none"
-    """``default`` only for a runner that must reach a real model provider."""
+    """``none``; the gateway alone may have another (``default`` or a named network)."""
+    hosts: Mapping[str, str] = field(default_factory=dict)
+    """Fixed host entries (the gateway's, in a test network only)."""
     stdin: bool = False
     """Whether the process gets data on stdin (written once, then closed)."""
 
@@ -102,13 +104,13 @@ class ContainerSpec:
             raise ConfigError("container command must be a non-empty argument vector")
         for name, value in (("batch id", self.batch_id), ("run id", self.run_id)):
             check_label_value(name, value)
-        # Raises for a network on a verifier or consumer.
-        Hardening.for_role(self.role, self.limits, self.network)
+        # Raises for a network on anything but the gateway.
+        Hardening.for_role(self.role, self.limits, self.network, self.hosts)
 
     @property
     def hardening(self) -> Hardening:
         """The hardening this spec's container runs with."""
-        return Hardening.for_role(self.role, self.limits, self.network)
+        return Hardening.for_role(self.role, self.limits, self.network, self.hosts)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -272,6 +274,9 @@ class ContainerEngine(abc.ABC):
     @abc.abstractmethod
     def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:
         """Read a container's stdout and stderr, each cut at *limit_bytes*.
+
+        stdout keeps its start (where a protocol object is), stderr its end (which
+        says how the process ended).
 
         Args:
             container_id: An exited container that has not been removed.

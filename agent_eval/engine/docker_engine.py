@@ -59,6 +59,8 @@ _UNREACHABLE_WAIT_S = 20.0
 _KILL_WAIT_S = 10.0
 _STDIN_TIMEOUT_S = 30.0
 _LOG_CHUNK = 64 * 1024
+_STDERR_READ_LIMIT = 64 * 1024 * 1024
+"""A stream is read at most this far (its tail is kept from within it)."""
 _TAR_OVERHEAD = 64 * 1024
 
 
@@ -428,11 +430,17 @@ class DockerEngine(ContainerEngine):
         )
         kept = bytearray()
         truncated = False
+        read = 0
         try:
             for chunk in chunks:
                 kept += chunk
+                read += len(chunk)
                 if len(kept) > limit:
                     truncated = True
+                    if stdout:
+                        break  # the protocol object is at the start; the rest is refused
+                    del kept[: len(kept) - limit]  # stderr: its end says how it ended
+                if read > _STDERR_READ_LIMIT:
                     break
         finally:
             _close_stream(chunks)

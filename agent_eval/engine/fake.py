@@ -242,7 +242,7 @@ class FakeEngine(ContainerEngine):
         stdout = outcome.stdout if container.stdout is None else container.stdout
         return BoundedOutput(
             stdout=stdout[:limit_bytes],
-            stderr=outcome.stderr[:limit_bytes],
+            stderr=outcome.stderr[-limit_bytes:] if limit_bytes else b"",
             stdout_truncated=len(stdout) > limit_bytes,
             stderr_truncated=len(outcome.stderr) > limit_bytes,
         )

@@ -2,7 +2,7 @@
 
 Nothing here talks to an engine: :class:`Hardening` is the one place that
 holds the flags of every container (``--init``, a read-only root, no network
-unless a runner spec asks for the engine's default network,
+but for the model gateway's container,
 ``no-new-privileges``, every capability dropped but a per-role set, a fixed
 user, pid/memory/CPU limits with memory equal to memory+swap, a small
 ``noexec`` tmpfs on ``/tmp``); :func:`check_mounts` refuses mounts that could
@@ -44,8 +44,10 @@ __all__ = [
     "match_pinned_image",
 ]
 
-Role = Literal["verifier", "runner", "consumer", "build"]
-Network = Literal["none", "default"]
+Role = Literal["verifier", "runner", "consumer", "build", "gateway"]
+Network = str
+"""``none``, or (for the gateway only) ``default`` or the name of an engine network."""
+_NETWORK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 LABEL_BATCH = "agent-eval.batch"
 LABEL_RUN = "agent-eval.run"
@@ -66,12 +68,14 @@ _ROLE_USERS: Mapping[Role, str] = {
     "runner": RUNNER_USER,
     "consumer": "0:0",
     "build": "0:0",
+    "gateway": RUNNER_USER,
 }
 _ROLE_CAPABILITIES: Mapping[Role, tuple[str, ...]] = {
     "verifier": VERIFIER_CAPABILITIES,
     "runner": (),
     "consumer": (),
     "build": (),
+    "gateway": (),
 }
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENGINE_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
@@ -146,19 +150,25 @@ class Hardening:
     """
 
     role: Role
-    """verifier, runner, consumer or build."""
+    """verifier, runner, consumer, build or gateway."""
     user: str
     """``uid:gid`` the container's first process runs as."""
     cap_add: tuple[str, ...]
     """The only capabilities kept; every other one is dropped."""
     network: Network
-    """``none``; ``default`` only for a runner that must reach a model provider."""
+    """``none``; the gateway alone may have another (``default`` or a named network)."""
     limits: ResourceLimits
     """pids, memory (= memory+swap), CPU and /tmp size."""
+    hosts: tuple[tuple[str, str], ...] = ()
+    """Fixed name-to-address entries (the gateway's, in a test network only)."""
 
     @classmethod
     def for_role(
-        cls, role: Role, limits: ResourceLimits | None = None, network: Network = "none"
+        cls,
+        role: Role,
+        limits: ResourceLimits | None = None,
+        network: Network = "none",
+        hosts: Mapping[str, str] | None = None,
     ) -> Hardening:
         """The hardening of *role*.
 
@@ -168,9 +178,12 @@ class Hardening:
                 (UID 0, no capabilities: it writes only into its own mount) or
                 build (the same as consumer: an image build's step that runs
                 the image's own interpreter, bytecode compilation, writing
-                only into the staged tree it compiles).
+                only into the staged tree it compiles), gateway (the
+                non-root user, no capabilities: the model gateway, the only
+                container with a network).
             limits: Resource limits; the defaults otherwise.
-            network: ``default`` is accepted for a runner only.
+            network: Anything but ``none`` is accepted for the gateway only.
+            hosts: Fixed host entries, for the gateway only.
 
         Returns:
             The frozen hardening.
@@ -178,16 +191,19 @@ class Hardening:
         Raises:
             ConfigError: A verifier or consumer was asked to have a network.
         """
-        if network != "none" and role != "runner":
+        if (network != "none" or hosts) and role != "gateway":
             raise ConfigError(
                 f"a {role} container never has a network (asked for {network!r}); "
-                "only a runner that must reach a model provider may use the default network"
+                "only the model gateway reaches the model providers"
             )
+        if network != "none" and not _NETWORK_NAME.match(network):
+            raise ConfigError(f"{network!r} is not an engine network name")
         return cls(
             role=role,
             user=_ROLE_USERS[role],
             cap_add=_ROLE_CAPABILITIES[role],
             network=network,
+            hosts=tuple(sorted((hosts or {}).items())),
             limits=limits or ResourceLimits(),
         )
 
@@ -223,6 +239,7 @@ class Hardening:
             "nano_cpus": self.limits.nano_cpus,
             "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={size}"},
             "mounts": [mount.as_api() for mount in mounts],
+            **({"extra_hosts": dict(self.hosts)} if self.hosts else {}),
         }
 
 

@@ -100,18 +100,22 @@ class BuiltImages:
     """The runner base image, the FROM of every runner image."""
     reference_runner: str
     """The built-in reference runners (self-test only), FROM the runner base."""
+    gateway: str = ""
+    """The model gateway (mitmproxy and its addon), FROM the runner base."""
     runners: dict[str, str] = field(default_factory=dict)
     """Agent runner images, by agent."""
     recipes: dict[str, str] = field(default_factory=dict)
     """Every image's recipe digest, by image name."""
 
     def to_json(self) -> str:
-        """``{"base", "verifier", "runnerBase", "referenceRunner", "recipes"[, "runners"]}``."""
+        """``{"base", "verifier", "runnerBase", "referenceRunner", "gateway", "recipes"
+        [, "runners"]}``."""
         printed: dict[str, object] = {
             "base": self.base,
             "verifier": self.verifier,
             "runnerBase": self.runner_base,
             "referenceRunner": self.reference_runner,
+            "gateway": self.gateway,
             "recipes": dict(sorted(self.recipes.items())),
         }
         if self.runners:
@@ -367,6 +371,7 @@ def build_images(
     for agent in runners:
         sources.check_runner(agent)
         check_runner_lock(sources, agent)
+    check_runner_lock(sources, "gateway")
     work_root = sources.project.root / ".verification" / "images"
     base = ensure_base_image(engine, work_root, mirror=mirror, log=log)
     work = _work_dir(sources.project.root)
@@ -399,6 +404,7 @@ def build_images(
         verifier=ids["verifier"],
         runner_base=ids["runner-base"],
         reference_runner=ids["reference-runner"],
+        gateway=ids["gateway"],
         runners={a: ids[f"runner-{a}"] for a in runners},
         recipes=recipes,
     )

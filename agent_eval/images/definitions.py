@@ -69,10 +69,12 @@ from agent_eval.images.wheels import (
     ARCHITECTURES,
     LockedDistribution,
     check_requirements_lock,
+    download_source,
     download_wheels,
     normalise,
     parse_requirements,
     platform_tags,
+    unpack_source_package,
     unpack_wheel,
 )
 from agent_eval.layout import staged_files
@@ -148,8 +150,18 @@ class Workspace:
     """Progress messages."""
 
 
+GATEWAY = "gateway"
+"""The model gateway's recipe: ``images/gateway/``."""
+GATEWAY_SITE = "/opt/gateway/site"
+"""Where the gateway image keeps mitmproxy and its closure."""
+GATEWAY_MOUNT = "/gateway"
+"""The gateway container's mount points live below this."""
+
+
 def lock_command(agent: str) -> str:
-    """The command that (re)generates *agent*'s lock."""
+    """The command that (re)generates *agent*'s lock (or the gateway's)."""
+    if agent == GATEWAY:
+        return "agent-eval images lock --gateway"
     return f"agent-eval images lock --runner {agent}"
 
 
@@ -168,6 +180,8 @@ def plan_image(name: str, workspace: Workspace, parent: Plan | None) -> Plan:
         raise ConfigError(f"{name} is built FROM the runner base, and it was not given")
     if name == "reference-runner":
         return _reference_runner(workspace, parent)
+    if name == GATEWAY:
+        return _gateway(workspace, parent)
     return _agent_runner(workspace, name.removeprefix("runner-"), parent)
 
 
@@ -351,6 +365,11 @@ def _read_model(path: Path, model: type[_M]) -> _M:
         raise ConfigError(f"{path}: {format_validation_error(exc)}") from None
 
 
+def _recipe_dir(sources: Sources, name: str) -> Path:
+    root = sources.project.root / "images"
+    return root / GATEWAY if name == GATEWAY else root / "runners" / name
+
+
 def check_runner_lock(sources: Sources, agent: str) -> None:
     """Refuse a runner recipe whose lock is missing or stale (before anything is built).
 
@@ -358,26 +377,36 @@ def check_runner_lock(sources: Sources, agent: str) -> None:
         ConfigError: The recipe is invalid, or its lock is missing or stale; the
             message names :func:`lock_command`.
     """
-    recipe_dir = sources.project.root / "images" / "runners" / agent
+    recipe_dir = _recipe_dir(sources, agent)
     install = _read_model(recipe_dir / "install.json", InstallRecipe)
     if install.kind == "npm":
         check_package_lock(recipe_dir, agent, install.packages, lock_command(agent))
     else:
         check_requirements_lock(
-            recipe_dir / "requirements.lock", install.packages, lock_command(agent)
+            recipe_dir / "requirements.lock",
+            install.packages,
+            lock_command(agent),
+            list(install.sourceOnly),
         )
 
 
 def _payload(ws: Workspace, agent: str, install: InstallRecipe) -> tuple[Path, bool]:
     """The installed payload directory, and whether it is staged (writable) for this build."""
-    recipe_dir = ws.sources.project.root / "images" / "runners" / agent
+    recipe_dir = _recipe_dir(ws.sources, agent)
     if install.kind == "npm":
         check_package_lock(recipe_dir, agent, install.packages, lock_command(agent))
         return install_packages(recipe_dir, ws.architecture, ws.cache_root, ws.log), False
     lock = recipe_dir / "requirements.lock"
-    locked = check_requirements_lock(lock, install.packages, lock_command(agent))
+    locked = check_requirements_lock(
+        lock, install.packages, lock_command(agent), list(install.sourceOnly)
+    )
     payload = ws.work_dir / agent
-    _unpacked(_downloaded(ws, lock, locked), payload / "site")
+    site = _unpacked(_downloaded(ws, lock, locked), payload / "site")
+    for pin, source in sorted(install.sourceOnly.items()):
+        archive = download_source(
+            pin, source.sha256, ws.cache_root, python=ws.python, run=ws.run, log=ws.log
+        )
+        unpack_source_package(archive, source.path, site, pin)
     return payload, True
 
 
@@ -453,5 +482,62 @@ def _agent_runner(ws: Workspace, agent: str, parent: Plan) -> Plan:
         env=tuple(env),
         cmd=("/usr/bin/python3", "-B", "-m", f"agent_eval.adapters.{image.adapter}", "--help"),
         working_dir=parent.working_dir,
+        user=parent.user,
+    )
+
+
+# --- The model gateway -----------------------------------------------------------------------
+
+
+def _gateway(ws: Workspace, parent: Plan) -> Plan:
+    """The runner base plus mitmproxy (locked, compiled) and the gateway's addon.
+
+    It runs as the runner base's unprivileged user, with its state in /tmp; its
+    mount points are made here so that a read-only root still has them.
+    """
+    recipe_dir = _recipe_dir(ws.sources, GATEWAY)
+    install = _read_model(recipe_dir / "install.json", InstallRecipe)
+    if install.kind != "pip":
+        raise ConfigError(f"{recipe_dir / 'install.json'}: the gateway is a pip payload")
+    payload, _ = _payload(ws, GATEWAY, install)
+    site = payload / "site"
+    ws.log("compiling the gateway's payload (python3 of the base, in a build container)")
+    compile_trees(
+        ws.engine,
+        ws.base.image_id,
+        [(site, GATEWAY_SITE)],
+        imports=["mitmproxy.tools.main"],
+        import_path=[GATEWAY_SITE],
+        environment={"HOME": "/tmp"},
+    )
+    existing = ws.base.directories
+    mounts = [
+        directory(f"{GATEWAY_MOUNT}{p}") for p in ("", "/config", "/routes", "/records", "/sockets")
+    ]
+    harness = [
+        directory("/opt/agent-eval"),
+        *_staged_harness(ws.sources, GATEWAY, "/opt/agent-eval/agent_eval"),
+    ]
+    env = [*parent.env, f"PYTHONPATH={GATEWAY_SITE}:/opt/agent-eval", "PYTHONDONTWRITEBYTECODE=1"]
+    env = [e for e in env if not e.startswith("HOME=")] + ["HOME=/tmp"]
+    return Plan(
+        layers=(
+            Layer(
+                f"mitmproxy ({' '.join(install.packages)}), compiled",
+                _with_parents(tree(site, GATEWAY_SITE), existing),
+            ),
+            Layer(
+                "the gateway's addon and mount points", _with_parents([*harness, *mounts], existing)
+            ),
+        ),
+        env=tuple(env),
+        cmd=(
+            "/usr/bin/python3",
+            "-B",
+            "-m",
+            "agent_eval.gateway.serve",
+            f"{GATEWAY_MOUNT}/config/gateway.json",
+        ),
+        working_dir="/tmp",
         user=parent.user,
     )

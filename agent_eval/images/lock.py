@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from agent_eval.errors import ConfigError
 from agent_eval.evidence_io import format_validation_error
-from agent_eval.images.definitions import lock_command
+from agent_eval.images.definitions import GATEWAY, lock_command
 from agent_eval.images.npm import lock_packages
 from agent_eval.images.recipes import Sources
 from agent_eval.images.wheels import lock_requirements
@@ -41,14 +41,19 @@ def lock_runner(
     run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
     log: Log = _quiet,
 ) -> list[Path]:
-    """Write *agent*'s lock from its install.json; return the files written.
+    """Write *agent*'s lock (or the gateway's) from its install.json; return the files written.
 
     Raises:
         ConfigError: No such recipe, or its install.json is invalid, or the closure
             differs between architectures.
         InfrastructureError: pip or npm failed.
     """
-    recipe_dir = Sources.of(project_root).check_runner(agent)
+    sources = Sources.of(project_root)
+    recipe_dir = (
+        sources.project.root / "images" / GATEWAY
+        if agent == GATEWAY
+        else sources.check_runner(agent)
+    )
     path = recipe_dir / "install.json"
     try:
         install = InstallRecipe.model_validate_json(path.read_bytes())
@@ -61,7 +66,12 @@ def lock_runner(
         lock_packages(recipe_dir, agent, install.packages, lock_command(agent))
         return [recipe_dir / "package.json", recipe_dir / "package-lock.json"]
     text = lock_requirements(
-        install.packages, command=lock_command(agent), python=python, run=run, log=log
+        install.packages,
+        command=lock_command(agent),
+        source_only=list(install.sourceOnly),
+        python=python,
+        run=run,
+        log=log,
     )
     target = recipe_dir / "requirements.lock"
     target.write_text(text, encoding="utf-8")

@@ -136,7 +136,13 @@ def runner_agents(project: Project) -> list[str]:
 
 def image_names(agents: Iterable[str] = ()) -> list[str]:
     """The images a build makes, each after its parent."""
-    return ["verifier", "runner-base", "reference-runner", *(f"runner-{a}" for a in agents)]
+    return [
+        "verifier",
+        "runner-base",
+        "reference-runner",
+        "gateway",
+        *(f"runner-{a}" for a in agents),
+    ]
 
 
 def parent_of(name: str) -> str | None:
@@ -184,9 +190,13 @@ def _inputs(sources: Sources, name: str) -> list[Path]:
     if name == "reference-runner":
         fixtures = [project.fixtures / rel for rel in listing(project.fixtures)]
         return [harness / "reference" / "runner.py", *fixtures]
+    if name == "gateway":
+        recipe_dir = project.root / "images" / "gateway"
+        staged = [harness / rel for rel in staged_files(harness, "gateway")]
+        return [recipe_dir / rel for rel in listing(recipe_dir)] + staged
     if not name.startswith("runner-"):
         raise ConfigError(
-            f"no image {name!r}: verifier, runner-base, reference-runner, runner-<agent>"
+            f"no image {name!r}: verifier, runner-base, reference-runner, gateway, runner-<agent>"
         )
     recipe_dir = sources.check_runner(name.removeprefix("runner-"))
     staged = [harness / rel for rel in staged_files(harness, "runner")]

@@ -31,6 +31,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +45,7 @@ __all__ = [
     "TARGET_PYTHON",
     "LockedDistribution",
     "check_requirements_lock",
+    "download_source",
     "download_wheels",
     "lock_requirements",
     "normalise",
@@ -51,6 +53,7 @@ __all__ = [
     "pip_environment",
     "platform_tags",
     "publish",
+    "unpack_source_package",
     "unpack_wheel",
 ]
 
@@ -147,7 +150,7 @@ def parse_requirements(text: str, where: str) -> tuple[dict[str, str], list[Lock
         line = raw.strip()
         if line.startswith("#"):
             key, sep, value = line.lstrip("# ").partition(": ")
-            if sep and re.fullmatch(r"[a-z]+", key):
+            if sep and re.fullmatch(r"[a-z][a-z-]*", key):
                 header[key] = value.strip()
             continue
         if not line:
@@ -164,8 +167,12 @@ def _roots_line(packages: Sequence[str]) -> str:
     return " ".join(sorted(packages))
 
 
+def _source_only_line(source_only: Sequence[str]) -> str:
+    return " ".join(sorted(source_only)) or "none"
+
+
 def check_requirements_lock(
-    path: Path, packages: Sequence[str], fix: str
+    path: Path, packages: Sequence[str], fix: str, source_only: Sequence[str] = ()
 ) -> list[LockedDistribution]:
     """The lock's distributions, once it is known to be the lock of *packages* for this target.
 
@@ -173,6 +180,7 @@ def check_requirements_lock(
         path: The requirements lock.
         packages: The roots it must be the closure of (install.json's packages).
         fix: The command that regenerates it, for the messages.
+        source_only: Dependencies the lock leaves out (install.json's sourceOnly).
 
     Raises:
         ConfigError: It is missing, unhashed, or stale (other roots, another target,
@@ -189,6 +197,11 @@ def check_requirements_lock(
             f"{stale}: it locks {header.get('roots') or 'no roots'}, install.json asks for "
             f"{_roots_line(packages)}; run `{fix}`"
         )
+    if header.get("source-only", "none") != _source_only_line(source_only):
+        raise ConfigError(
+            f"{stale}: it leaves out {header.get('source-only', 'none')}, install.json's "
+            f"sourceOnly is {_source_only_line(source_only)}; run `{fix}`"
+        )
     if header.get("target") != _target_line():
         raise ConfigError(
             f"{stale}: it is for {header.get('target')!r}, not {_target_line()!r}; run `{fix}`"
@@ -201,10 +214,54 @@ def check_requirements_lock(
     return locked
 
 
+def _requirement_name(requirement: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return normalise(match.group(1)) if match else ""
+
+
+def _resolve(
+    python: str,
+    architecture: str,
+    requirements: Sequence[str],
+    scratch: Path,
+    run: Run,
+    *,
+    no_deps: bool = False,
+) -> list[dict[str, object]]:
+    """pip's resolution report's ``install`` entries for *requirements* on *architecture*."""
+    report = scratch / f"{architecture}-{'roots' if no_deps else 'closure'}.json"
+    pip = _pip_command(python, "install", platform_tags(architecture))
+    pip += ["--dry-run", "--ignore-installed", "--report", str(report)]
+    pip += ["--target", str(scratch / "target"), *(["--no-deps"] if no_deps else [])]
+    _run_pip([*pip, *requirements], f"resolve {' '.join(requirements)} for {architecture}", run)
+    try:
+        installs = json.loads(report.read_text(encoding="utf-8"))["install"]
+        assert isinstance(installs, list)
+        return installs
+    except (OSError, KeyError, TypeError, ValueError, AssertionError) as exc:
+        raise InfrastructureError(f"pip's resolution report is unreadable: {exc}") from None
+
+
+def _dependencies_but(roots: Sequence[dict[str, object]], left_out: set[str]) -> list[str]:
+    """The roots' own requirements (with their markers), less extras and *left_out*."""
+    wanted: list[str] = []
+    for item in roots:
+        metadata = item.get("metadata")
+        assert isinstance(metadata, dict)
+        for requirement in metadata.get("requires_dist") or []:
+            text = str(requirement)
+            if "extra ==" in text.replace("extra==", "extra =="):
+                continue
+            if _requirement_name(text) not in left_out:
+                wanted.append(text)
+    return wanted
+
+
 def lock_requirements(
     packages: Sequence[str],
     *,
     command: str,
+    source_only: Sequence[str] = (),
     python: str = sys.executable,
     run: Run = subprocess.run,
     log: Log = _quiet,
@@ -214,6 +271,9 @@ def lock_requirements(
     Args:
         packages: ``name==version`` roots.
         command: The command that makes this lock, named in its header.
+        source_only: ``name==version`` dependencies that have no wheel: left out of the
+            closure (the roots are then resolved without their own dependencies, and
+            those dependencies but these resolved as the closure).
         python: Interpreter whose pip resolves.
         run: ``subprocess.run`` (replaceable in tests).
         log: Progress messages.
@@ -227,25 +287,33 @@ def lock_requirements(
         InfrastructureError: pip failed.
     """
     resolved: dict[str, dict[str, tuple[str, str]]] = {}
+    left_out = {_requirement_name(p) for p in source_only}
     with tempfile.TemporaryDirectory(prefix="pip-lock.") as scratch:
         for architecture in ARCHITECTURES:
             log(f"resolving {' '.join(packages)} for {architecture} (pip --dry-run, on the host)")
-            report = Path(scratch) / f"{architecture}.json"
-            pip = _pip_command(python, "install", platform_tags(architecture))
-            pip += ["--dry-run", "--ignore-installed", "--report", str(report)]
-            pip += ["--target", str(Path(scratch) / "target"), *packages]
-            _run_pip(pip, f"resolve {' '.join(packages)} for {architecture}", run)
+            if left_out:
+                roots = _resolve(python, architecture, packages, Path(scratch), run, no_deps=True)
+                rest = _dependencies_but(roots, left_out)
+                installs = roots + (
+                    _resolve(python, architecture, rest, Path(scratch), run) if rest else []
+                )
+            else:
+                installs = _resolve(python, architecture, packages, Path(scratch), run)
             try:
-                installs = json.loads(report.read_text(encoding="utf-8"))["install"]
                 resolved[architecture] = {
-                    normalise(item["metadata"]["name"]): (
-                        str(item["metadata"]["version"]),
-                        str(item["download_info"]["archive_info"]["hashes"]["sha256"]),
+                    normalise(str(item["metadata"]["name"])): (  # type: ignore[index]
+                        str(item["metadata"]["version"]),  # type: ignore[index]
+                        str(item["download_info"]["archive_info"]["hashes"]["sha256"]),  # type: ignore[index]
                     )
                     for item in installs
                 }
-            except (OSError, KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError) as exc:
                 raise InfrastructureError(f"pip's resolution report is unreadable: {exc}") from None
+            if left_out & set(resolved[architecture]):
+                raise ConfigError(
+                    f"{', '.join(sorted(left_out & set(resolved[architecture])))} is still "
+                    "needed by another distribution of the closure; it cannot be left out"
+                )
     versions = {
         arch: {name: version for name, (version, _) in found.items()}
         for arch, found in resolved.items()
@@ -266,6 +334,7 @@ def lock_requirements(
         "# sha256 of each wheel an image may use.",
         f"# Generated by `{command}`; do not edit.",
         f"# roots: {_roots_line(packages)}",
+        *([f"# source-only: {_source_only_line(source_only)}"] if source_only else []),
         f"# target: {_target_line()}",
     ]
     for name in sorted(versions[first]):
@@ -357,6 +426,88 @@ def publish(staging: Path, directory: Path) -> None:
     except OSError:
         if not directory.is_dir():
             raise
+
+
+def download_source(
+    pin: str,
+    sha256: str,
+    cache_root: Path,
+    *,
+    python: str = sys.executable,
+    run: Run = subprocess.run,
+    log: Log = _quiet,
+) -> Path:
+    """The source archive of *pin* (``name==version``), downloaded once and hash-checked.
+
+    Raises:
+        InfrastructureError: pip failed, or the archive is not the pinned one.
+    """
+    directory = cache_root / "sources" / sha256[:24]
+    found = sorted(directory.glob("*.tar.gz")) if directory.is_dir() else []
+    if len(found) == 1 and _sha256(found[0]) == sha256:
+        return found[0]
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="source.", dir=directory.parent))
+    try:
+        requirements = staging / "requirements.txt"
+        requirements.write_text(f"{pin} --hash=sha256:{sha256}\n", encoding="utf-8")
+        log(f"downloading the source archive of {pin} (pip, on the host)")
+        pip = [python, "-m", "pip", "download", "--quiet", "--no-binary=:all:", "--no-deps"]
+        pip += ["--no-build-isolation", "--require-hashes", "-d", str(staging / "out")]
+        _run_pip([*pip, "-r", str(requirements)], f"download the source archive of {pin}", run)
+        archives = sorted((staging / "out").glob("*.tar.gz"))
+        if len(archives) != 1 or _sha256(archives[0]) != sha256:
+            raise InfrastructureError(f"the source archive of {pin} is not the pinned one")
+        (staging / "keep").mkdir()
+        archives[0].rename(staging / "keep" / archives[0].name)
+        publish(staging / "keep", directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return sorted(directory.glob("*.tar.gz"))[0]
+
+
+def unpack_source_package(archive: Path, package: str, target: Path, pin: str) -> None:
+    """Copy *package* (a directory below the archive's top one) into *target*, with its metadata.
+
+    Nothing is built or run: the package is pure Python and used as published.
+    Its ``PKG-INFO`` becomes the ``METADATA`` of a ``<name>-<version>.dist-info``.
+
+    Raises:
+        ConfigError: The archive holds a link, a path out of place, no such package,
+            or metadata of another version.
+    """
+    name, _, version = pin.partition("==")
+    copied = 0
+    metadata: bytes | None = None
+    with tarfile.open(archive, mode="r:gz") as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            parts = PurePosixPath(member.name).parts
+            if not parts or member.name.startswith("/") or ".." in parts:
+                raise ConfigError(f"{archive.name}: member {member.name!r} leaves the archive")
+            inner = PurePosixPath(*parts[1:]) if len(parts) > 1 else None
+            if inner is not None and inner.as_posix() == "PKG-INFO" and member.isfile():
+                handle = tar.extractfile(member)
+                metadata = handle.read() if handle else None
+            if inner is None or not inner.is_relative_to(package) or member.isdir():
+                continue
+            if not member.isfile():
+                raise ConfigError(f"{archive.name}: {member.name} is not a regular file")
+            if member.name.endswith((".pyc", ".pyo")):
+                continue
+            destination = target / PurePosixPath(package).name / inner.relative_to(package)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            handle = tar.extractfile(member)
+            assert handle is not None  # a regular member always has data
+            destination.write_bytes(handle.read())
+            destination.chmod(0o644)
+            copied += 1
+    if not copied:
+        raise ConfigError(f"{archive.name}: no package {package!r} in it")
+    if metadata is None or f"Version: {version}".encode() not in metadata:
+        raise ConfigError(f"{archive.name}: its PKG-INFO is not {pin}'s")
+    info = target / f"{normalise(name).replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_bytes(metadata)
 
 
 # --- Unpacking -----------------------------------------------------------------------------

@@ -18,9 +18,15 @@ from agent_eval.models.behaviour import (
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
 from agent_eval.models.fixture import CorrectCase, NegativeCase
+from agent_eval.models.gateway import (
+    GatewayRecord,
+    GatewaySettings,
+    GatewayUse,
+    RecordedUpstream,
+)
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.image_recipe import ImageRecipe
-from agent_eval.models.install_recipe import InstallRecipe, PayloadFile, RunnerImage
+from agent_eval.models.install_recipe import InstallRecipe, PayloadFile, RunnerImage, SourcePin
 from agent_eval.models.lease import Lease
 from agent_eval.models.qualification import QualificationResult
 from agent_eval.models.receipt import (
@@ -35,7 +41,7 @@ from agent_eval.models.receipt import (
     RunRecord,
     SolutionFile,
 )
-from agent_eval.models.runner_config import RunnerConfig
+from agent_eval.models.runner_config import GatewayOptions, ModelUpstream, RunnerConfig
 from agent_eval.models.runner_protocol import RepairFeedback, RunnerRequest, RunnerResponse
 from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
 from agent_eval.models.task import IntegrationRequirement, TaskSpec
@@ -68,6 +74,10 @@ __all__ = [
     "Diagnostic",
     "DiagnosticCategory",
     "FailureCategory",
+    "GatewayOptions",
+    "GatewayRecord",
+    "GatewaySettings",
+    "GatewayUse",
     "ImageRecipe",
     "ImageRecord",
     "InstallRecipe",
@@ -76,11 +86,13 @@ __all__ = [
     "Lease",
     "LockedDistribution",
     "ModelIdentity",
+    "ModelUpstream",
     "NegativeCase",
     "PayloadFile",
     "ProtectedInputs",
     "QualificationResult",
     "Receipt",
+    "RecordedUpstream",
     "RefusedPath",
     "RepairFeedback",
     "ReviewDecision",
@@ -92,6 +104,7 @@ __all__ = [
     "RunnerResponse",
     "SolutionFile",
     "SourceIdentity",
+    "SourcePin",
     "SuiteSpec",
     "TaskSpec",
     "Toolchain",

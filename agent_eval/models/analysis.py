@@ -33,6 +33,8 @@ DiagnosticCategory = Literal[
     "tampering",
     "timeout",
     "infrastructure",
+    "provider",
+    "gateway",
 ]
 
 

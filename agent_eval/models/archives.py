@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
 from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.gateway import GatewaySettings
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = ["ArchiveEntry", "ArchivesManifest", "ImageRecord", "SourceIdentity", "Toolchain"]
@@ -75,8 +74,11 @@ class ArchivesManifest(WireModel):
     """Runner image."""
     verifierImage: ImageRecord
     """Verifier image."""
-    network: Literal["none", "default"]
-    """The runner's network: none means its model could only live inside its own container."""
+    gateway: GatewaySettings | None
+    """The model gateway the runner reached its model through; None: it reached nothing, so
+    its model could only live inside its own container."""
+    registryDigest: Digest | None = None
+    """sha256 of the reviewed-runner registry at the source commit (None: no registry)."""
     runner: RunnerIdentity
     """Reviewed runner identity."""
     model: ModelIdentity

@@ -8,7 +8,17 @@ from pydantic import Field
 
 from agent_eval.models.base import SchemaVersion, WireModel
 
-__all__ = ["InstallRecipe", "PayloadFile", "RunnerImage"]
+__all__ = ["InstallRecipe", "PayloadFile", "RunnerImage", "SourcePin"]
+
+
+class SourcePin(WireModel):
+    """A pure-Python dependency published as a source archive only, taken from that archive."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """The source archive's sha256 (checked before anything is read from it)."""
+    path: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
+    """The package directory inside the archive (below its top directory), e.g. ``src/name``;
+    copied as is, nothing is built or run."""
 
 
 class InstallRecipe(WireModel):
@@ -20,6 +30,10 @@ class InstallRecipe(WireModel):
     """pip: a hash-pinned ``requirements.lock``; npm: ``package.json`` and ``package-lock.json``."""
     packages: list[str] = Field(min_length=1)
     """Pinned roots (``name==version`` for pip, ``name@version`` for npm)."""
+    sourceOnly: dict[str, SourcePin] = Field(default_factory=dict)
+    """pip only: dependencies of the roots (``name==version``) that have no wheel; the lock
+    leaves them out and the build copies each one's package from its hash-checked source
+    archive."""
 
 
 class PayloadFile(WireModel):

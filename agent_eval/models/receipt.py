@@ -12,6 +12,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from agent_eval.models.analysis import Diagnostic
 from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, SchemaVersion, WireModel
+from agent_eval.models.gateway import GatewayUse
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.runner_protocol import RepairFeedback
 
@@ -85,6 +86,7 @@ FailureCategory = Literal[
     "invalid-response",
     "identity-mismatch",
     "timeout",
+    "runner-error",
     "tampering",
     "collection",
     "budget-exhausted",
@@ -196,6 +198,15 @@ class AttemptRecord(WireModel):
     """Why it failed; None exactly when success is true."""
     infrastructureStatus: Literal["ok", "failed"]
     """failed: the engine or cleanup broke; the attempt says nothing about the agent."""
+    infrastructureKind: Literal["engine", "provider", "disk", "stopped"] | None = None
+    """With a failed infrastructure: the engine (or a verifier) failed, the model provider
+    or the gateway did, the disk filled, or the batch was stopped during the attempt."""
+    failureKind: Literal["refused", "budget", "provider", "error"] | None = None
+    """What the runner said of its failure (its response's failureKind), as it said it."""
+    gateway: GatewayUse | None = None
+    """What the model gateway saw of the attempt (None: the batch had no gateway)."""
+    runnerLogDigest: Digest | None = None
+    """sha256 of attempt-<k>/runner.log (the runner's stderr tail and message, redacted)."""
 
     @property
     def unsafe(self) -> bool:
@@ -216,6 +227,8 @@ class AttemptRecord(WireModel):
             raise ValueError("attempt 1 cannot carry repair feedback")
         if (self.infrastructureStatus == "failed") != (self.failureCategory == "infrastructure"):
             raise ValueError("infrastructureStatus failed goes with failureCategory infrastructure")
+        if self.infrastructureKind is not None and self.infrastructureStatus != "failed":
+            raise ValueError("infrastructureKind is given with a failed infrastructure only")
         return self
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, JsonValue, field_validator
+from pydantic import AfterValidator, Field, JsonValue, field_validator, model_validator
 
 from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
-__all__ = ["RunnerConfig", "check_pinned_image"]
+__all__ = ["GatewayOptions", "ModelUpstream", "RunnerConfig", "check_pinned_image"]
 
 MAX_SUBMISSION_TIMEOUT_MS = 600_000
 MAX_BATCH_TIMEOUT_MS = 7_200_000
@@ -205,14 +207,90 @@ def check_pinned_image(value: str) -> str:
 def _check_no_secret(value: str) -> str:
     if _SECRET_SHAPES.search(value):
         raise ValueError(
-            "looks like a literal credential; pass credentials by name in envAllowlist"
+            "looks like a literal credential; name it in models[].credentialEnv instead"
+        )
+    return value
+
+
+def _check_runner_env_name(value: str) -> str:
+    _check_env_name(value)
+    if value.upper() in MODEL_CREDENTIALS:
+        raise ValueError(
+            f"{value!r} is a model credential or endpoint: the runner never receives one; "
+            "name it in models[].credentialEnv, and the gateway adds it to each request"
         )
     return value
 
 
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
+RunnerEnvName = Annotated[str, AfterValidator(_check_runner_env_name)]
 PinnedImage = Annotated[str, AfterValidator(check_pinned_image)]
 Argument = Annotated[str, Field(max_length=4096), AfterValidator(_check_no_secret)]
+
+
+def _check_upstream(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ValueError(f"{value!r} is not an https:// origin of a model API")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError(f"{value!r}: an upstream is an origin: no user, query or fragment")
+    if parts.path not in ("", "/"):
+        raise ValueError(
+            f"{value!r}: an upstream is an origin (scheme, host, port); the CLI sends the path"
+        )
+    try:
+        parts.port  # noqa: B018 -- raises for a port out of range
+    except ValueError as exc:
+        raise ValueError(f"{value!r}: {exc}") from None
+    return value.rstrip("/")
+
+
+class ModelUpstream(WireModel):
+    """One model API the runner may reach, only through the batch's gateway."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")
+    """What runners call it (``--upstream NAME`` of the adapters)."""
+    upstream: Annotated[str, AfterValidator(_check_upstream)]
+    """The provider's origin, ``https://host[:port]``."""
+    credentialEnv: EnvName
+    """Host environment variable holding the credential; only the gateway receives it."""
+    credentialHeader: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
+    """Header the gateway puts it in: ``x-api-key`` (as is) or ``Authorization`` (Bearer)."""
+    servedModels: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=16
+    )
+    """Model names the provider may say it served; any other is an identity mismatch."""
+    probePath: str = Field(
+        default="/v1/models/{model}", pattern=r"^/[A-Za-z0-9._~/{}:@-]*$", max_length=200
+    )
+    """What the preflight asks through the gateway; ``{model}`` is the first served model."""
+
+
+class GatewayOptions(WireModel):
+    """How the batch's gateway runs."""
+
+    network: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    """The engine network the gateway joins to reach the upstreams (the runner has none)."""
+    hosts: dict[str, str] = Field(default_factory=dict, max_length=8)
+    """Names the gateway resolves to fixed addresses (only with privateUpstreams)."""
+    privateUpstreams: bool = False
+    """Allow upstreams on private addresses and plain http (a fake provider in a test
+    network); such a batch is self-test. Loopback, link-local and metadata stay refused."""
+    tokenBudget: int | None = Field(default=None, ge=1)
+    """Tokens (input plus output, as the provider reports them) the whole batch may spend;
+    the batch stops when they are."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, address in value.items():
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}", name):
+                raise ValueError(f"{name!r} is not a host name")
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"{name}: {address!r} is not an IP address") from None
+        return value
 
 
 class RunnerConfig(WireModel):
@@ -224,8 +302,9 @@ class RunnerConfig(WireModel):
     """Absolute path of the runner executable inside the runner image (no shell)."""
     args: list[Argument] = Field(max_length=64)
     """Argument array passed to the executable as is (no shell expansion)."""
-    envAllowlist: list[EnvName] = Field(max_length=32)
-    """Names of host environment variables passed to the runner (model credentials only)."""
+    envAllowlist: list[RunnerEnvName] = Field(max_length=32)
+    """Names of host environment variables passed to the runner (never a credential: model
+    credentials go to the gateway through models[].credentialEnv)."""
     expectedRunner: RunnerIdentity
     """Runner identity every response must report exactly."""
     expectedModel: ModelIdentity
@@ -242,8 +321,43 @@ class RunnerConfig(WireModel):
     """Verifier image pinned by digest or image id; never pulled."""
     concurrency: int | None = Field(default=None, ge=1, le=16)
     """Runs in flight at once; default is sized for the machine."""
-    network: Literal["none", "default"] = "none"
-    """Runner network: none (model endpoint inside the container) or the engine default."""
+    models: list[ModelUpstream] = Field(default_factory=list, max_length=8)
+    """The model APIs the runner may reach, only through the batch's gateway; none: the
+    runner reaches nothing, so its model could only be a scripted one (self-test)."""
+    gateway: GatewayOptions = Field(default_factory=GatewayOptions)
+    """How the gateway runs."""
+    gatewayImage: PinnedImage | None = None
+    """The gateway image, pinned; required with models."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_network(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "network" in data:
+            raise ValueError(
+                "network: the runner has no network any more; list the model APIs it may "
+                "reach in models[] (the batch's gateway is its only way out)"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _gateway_consistent(self) -> RunnerConfig:
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise ValueError("models: names an upstream twice")
+        if self.models and self.gatewayImage is None:
+            raise ValueError(
+                "gatewayImage: required with models (agent-eval images build prints it)"
+            )
+        if not self.gateway.privateUpstreams:
+            for model in self.models:
+                if model.upstream.startswith("http://"):
+                    raise ValueError(
+                        f"models: {model.name}: plain http is for a fake provider in a test "
+                        "network only (gateway.privateUpstreams); a model API is https"
+                    )
+            if self.gateway.hosts:
+                raise ValueError("gateway.hosts: fixed addresses need gateway.privateUpstreams")
+        return self
 
     @field_validator("executable", "runtimePath")
     @classmethod
@@ -272,7 +386,7 @@ def _scan_settings(value: JsonValue, where: str) -> None:
             if _SECRET_SETTING_KEYS.search(key):
                 raise ValueError(
                     f"{where}.{key}: credentials do not belong in model settings; "
-                    "pass them by name in envAllowlist"
+                    "name them in models[].credentialEnv"
                 )
             _scan_settings(item, f"{where}.{key}")
     elif isinstance(value, list):

@@ -86,3 +86,13 @@ class RunnerResponse(WireModel):
     """Identity of the model that answered; must equal the expected one."""
     message: str | None = Field(default=None, max_length=2000)
     """Optional short human note from the runner (never stored as a grade)."""
+    failureKind: Literal["refused", "budget", "provider", "error"] | None = None
+    """On a failed response, what the CLI's own outcome says: refused (the agent gave up or
+    declined), budget (a step, turn or cost limit of the CLI was reached), provider (the model
+    API failed), error (the CLI itself failed). It never turns a failure into a success."""
+
+    @model_validator(mode="after")
+    def _kind_only_on_failure(self) -> RunnerResponse:
+        if self.failureKind is not None and self.status != "failed":
+            raise ValueError("failureKind is given on a failed response only")
+        return self

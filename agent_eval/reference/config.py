@@ -57,7 +57,6 @@ def reference_config(
         runnerImage=images["runnerImage"],
         verifierImage=images["verifierImage"],
         concurrency=None,
-        network="none",
     )
 
 

@@ -20,9 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_eval.digests import DigestError, file_sha256, solution_digest, solution_files
+from agent_eval.digests import (
+    DigestError,
+    file_sha256,
+    sha256_bytes,
+    solution_digest,
+    solution_files,
+)
 from agent_eval.errors import AgentEvalError, EvidenceError
-from agent_eval.evidence_io import read_model
+from agent_eval.evidence_io import read_bounded, read_model
+from agent_eval.gateway.host import MAX_RECORD_BYTES, parse_records
 from agent_eval.layout import RunDirectory
 from agent_eval.models import (
     FIXED_SUITE,
@@ -113,7 +120,7 @@ def qualify(
     """Every failed rule as a reason; an empty list means qualified."""
     reasons: list[str] = []
     reasons += _batch_rules(receipt, suite)
-    reasons += _self_test_rules(receipt, archives)
+    reasons += _self_test_rules(receipt, archives, receipt_dir)
     reasons += _success_rules(receipt, suite)
     reasons += _safety_and_review_rules(receipt)
     reasons += _binding_rules(receipt, receipt_dir, archives, archives_path, current)
@@ -128,16 +135,60 @@ def self_test(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
 
     Decided from what the checker can check, never from the receipt's flag: a
     reserved reference-runner identity (in the receipt or in archives.json),
-    or a runner without a network, whose model could only be a scripted one
-    inside its own container.
+    a runner that reached no gateway, whose model could only be a scripted one
+    inside its own container, or a gateway allowed private upstreams.
     """
     names = [archives.runner.name] + ([receipt.runner.name] if receipt.runner else [])
-    return self_test_reasons(names, archives.network)
+    return self_test_reasons(names, archives.gateway)
 
 
-def _self_test_rules(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
+def unanswered_attempts(receipt: Receipt, receipt_dir: Path) -> list[str]:
+    """Attempts that ran without a request the provider answered, by the gateway's own record.
+
+    An attempt whose runner ran (anything but an infrastructure failure before
+    it) must have a gateway.jsonl matching the digest in the receipt, holding at
+    least one request the upstream answered with a success: an answer that came
+    from anywhere else came from no model the gateway saw.
+    """
+    missing: list[str] = []
+    for run in receipt.runs:
+        for attempt in run.attempts:
+            where = f"{run.runId} attempt {attempt.attempt}"
+            if attempt.gateway is None:
+                if attempt.infrastructureStatus != "failed":
+                    missing.append(f"{where} has no gateway record")
+                continue
+            path = RunDirectory(receipt_dir).attempt(run.runId, attempt.attempt).gateway_record
+            try:
+                data = read_bounded(path, what="gateway record", max_bytes=MAX_RECORD_BYTES)
+                records = parse_records(data)
+            except AgentEvalError as exc:
+                missing.append(f"{where}: {exc}")
+                continue
+            if sha256_bytes(data) != attempt.gateway.recordDigest:
+                missing.append(f"{where}: its gateway.jsonl does not match its recorded digest")
+            elif (
+                not any(
+                    r.failure is None and r.status is not None and 200 <= r.status < 300
+                    for r in records
+                )
+                and attempt.infrastructureStatus != "failed"
+            ):
+                missing.append(f"{where} made no request the provider answered")
+    return missing
+
+
+def _self_test_rules(receipt: Receipt, archives: ArchivesManifest, receipt_dir: Path) -> list[str]:
     why = self_test(receipt, archives)
     reasons = [f"not-self-test: {'; '.join(why)}; it can never qualify"] if why else []
+    if not why:
+        unanswered = unanswered_attempts(receipt, receipt_dir)
+        if unanswered:
+            reasons.append(
+                f"not-self-test: {len(unanswered)} attempt(s) show no model behind the gateway "
+                f"({'; '.join(unanswered[:3])}); a model that answered from elsewhere is a "
+                "scripted one, and the batch can never qualify"
+            )
     if receipt.selfTest != bool(why):
         reasons.append(
             f"self-test-flag: the receipt says selfTest={str(receipt.selfTest).lower()}, but the "

@@ -1,4 +1,4 @@
-"""The codex adapter writes one provider (the named endpoint, the key by variable name
+"""The codex adapter writes one provider (the gateway's relay, the key by variable name
 only) with update checks, analytics, plugins and web search off, refuses settings it
 cannot send, and counts an attempt as completed only on a completed turn without errors."""
 
@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from agent_eval.adapters.codex import base_url, config_toml, turn_completed
+from agent_eval.adapters.codex import config_toml, turn_completed
 from agent_eval.adapters.common import AdapterOptions
 
 
@@ -25,12 +25,9 @@ def test_the_config_names_one_provider_and_turns_off_everything_else() -> None:
     assert not any(config["features"].values())
 
 
-def test_unknown_settings_and_a_missing_endpoint_are_refused() -> None:
+def test_unknown_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="temperature"):
         config_toml(AdapterOptions("m", {"temperature": 0}), "http://x/v1")
-    with pytest.raises(ValueError, match="no model endpoint"):
-        base_url({}, None)
-    assert base_url({"E": "http://e/v1"}, "E") == "http://e/v1"
 
 
 def test_only_a_completed_turn_without_errors_completes_the_attempt() -> None:

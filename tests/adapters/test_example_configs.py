@@ -1,5 +1,5 @@
-"""Every example runner config the README points at is a valid runner.json, names only
-model credentials, and expects the identity its adapter will report."""
+"""Every example runner config the README points at is a valid runner.json, reaches its
+provider only through the gateway, and expects the identity its adapter will report."""
 
 from __future__ import annotations
 
@@ -26,4 +26,7 @@ def test_each_example_is_a_valid_runner_config_for_its_adapter(path: Path) -> No
     assert module in config.args
     model = config.args[config.args.index("--model") + 1]
     assert model == config.expectedModel.id
-    assert config.envAllowlist, "a real agent needs its model credential"
+    assert config.envAllowlist == [], "the runner never receives a credential"
+    (upstream,) = config.models
+    assert upstream.upstream.startswith("https://") and upstream.credentialEnv.endswith("_API_KEY")
+    assert not config.gateway.privateUpstreams and config.gateway.tokenBudget

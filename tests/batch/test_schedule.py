@@ -66,14 +66,20 @@ class FakeRunner:
     def __init__(self, script: Callable[[RunnerRequest, Path], RunnerOutcome]) -> None:
         self.script = script
         self.requests: list[RunnerRequest] = []
+        self.environments: list[dict[str, str]] = []
         self.cancelled = False
         self.lock = threading.Lock()
 
     def run_attempt(
-        self, request: RunnerRequest, workspace: Path, timeout_s: float
+        self,
+        request: RunnerRequest,
+        workspace: Path,
+        timeout_s: float,
+        environment: Mapping[str, str] | None = None,
     ) -> RunnerOutcome:
         with self.lock:
             self.requests.append(request)
+            self.environments.append(dict(environment or {}))
         return self.script(request, workspace)
 
     def cancel_all(self) -> None:

@@ -198,13 +198,19 @@ def test_the_consumer_keeps_no_capability() -> None:
     assert hardening.host_config_kwargs() == expected_flags("none", [])
 
 
-def test_only_a_runner_may_ask_for_the_default_network() -> None:
-    assert Hardening.for_role("runner", LIMITS, "default").host_config_kwargs() == (
-        expected_flags("default", [])
-    )
-    for role in ("verifier", "consumer"):
+def test_only_the_gateway_may_have_a_network_or_fixed_hosts() -> None:
+    flags = Hardening.for_role("gateway", LIMITS, "agent-eval-net").host_config_kwargs()
+    assert flags["network_mode"] == "agent-eval-net" and flags["cap_add"] == []
+    hosts = Hardening.for_role("gateway", LIMITS, "n", {"model.test": "10.0.0.2"})
+    assert hosts.host_config_kwargs()["extra_hosts"] == {"model.test": "10.0.0.2"}
+    assert Hardening.for_role("gateway", LIMITS).user == "10001:10001"
+    for role in ("runner", "verifier", "consumer", "build"):
         with pytest.raises(ConfigError, match="never has a network"):
             Hardening.for_role(role, LIMITS, "default")  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="never has a network"):
+            Hardening.for_role(role, LIMITS, "none", {"x": "10.0.0.1"})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="not an engine network name"):
+        Hardening.for_role("gateway", LIMITS, "bad name")
 
 
 def test_the_engine_creates_containers_with_the_roles_flags_user_and_labels(

@@ -131,4 +131,16 @@ def make_project(root: Path, verifier_wheels: list[Path]) -> Path:
     (root / "packages").mkdir()
     lines = [pin(w, *w.name.split("-")[:2]) for w in verifier_wheels]
     (root / "images" / "verifier" / "requirements.txt").write_text("".join(lines))
+    # The gateway's recipe, shrunk to the same wheels (its real lock pins PyPI's).
+    gateway = root / "images" / "gateway"
+    shutil.rmtree(gateway)
+    gateway.mkdir()
+    roots = [f"{w.name.split('-')[0]}=={w.name.split('-')[1]}" for w in verifier_wheels]
+    (gateway / "install.json").write_text(
+        json.dumps({"schemaVersion": 1, "kind": "pip", "packages": roots})
+    )
+    header = (
+        f"# roots: {' '.join(sorted(roots))}\n# target: cp311 manylinux_2_17-2_36 x86_64 aarch64\n"
+    )
+    (gateway / "requirements.lock").write_text(header + "".join(lines))
     return root

@@ -226,7 +226,7 @@ def test_with_a_loopback_registry_the_pushed_digests_are_printed(
 
 def test_the_printed_json_names_the_images_and_their_recipes() -> None:
     built = BuiltImages(
-        base="b", verifier="v", runner_base="r", reference_runner="rr",
+        base="b", verifier="v", runner_base="r", reference_runner="rr", gateway="g",
         runners={"aider": "a"}, recipes={"verifier": "sha256:" + "1" * 64},
     )  # fmt: skip
     assert json.loads(built.to_json()) == {
@@ -234,6 +234,7 @@ def test_the_printed_json_names_the_images_and_their_recipes() -> None:
         "verifier": "v",
         "runnerBase": "r",
         "referenceRunner": "rr",
+        "gateway": "g",
         "runners": {"aider": "a"},
         "recipes": {"verifier": "sha256:" + "1" * 64},
     }

@@ -17,7 +17,7 @@ def config(**changes: Any) -> dict[str, Any]:
         "schemaVersion": 1,
         "executable": "/opt/runner/bin/run",
         "args": ["--fast"],
-        "envAllowlist": ["ANTHROPIC_API_KEY"],
+        "envAllowlist": [],
         "expectedRunner": {"name": "claude-code", "version": "2.1.197"},
         "expectedModel": {"id": "model-x", "settings": {"temperature": 0}},
         "submissionTimeoutMs": 300_000,
@@ -25,6 +25,20 @@ def config(**changes: Any) -> dict[str, Any]:
         "runtimePath": "/var/run/docker.sock",
         "runnerImage": "agent-eval/runner@" + PIN,
         "verifierImage": PIN,
+        "gatewayImage": PIN,
+        "models": [upstream()],
+    }
+    data.update(changes)
+    return data
+
+
+def upstream(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": "anthropic",
+        "upstream": "https://api.anthropic.com",
+        "credentialEnv": "ANTHROPIC_API_KEY",
+        "credentialHeader": "x-api-key",
+        "servedModels": ["model-x-2026"],
     }
     data.update(changes)
     return data
@@ -38,7 +52,53 @@ def refused(data: dict[str, Any]) -> str:
 
 def test_a_complete_config_is_accepted_with_defaults() -> None:
     parsed = RunnerConfig.model_validate(config())
-    assert parsed.network == "none" and parsed.concurrency is None
+    assert parsed.concurrency is None and parsed.models[0].probePath == "/v1/models/{model}"
+    assert parsed.gateway.network == "default" and not parsed.gateway.privateUpstreams
+    assert parsed.gateway.tokenBudget is None
+
+
+def test_a_config_without_models_reaches_nothing_and_needs_no_gateway_image() -> None:
+    parsed = RunnerConfig.model_validate(config(models=[], gatewayImage=None))
+    assert parsed.models == []
+
+
+def test_the_network_field_is_refused_saying_what_replaced_it() -> None:
+    message = refused(config(network="default"))
+    assert "network" in message and "models[]" in message and "gateway" in message
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"gatewayImage": None}, "gatewayImage: required"),
+        ({"models": [upstream(), upstream()]}, "names an upstream twice"),
+        ({"models": [upstream(upstream="http://api.anthropic.com")]}, "plain http"),
+        ({"models": [upstream(upstream="https://api.anthropic.com/v1")]}, "an origin"),
+        ({"models": [upstream(upstream="https://user:pw@api.anthropic.com")]}, "no user"),
+        ({"models": [upstream(upstream="ftp://api.anthropic.com")]}, "https:// origin"),
+        ({"models": [upstream(servedModels=[])]}, "servedModels"),
+        ({"models": [upstream(credentialHeader="x api key")]}, "credentialHeader"),
+        ({"models": [upstream(credentialEnv="GITHUB_TOKEN")]}, "credentialEnv"),
+        ({"models": [upstream(name="Upper")]}, "name"),
+        ({"models": [upstream()] * 9}, "models"),
+        ({"gateway": {"hosts": {"model.test": "10.0.0.2"}}}, "privateUpstreams"),
+        ({"gateway": {"privateUpstreams": True, "hosts": {"m": "not-an-ip"}}}, "IP address"),
+        ({"gateway": {"tokenBudget": 0}}, "tokenBudget"),
+        ({"gateway": {"network": "bad name"}}, "network"),
+    ],
+)
+def test_the_gateway_settings_are_checked_and_named(change: dict[str, Any], words: str) -> None:
+    assert words in refused(config(**change))
+
+
+def test_a_test_set_up_may_use_a_private_plain_http_fake_provider() -> None:
+    parsed = RunnerConfig.model_validate(
+        config(
+            models=[upstream(upstream="http://model.test:8080")],
+            gateway={"privateUpstreams": True, "hosts": {"model.test": "10.213.0.2"}},
+        )
+    )
+    assert parsed.gateway.hosts == {"model.test": "10.213.0.2"}
 
 
 @pytest.mark.parametrize(
@@ -84,12 +144,15 @@ def test_the_bounds_themselves_are_allowed(field: str, value: int) -> None:
     ],
 )
 def test_registry_cloud_and_database_credentials_are_refused(name: str) -> None:
-    message = refused(config(envAllowlist=["OPENAI_API_KEY", name]))
+    message = refused(config(envAllowlist=["AIDER_SETTING", name]))
     assert "envAllowlist" in message and name in message
+    assert "credentialEnv" in refused(config(models=[upstream(credentialEnv=name)]))
 
 
-def test_a_model_credential_name_is_allowed() -> None:
-    RunnerConfig.model_validate(config(envAllowlist=["OPENAI_API_KEY", "ANTHROPIC_BASE_URL"]))
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN"])
+def test_a_model_credential_never_goes_to_the_runner(name: str) -> None:
+    message = refused(config(envAllowlist=[name]))
+    assert "envAllowlist" in message and "models[].credentialEnv" in message
 
 
 def test_a_name_listed_twice_is_refused() -> None:
@@ -185,7 +248,8 @@ def test_generic_secret_names_are_refused(name: str) -> None:
     ],
 )
 def test_model_provider_names_are_allowed_even_where_a_prefix_rule_would_refuse(name: str) -> None:
-    assert RunnerConfig.model_validate(config(envAllowlist=[name])).envAllowlist == [name]
+    parsed = RunnerConfig.model_validate(config(models=[upstream(credentialEnv=name)]))
+    assert parsed.models[0].credentialEnv == name
 
 
 @pytest.mark.parametrize(

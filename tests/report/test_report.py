@@ -127,8 +127,8 @@ def test_a_qualifying_batch_is_shown_qualified(tmp_path: Path) -> None:
 
 def test_the_reasons_are_exactly_those_of_check_agent_eval(tmp_path: Path) -> None:
     runs, _ = mixed_runs()
-    # A runner without network is self-test, whatever the receipt's flag says.
-    batch = write_batch(tmp_path, receipt(runs), lambda m: m.update(network="none"))
+    # A runner behind no gateway is self-test, whatever the receipt's flag says.
+    batch = write_batch(tmp_path, receipt(runs), lambda m: m.update(gateway=None))
     doc = report(batch)
     decision = doc.by_id("decision")
     assert decision is not None and decision.attrs["data-qualified"] == "false"
@@ -439,7 +439,7 @@ def test_a_linked_solution_file_is_never_read(tmp_path: Path) -> None:
 
 
 def test_findings_link_to_the_numbered_source_lines_they_name(tmp_path: Path) -> None:
-    batch = write_batch(tmp_path)
+    batch = write_batch(tmp_path, archives_data=lambda m: m.update(gateway=None))
     batch.replace_solution("forms-1", 1, b"import appkit\nappkit.nowhere()\nprint(1)\n")
     batch.add_analysis(
         "forms-1",
@@ -537,7 +537,7 @@ def test_durations_and_protected_inputs_are_shown(tmp_path: Path) -> None:
 
 
 def test_optional_logs_are_shown_bounded_and_absent_ones_not_at_all(tmp_path: Path) -> None:
-    batch = write_batch(tmp_path)
+    batch = write_batch(tmp_path, archives_data=lambda m: m.update(gateway=None))
     folder = batch.attempt_dir("forms-1")
     (folder / "runner.log").write_text("".join(f"log line {i}\n" for i in range(100_000)))
     (folder / "transcript.jsonl").write_text('{"role": "user", "content": "<task>"}\n')

@@ -6,6 +6,7 @@ failing rule is attributable to that one change.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from pathlib import Path
@@ -15,15 +16,17 @@ import pytest
 
 from agent_eval.batch.run import is_self_test
 from agent_eval.errors import ConfigError
-from agent_eval.models import FIXED_SUITE, ArchiveEntry, RunnerConfig
+from agent_eval.models import FIXED_SUITE, ArchiveEntry, GatewaySettings, RunnerConfig
 from agent_eval.verdict.qualification import Anchors, qualify_files
 from tests.evidence_builders import (
     COMMIT,
     CURRENT,
+    GATEWAY,
     SAFETY_ID,
     WHEEL_NAME,
     Batch,
     attempt,
+    gateway_line,
     receipt,
     reference_batch,
     run,
@@ -257,11 +260,52 @@ def test_a_reference_batch_whose_flag_was_flipped_still_rejects_and_says_so(
     assert {r.split(":")[0] for r in reasons} == {"not-self-test", "self-test-flag"}
 
 
-def test_a_runner_without_network_is_self_test_whatever_the_receipt_says(tmp_path: Path) -> None:
-    batch = write_batch(tmp_path, archives_data=lambda a: a.update(network="none"))
+def test_a_runner_behind_no_gateway_is_self_test_whatever_the_receipt_says(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path, archives_data=lambda a: a.update(gateway=None))
     reasons = check(batch)
     assert {r.split(":")[0] for r in reasons} == {"not-self-test", "self-test-flag"}
-    assert any("no network" in r for r in reasons)
+    assert any("reached no model gateway" in r for r in reasons)
+
+
+def test_a_gateway_allowed_private_upstreams_is_self_test(tmp_path: Path) -> None:
+    def private(manifest: dict[str, Any]) -> None:
+        manifest["gateway"]["privateUpstreams"] = True
+
+    reasons = check(write_batch(tmp_path, archives_data=private))
+    assert {r.split(":")[0] for r in reasons} == {"not-self-test", "self-test-flag"}
+    assert any("private upstreams" in r for r in reasons)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        b"",  # no request at all: the model lived in the image
+        gateway_line(status=401, served=None, failure="authentication"),
+        gateway_line(status=403, failure="unattributed", upstream=None),
+        gateway_line(status=None, served=None, failure="unreachable"),
+    ],
+    ids=["no-request", "refused-by-provider", "unattributed", "unreachable"],
+)
+def test_an_attempt_with_no_answered_request_through_the_gateway_is_self_test(
+    tmp_path: Path, record: bytes
+) -> None:
+    """A scripted model inside the runner image answers every task, but the gateway never
+    saw it answer: whatever the runner reports, the batch can never qualify."""
+    batch = write_batch(tmp_path)
+    batch.replace_gateway_record("forms-2", 1, record)
+    reasons = check(batch)
+    only_rule(reasons, "not-self-test")
+    assert "forms-2 attempt 1" in reasons[0] and "no model behind the gateway" in reasons[0]
+
+
+def test_a_gateway_record_edited_after_the_batch_or_missing_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    batch.gateway_record("forms-1").write_bytes(gateway_line(served="other-model"))
+    batch.gateway_record("core-validation-3").unlink()
+    reasons = check(batch)
+    only_rule(reasons, "not-self-test")
+    assert "forms-1 attempt 1: its gateway.jsonl does not match" in reasons[0]
+    assert "core-validation-3 attempt 1" in reasons[0]
 
 
 def test_a_self_test_flag_on_an_agent_batch_is_itself_a_reason(tmp_path: Path) -> None:
@@ -358,9 +402,12 @@ def test_several_broken_rules_are_all_reported(tmp_path: Path) -> None:
     assert rules == {"not-self-test", "solution-integrity"}
 
 
-def test_a_runner_without_network_is_self_test_whatever_identity_it_reports() -> None:
+def test_a_batch_is_self_test_by_its_identity_or_its_gateway_whatever_it_reports() -> None:
     data = json.loads((REPO / "examples" / "runners" / "claude-code.json").read_text())
-    assert not is_self_test(RunnerConfig.model_validate(data))
-    assert is_self_test(RunnerConfig.model_validate({**data, "network": "none"}))
+    config = RunnerConfig.model_validate(data)
+    gateway = GatewaySettings.model_validate(copy.deepcopy(GATEWAY))
+    assert not is_self_test(config, gateway)
+    assert is_self_test(config, None)
+    assert is_self_test(config, gateway.model_copy(update={"privateUpstreams": True}))
     reference = {**data, "expectedRunner": {"name": "agent-eval-oracle", "version": "1"}}
-    assert is_self_test(RunnerConfig.model_validate(reference))
+    assert is_self_test(RunnerConfig.model_validate(reference), gateway)

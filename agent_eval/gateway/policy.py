@@ -1,0 +1,249 @@
+"""The gateway's decisions, as pure functions: where it may connect, what a response says.
+
+Standard library only: the gateway container imports this module beside
+mitmproxy, and the harness and its tests import it on the host.
+
+* :func:`vet_upstream` resolves an upstream's host once, before any
+  connection, and refuses it unless every address is a public unicast one
+  (loopback, private, shared, link-local, cloud metadata, multicast,
+  reserved and unspecified addresses are refused; a configuration made for
+  tests may allow private ones, never the others). The connection then goes
+  to the vetted address, so a second resolution cannot move it elsewhere.
+* :func:`observe` reads a provider's response (JSON, or server-sent events,
+  whose last usage wins) for the model it says it served and the tokens it
+  reports.
+* :func:`provider_failure` names what kind of provider failure a response is.
+* :func:`scrub` takes a secret out of bytes going back to the agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import socket
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "METADATA_ADDRESSES",
+    "Observation",
+    "UpstreamRefused",
+    "observe",
+    "provider_failure",
+    "refusal",
+    "route_name",
+    "scrub",
+    "vet_upstream",
+]
+
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200")
+)
+"""Cloud instance-metadata services (AWS, ECS, AWS over IPv6, Alibaba): never an upstream."""
+
+Resolver = Callable[[str, int], Sequence[str]]
+
+
+class UpstreamRefused(Exception):
+    """The gateway will not connect to this upstream (the message says why)."""
+
+
+def _system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+def refusal(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address, *, allow_private: bool
+) -> str | None:
+    """Why the gateway may not connect to *address*, or None when it may."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    for test, name in (
+        ("is_unspecified", "the unspecified address"),
+        ("is_loopback", "a loopback address"),
+        ("is_link_local", "a link-local address"),
+        ("is_multicast", "a multicast address"),
+    ):
+        if getattr(address, test):
+            return name
+    if address.is_global:
+        return None
+    if allow_private and address.is_private and not address.is_reserved:
+        return None
+    return "a private or reserved address"
+
+
+def vet_upstream(
+    host: str, port: int, *, allow_private: bool = False, resolve: Resolver | None = None
+) -> str:
+    """Resolve *host* and return the one address the gateway connects to.
+
+    Every address the name resolves to must be acceptable: a name with one bad
+    address among good ones is refused too (the client could be steered to it).
+
+    Raises:
+        UpstreamRefused: It does not resolve, or resolves to a refused address.
+    """
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    try:
+        found = (
+            [str(literal)]
+            if literal is not None
+            else list((resolve or _system_resolver)(host, port))
+        )
+    except OSError as exc:
+        raise UpstreamRefused(f"{host} does not resolve ({exc})") from None
+    if not found:
+        raise UpstreamRefused(f"{host} does not resolve")
+    for text in found:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+        why = refusal(address, allow_private=allow_private)
+        if why is not None:
+            raise UpstreamRefused(
+                f"{host} resolves to {address}, {why}; the gateway never connects there"
+            )
+    return found[0]
+
+
+def route_name(token: str) -> str:
+    """The file name of a token's route: its digest, so a listing shows no token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+# --- What a response says -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one response body reports about the model call."""
+
+    served_model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    error_message: str | None = None
+
+
+_INPUT_KEYS = ("input_tokens", "prompt_tokens")
+_OUTPUT_KEYS = ("output_tokens", "completion_tokens")
+
+
+def _events(content_type: str, body: bytes) -> Iterator[Any]:
+    """The JSON objects of a JSON body, or of each ``data:`` line of a server-sent stream."""
+    text = body.decode("utf-8", errors="replace")
+    if "text/event-stream" in content_type or text.lstrip().startswith(("event:", "data:")):
+        for line in text.splitlines():
+            if line.startswith("data:"):
+                payload = line[5:].strip()
+                if payload and payload != "[DONE]":
+                    with _ignored():
+                        yield json.loads(payload)
+        return
+    with _ignored():
+        yield json.loads(text)
+
+
+class _ignored:
+    """Suppress a malformed piece: what cannot be read is not observed."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> bool:
+        return isinstance(exc, ValueError)
+
+
+def _objects(value: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
+    """*value* and every object nested in it, breadth first, bounded in depth."""
+    if depth > 6:
+        return
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _objects(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value[:64]:
+            yield from _objects(item, depth + 1)
+
+
+def _count(usage: dict[str, Any], keys: Iterable[str]) -> int | None:
+    for key in keys:
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def observe(content_type: str, body: bytes) -> Observation:
+    """The served model, token counts and error message a response body reports.
+
+    Anthropic's and OpenAI's shapes are both read: ``model`` at the top or
+    under ``message``/``response``, ``usage`` with input/prompt and
+    output/completion tokens. In a stream the last value of each wins, except
+    input tokens, which the first event that has them states.
+    """
+    model: str | None = None
+    inputs: int | None = None
+    outputs: int | None = None
+    error: str | None = None
+    for event in _events(content_type, body[: 8 * 1024 * 1024]):
+        for obj in _objects(event):
+            if isinstance(obj.get("model"), str) and obj["model"]:
+                model = obj["model"][:200]
+            usage = obj.get("usage")
+            if isinstance(usage, dict):
+                found_in = _count(usage, _INPUT_KEYS)
+                found_out = _count(usage, _OUTPUT_KEYS)
+                if found_in is not None and (inputs is None or found_in > inputs):
+                    inputs = found_in
+                if found_out is not None:
+                    outputs = found_out
+            failure = obj.get("error")
+            if isinstance(failure, dict) and isinstance(failure.get("message"), str):
+                error = failure["message"][:500]
+            elif isinstance(failure, str) and failure:
+                error = failure[:500]
+    return Observation(model, inputs, outputs, error)
+
+
+def provider_failure(status: int, message: str | None) -> str | None:
+    """The kind of provider failure an upstream status is, or None for a success.
+
+    authentication (401, 403), unknown-model (404, or 400 naming a model that
+    does not exist), rate-limit (429), server-error (5xx and 529); any other
+    4xx is the agent's own request, not the provider's failure.
+    """
+    text = (message or "").lower()
+    if status < 400:
+        return None
+    if status in (401, 403):
+        return "authentication"
+    if status == 404 or (
+        status == 400
+        and "model" in text
+        and any(
+            w in text for w in ("not found", "does not exist", "invalid model", "unknown model")
+        )
+    ):
+        return "unknown-model"
+    if status == 429:
+        return "rate-limit"
+    if status >= 500:
+        return "server-error"
+    return None
+
+
+def scrub(data: bytes, secrets: Iterable[str], placeholder: bytes = b"[credential]") -> bytes:
+    """*data* with every secret (at least 8 characters) replaced by *placeholder*."""
+    for secret in secrets:
+        if len(secret) >= 8:
+            data = data.replace(secret.encode("utf-8"), placeholder)
+    return data

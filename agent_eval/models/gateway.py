@@ -1,0 +1,120 @@
+"""The model gateway's formats: what archives.json records of it, its records, their summary."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
+
+__all__ = [
+    "GatewayFailure",
+    "GatewayRecord",
+    "GatewaySettings",
+    "GatewayUse",
+    "RecordedUpstream",
+]
+
+GatewayFailure = Literal[
+    "authentication",
+    "unknown-model",
+    "rate-limit",
+    "server-error",
+    "unreachable",
+    "refused-upstream",
+    "budget",
+    "unattributed",
+    "gateway",
+]
+"""Why a request through the gateway failed: the provider's answer (authentication,
+unknown-model, rate-limit, server-error), no answer (unreachable), the gateway's own refusal
+(refused-upstream: a non-public address; budget: the batch's tokens are spent;
+unattributed: no such attempt), or the gateway itself failing."""
+
+PROVIDER_FAILURES: frozenset[str] = frozenset(
+    {"authentication", "unknown-model", "rate-limit", "server-error", "unreachable",
+     "refused-upstream", "gateway"}
+)  # fmt: skip
+"""Failures that are the provider's or the gateway's, never the agent's."""
+
+
+class RecordedUpstream(WireModel):
+    """One upstream as archives.json and the registry record it (never its credential)."""
+
+    name: NonEmptyStr
+    """The name runners use for it."""
+    upstream: NonEmptyStr
+    """Its origin URL."""
+    credentialHeader: NonEmptyStr
+    """The header the gateway puts the credential in."""
+    servedModels: list[NonEmptyStr]
+    """The model names the provider may say it served."""
+
+
+class GatewaySettings(WireModel):
+    """The gateway a batch ran behind, as archives.json records it."""
+
+    image: NonEmptyStr
+    """The gateway image's id."""
+    upstreams: list[RecordedUpstream] = Field(min_length=1, max_length=8)
+    """Every upstream the runner could reach."""
+    network: NonEmptyStr
+    """The engine network the gateway (never the runner) was on."""
+    privateUpstreams: bool
+    """True when upstreams on private addresses were allowed (a test set-up: self-test)."""
+    tokenBudget: int | None
+    """The batch's token budget, if any."""
+
+
+class GatewayRecord(WireModel):
+    """One request through the gateway: a line of an attempt's gateway.jsonl."""
+
+    schemaVersion: SchemaVersion
+    """Format version of a record."""
+    at: datetime
+    """When the gateway recorded it."""
+    upstream: str | None
+    """The upstream's name (None: the request reached no known listener)."""
+    method: str = Field(max_length=16)
+    """HTTP method."""
+    path: str = Field(max_length=300)
+    """Request path (with its query)."""
+    status: int | None = Field(ge=100, le=599)
+    """The status returned to the runner; None when no response came."""
+    requestBytes: int = Field(ge=0)
+    """Request body size."""
+    responseBytes: int = Field(ge=0)
+    """Response body size (decoded)."""
+    durationMs: int = Field(ge=0)
+    """From the request reaching the gateway to its response."""
+    servedModel: str | None = Field(max_length=200)
+    """The model the provider says it served."""
+    inputTokens: int | None = Field(ge=0)
+    """Input tokens the provider reports."""
+    outputTokens: int | None = Field(ge=0)
+    """Output tokens the provider reports."""
+    failure: GatewayFailure | None
+    """Why it failed, when it did."""
+    message: str | None = Field(max_length=500)
+    """The provider's or the gateway's error message (credentials taken out)."""
+
+
+class GatewayUse(WireModel):
+    """What the gateway saw of one attempt, summarised in the receipt."""
+
+    requests: int = Field(ge=0)
+    """Requests attributed to the attempt."""
+    answered: int = Field(ge=0)
+    """Of those, the ones the upstream answered with a success (2xx)."""
+    servedModels: list[str]
+    """Every model name the provider said it served, sorted."""
+    inputTokens: int = Field(ge=0)
+    """Input tokens reported in all."""
+    outputTokens: int = Field(ge=0)
+    """Output tokens reported in all."""
+    failures: list[GatewayFailure]
+    """Every kind of failure seen, sorted."""
+    recordDigest: Digest
+    """sha256 of the attempt's gateway.jsonl as saved."""
