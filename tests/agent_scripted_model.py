@@ -1,25 +1,28 @@
-"""Test support: one scheduled run of a real agent CLI against a scripted model, end to end.
+"""Test support: one scheduled run of a real agent CLI against a scripted model, via the gateway.
 
-The agent's real runner image (``images/runners/<agent>``) is built, then a
-test image FROM its id adds ``tests/data/agents/<agent>/model_server.py``. The
-runner command starts that server on 127.0.0.1 inside the container before
-exec'ing the adapter, so the container keeps network ``none``. The run goes
-through the batch's own schedule, runner container and docker verifier, for
-one task; the server appends every request to a log file in the workspace
-that is not an allowed output (so it is refused, never collected).
+The agent's real runner image (``images/runners/<agent>``) runs with no network, as every
+runner does. Its scripted model (``tests/data/agents/<agent>/``) runs as a fake provider
+in a container of its own, on a network the test creates, under the name ``model.test``;
+the batch's real gateway joins that network, holds the credential (a canary) and records
+every request. Nothing else is on the network but a second service, ``other.test``, which
+stands for everything a runner must not reach. The run goes through the batch's own
+schedule, runner container and docker verifier, for one task.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from agent_eval.batch.runner_container import ContainerRunner
@@ -28,30 +31,31 @@ from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
-from agent_eval.images.build import build_runner_image
+from agent_eval.gateway.host import BatchGateway, Route, parse_records
+from agent_eval.images.build import image_for_checkout
 from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
-from agent_eval.models import ModelIdentity, Receipt, RunnerIdentity
+from agent_eval.models import (
+    GatewayOptions,
+    GatewayRecord,
+    ModelIdentity,
+    ModelUpstream,
+    Receipt,
+    RunnerConfig,
+    RunnerIdentity,
+)
 from agent_eval.packing import build_archives
 from agent_eval.project import find_project
 from agent_eval.reference.config import reference_config
 from agent_eval.suite.tasks import load_suite
 from agent_eval.verification.container.run import VerifierSetup
 from agent_eval.verification.container.verifier import ContainerVerifier
+from tests.paths import DATA, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 TASK = "forms"
-WRONG_CASE = "greets-username"
 PORT = 8765
-MODEL_DIR = "/opt/scripted-model"
-REQUEST_LOG = ".model-requests.jsonl"
-"""In the workspace, outside allowedOutputPaths: the collection refuses it."""
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
-
-_TEST_DOCKERFILE = f"""\
-ARG BASE
-FROM ${{BASE}}
-COPY model_server.py script.json {MODEL_DIR}/
-"""
+TEST_LABEL = "agent-eval.test"
 
 
 @pytest.fixture(scope="module")
@@ -61,29 +65,124 @@ def engine() -> Iterator[ContainerEngine]:
     connected.close()
 
 
-def scripted_image(engine: ContainerEngine, agent: str, work: Path) -> str:
-    """The agent's real runner image plus its scripted model server (built with no network)."""
-    runner_image = build_runner_image(engine, ROOT, agent)
-    context = work / "scripted-image"
-    context.mkdir(parents=True)
-    shutil.copyfile(ROOT / "tests" / "data" / "agents" / agent / "model_server.py",
-                    context / "model_server.py")  # fmt: skip
-    fixtures = ROOT / "fixtures" / TASK
-    script = {
-        "port": PORT,
-        "log": f"{SOLUTION_MOUNT}/{REQUEST_LOG}",
-        "file": f"{SOLUTION_MOUNT}/solution.py",
-        "first": (fixtures / WRONG_CASE / "solution.py").read_text(encoding="utf-8"),
-        "repair": (fixtures / "correct" / "solution.py").read_text(encoding="utf-8"),
-    }
-    (context / "script.json").write_text(json.dumps(script), encoding="utf-8")
-    (context / "Dockerfile").write_text(_TEST_DOCKERFILE, encoding="utf-8")
-    return engine.build_image(
-        context,
-        tag=f"agent-eval/test-scripted-{agent}:local",
-        buildargs={"BASE": runner_image},
-        labels={"agent-eval.image": f"test-scripted-{agent}"},
+@pytest.fixture(scope="module")
+def network(docker_client: docker.DockerClient) -> Iterator[str]:
+    """A network of the test's own: only the providers and the gateway join it."""
+    name = f"agent-eval-test-{uuid.uuid4().hex[:10]}"
+    created = docker_client.networks.create(
+        name, driver="bridge", internal=True, labels={TEST_LABEL: "network"}
     )
+    try:
+        yield name
+    finally:
+        for container in docker_client.containers.list(
+            all=True, filters={"label": TEST_LABEL, "network": name}
+        ):
+            container.remove(force=True)
+        created.remove()
+
+
+@dataclass
+class Provider:
+    """A scripted model serving on the test network; its log is readable by the test."""
+
+    container: Any
+    address: str
+    log: Path
+    marker: Path
+
+    def requests(self) -> list[dict[str, Any]]:
+        if not self.log.is_file():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+    def stop(self) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            self.container.remove(force=True)
+
+
+def start_provider(
+    client: docker.DockerClient,
+    network: str,
+    image: str,
+    server: Path,
+    args: list[str],
+    work: Path,
+    files: Mapping[str, bytes] = {},
+    port: int = PORT,
+) -> Provider:
+    """Run *server* (with *files* beside it) in *image* on *network*, hardened, non-root."""
+    srv = work / "srv"
+    srv.mkdir(parents=True)
+    shutil.copyfile(server, srv / server.name)
+    for name, data in files.items():
+        (srv / name).parent.mkdir(parents=True, exist_ok=True)
+        (srv / name).write_bytes(data)
+    for path in [srv, *srv.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    logs = work / "log"
+    logs.mkdir()
+    logs.chmod(0o777)
+    marker = logs / "attempt"
+    marker.write_text("0")
+    marker.chmod(0o666)
+    container = client.containers.run(
+        image,
+        ["/usr/bin/python3", "-B", f"/srv/{server.name}", *args],
+        detach=True,
+        network=network,
+        user="10001:10001",
+        read_only=True,
+        tmpfs={"/tmp": "size=16m"},
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        volumes={
+            str(srv): {"bind": "/srv", "mode": "ro"},
+            str(logs): {"bind": "/log", "mode": "rw"},
+        },
+        labels={TEST_LABEL: "provider"},
+    )
+    container.reload()
+    address = container.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+    probe = [
+        "/usr/bin/python3",
+        "-c",
+        f"import socket; socket.create_connection(('127.0.0.1', {port}), 1)",
+    ]
+    deadline = time.monotonic() + 20
+    while True:
+        container.reload()
+        if container.status != "running" or time.monotonic() > deadline:
+            raise AssertionError(f"the provider never listened: {container.logs()[-2000:]!r}")
+        if container.exec_run(probe).exit_code == 0:
+            break
+        time.sleep(0.1)
+    return Provider(container, address, logs / "requests.jsonl", marker)
+
+
+class MarkingGateway:
+    """The batch's gateway, telling the provider which attempt the next requests belong to."""
+
+    def __init__(self, gateway: BatchGateway, provider: Provider) -> None:
+        self.gateway = gateway
+        self.provider = provider
+        self.records: dict[int, list[GatewayRecord]] = {}
+
+    def open_route(self, run_id: str, attempt: int) -> Route:
+        self.provider.marker.write_text(str(attempt))
+        return self.gateway.open_route(run_id, attempt)
+
+    def close_route(self, route: Route) -> bytes:
+        data = self.gateway.close_route(route)
+        attempt = int(route.record.name.rsplit("-", 1)[1].split(".")[0])
+        self.records[attempt] = parse_records(data)
+        return data
+
+    def problem(self) -> str | None:
+        return self.gateway.problem()
+
+    def accepted_models(self) -> dict[str, frozenset[str]]:
+        return self.gateway.accepted_models()
 
 
 def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
@@ -91,9 +190,7 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
     project = find_project(ROOT)
     task = load_suite(project.tasks, graders_dir=project.graders).task(TASK)
     archives = build_archives(ROOT / "packages", work / "archives")
-    verifier = reference_config(
-        engine, "oracle", project_root=ROOT, runtime_path="/var/run/docker.sock"
-    )
+    verifier = image_for_checkout(engine, ROOT, "verifier")
     guides = {
         p.name: p / "GUIDE.md"
         for p in sorted(project.packages.iterdir())
@@ -101,7 +198,7 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
     }
     return prepare_consumer(
         engine,
-        verifier_image=verifier.verifierImage,
+        verifier_image=verifier,
         root=work / "consumer",
         stage=work / "stage",
         archives_dir=work / "archives",
@@ -119,16 +216,23 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
 
 @dataclass(frozen=True)
 class ScriptedAgent:
-    """How to start one agent's adapter behind its scripted model."""
+    """How to start one agent's adapter, and how its provider speaks."""
 
     name: str
     image: str
     adapter: str
     model: ModelIdentity
     version: str
-    environment: dict[str, str]
-    """The allowlisted variables' values, as the batch would pass them."""
-    adapter_args: tuple[str, ...]
+    server: Path
+    """The scripted model's server file."""
+    server_args: tuple[str, ...]
+    """Its arguments before the mode ({port}, {log} and {marker} are filled in)."""
+    credential_env: str
+    credential_header: str
+    served: str
+    """The model name the scripted provider says it served."""
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    adapter_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,10 +241,15 @@ class RunResult:
     batch_dir: Path
     requests: dict[int, list[dict[str, Any]]]
     """The scripted model's request log of each attempt."""
+    records: dict[int, list[GatewayRecord]]
+    """The gateway's records of each attempt."""
+    canary: str
 
 
 def run_one(
     engine: ContainerEngine,
+    client: docker.DockerClient,
+    network: str,
     consumer: PreparedConsumer,
     agent: ScriptedAgent,
     mode: str,
@@ -150,88 +259,131 @@ def run_one(
     """One scheduled run of TASK (first attempt and, when the rules allow, a repair)."""
     project = find_project(ROOT)
     task = load_suite(project.tasks, graders_dir=project.graders).task(TASK)
+    canary = f"sk-canary-{uuid.uuid4().hex}"
+    gateway_image = image_for_checkout(engine, ROOT, "gateway")
+    fill = {"port": str(PORT), "log": "/log/requests.jsonl", "marker": "/log/attempt"}
+    args = [a.format(**fill) for a in agent.server_args]
+    provider = start_provider(
+        client, network, gateway_image, agent.server, [*args, mode], tmp_path / "provider",
+        agent.files,
+    )  # fmt: skip
     base = reference_config(
         engine, "oracle", project_root=ROOT, runtime_path="/var/run/docker.sock"
     )
-    args = [
-        "-B", f"{MODEL_DIR}/model_server.py", f"{MODEL_DIR}/script.json", mode, "--",
-        "/usr/bin/python3", "-B", "-m", agent.adapter, "--model", agent.model.id,
-        *(f"--setting={k}={json.dumps(v)}" for k, v in agent.model.settings.items()),
-        *agent.adapter_args,
-    ]  # fmt: skip
     config = base.model_copy(
         update={
-            "args": args,
-            "envAllowlist": sorted(agent.environment),
+            "args": [
+                "-B", "-m", agent.adapter, "--model", agent.model.id,
+                *(f"--setting={k}={json.dumps(v)}" for k, v in agent.model.settings.items()),
+                *agent.adapter_args,
+            ],
             "runnerImage": agent.image,
             "expectedRunner": RunnerIdentity(name=agent.name, version=agent.version),
             "expectedModel": agent.model,
-            "network": "none",
+            "models": [
+                ModelUpstream(
+                    name="provider",
+                    upstream=f"http://model.test:{PORT}",
+                    credentialEnv=agent.credential_env,
+                    credentialHeader=agent.credential_header,
+                    servedModels=[agent.served],
+                )
+            ],
+            "gateway": GatewayOptions(
+                network=network, hosts={"model.test": provider.address}, privateUpstreams=True
+            ),
+            "gatewayImage": gateway_image,
         }
-    )
-    batch_id = f"{agent.name}-{mode}-{uuid.uuid4().hex[:8]}"
-    runner = ContainerRunner(
-        engine,
-        config=config,
-        image_id=agent.image,
-        consumer_dir=consumer.root,
-        batch_id=batch_id,
-        environment=agent.environment,
-    )
-    (tmp_path / "verifier").mkdir()
-    verifier = ContainerVerifier(
-        VerifierSetup(
-            engine=engine,
-            image=base.verifierImage,
-            consumer_dir=consumer.root,
-            graders_dir=project.graders,
-            batch_id=batch_id,
-            staging_root=tmp_path / "verifier",
-        ),
-        tasks_dir=project.tasks,
-    )
-    batch_dir = tmp_path / "batch"
-    batch_dir.mkdir()
-    receipt = Receipt(
-        schemaVersion=1, batchId=batch_id, status="running", reasons=[], selfTest=False,
-        createdAt=NOW, updatedAt=NOW, suiteDigest=None, evaluatorDigest=None,
-        archivesDigest=None, consumerLockDigest=None, runner=config.expectedRunner,
-        model=config.expectedModel, runnerImage=None, verifierImage=None, scheduledRuns=1,
-        firstSuccesses=0, finalSuccesses=0, runs=[], reviewDecisions=[],
     )  # fmt: skip
-    run_id = f"{TASK}-1"
-    plan = BatchPlan(
-        batch_dir=batch_dir,
-        work_dir=tmp_path / "work",
-        run_ids=[run_id],
-        tasks={
-            TASK: ScheduledTask(
-                task.spec, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), None
-            )
-        },
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        submission_timeout_s=timeout_s,
-        batch_timeout_s=600.0,
-        concurrency=1,
-        consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=SOLUTION_MOUNT,
-        protected_digest=lambda: solution_digest(solution_files(consumer.root)),
-        receipt=receipt,
+    RunnerConfig.model_validate(config.model_dump())  # what a user could write
+    batch_id = f"{agent.name}-{mode}-{uuid.uuid4().hex[:8]}"
+    gateway = BatchGateway(
+        engine,
+        config,
+        engine.resolve_image(gateway_image),
+        work_dir=tmp_path / "gateway",
+        batch_id=batch_id,
+        environ={agent.credential_env: canary},
     )
+    marking = MarkingGateway(gateway, provider)
     try:
+        gateway.start()
+        runner = ContainerRunner(
+            engine,
+            config=config,
+            image_id=agent.image,
+            consumer_dir=consumer.root,
+            batch_id=batch_id,
+            environment=gateway.runner_environment(),
+            gateway_mounts=gateway.runner_mounts(),
+        )
+        (tmp_path / "verifier").mkdir()
+        verifier = ContainerVerifier(
+            VerifierSetup(
+                engine=engine,
+                image=base.verifierImage,
+                consumer_dir=consumer.root,
+                graders_dir=project.graders,
+                batch_id=batch_id,
+                staging_root=tmp_path / "verifier",
+            ),
+            tasks_dir=project.tasks,
+        )
+        batch_dir = tmp_path / "batch"
+        batch_dir.mkdir()
+        receipt = Receipt.opened(
+            batch_id=batch_id,
+            created_at=NOW,
+            runner=config.expectedRunner,
+            model=config.expectedModel,
+            scheduled_runs=1,
+        )
+        plan = BatchPlan(
+            batch_dir=batch_dir,
+            work_dir=tmp_path / "work",
+            run_ids=[f"{TASK}-1"],
+            tasks={
+                TASK: ScheduledTask(
+                    task.spec,
+                    task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)),
+                    task.starter_dir,
+                )
+            },
+            runner=config.expectedRunner,
+            model=config.expectedModel,
+            submission_timeout_s=timeout_s,
+            batch_timeout_s=600.0,
+            concurrency=1,
+            consumer_dir_in_runner=CONSUMER_MOUNT,
+            output_dir_in_runner=SOLUTION_MOUNT,
+            protected_digest=lambda: solution_digest(solution_files(consumer.root)),
+            receipt=receipt,
+            gateway=marking,
+        )
         final = run_schedule(plan, runner, verifier)
-        assert list_leftovers(engine, batch_id) == []
-        requests = {}
-        for attempt in (1, 2):
-            log = tmp_path / "work" / run_id / f"attempt-{attempt}" / REQUEST_LOG
-            if log.is_file():
-                requests[attempt] = [json.loads(line) for line in log.read_text().splitlines()]
-        return RunResult(final, batch_dir, requests)
     finally:
+        gateway.stop()
+        provider.stop()
         shutil.rmtree(tmp_path / "work", ignore_errors=True)
+    assert list_leftovers(engine, batch_id) == []
+    by_attempt: dict[int, list[dict[str, Any]]] = {}
+    for entry in provider.requests():
+        by_attempt.setdefault(int(entry["attempt"]), []).append(entry)
+    return RunResult(final, batch_dir, by_attempt, marking.records, canary)
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:
     """Every file under *root* whose bytes contain *needle*."""
     return [p for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def solutions() -> dict[str, str]:
+    fixtures = ROOT / "fixtures" / TASK
+    return {
+        "correct": (fixtures / "correct" / "solution.py").read_text(encoding="utf-8"),
+        "greets-username": (fixtures / "greets-username" / "solution.py").read_text(),
+        "errors-not-rendered": (fixtures / "errors-not-rendered" / "solution.py").read_text(),
+    }
+
+
+AGENTS_DATA = DATA / "agents"

@@ -224,7 +224,12 @@ class Gateway:
         if flow.response is not None:
             return
         message = str(getattr(flow.error, "msg", "") or "no response")
-        failure = "refused-upstream" if "refused the upstream" in message else "unreachable"
+        if "refused the upstream" in message:
+            failure = "refused-upstream"
+        elif message.lower().startswith("client disconnected"):
+            failure = "cancelled"  # the runner went away (killed at its deadline): not the provider
+        else:
+            failure = "unreachable"
         self._record(flow, status=None, response_bytes=0, failure=failure, message=message)
 
     def _record(

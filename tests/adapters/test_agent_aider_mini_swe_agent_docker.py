@@ -1,62 +1,60 @@
 """The aider and mini-swe-agent runners, end to end, in their real images with their real CLIs.
 
-Each test image is the agent's runner image plus a scripted model that a
-wrapper starts on 127.0.0.1 inside the container, so the runner keeps
-network none. One scheduled run of the forms task goes through the real
-schedule, runner container, collection and docker verifier. Invariants:
+Each runner has no network; its scripted model is a fake provider on a test network that
+only the batch's gateway reaches. One scheduled run of the forms task goes through the
+real schedule, runner container, gateway, collection and docker verifier. Invariants:
 
-* a model that writes the reference solution passes on the first attempt;
-* a wrong first solution is repaired from feedback that names the failed
-  assertions and carries none of the grader's values;
-* a model that never finishes times out, is not repaired, and leaves no
-  container behind;
-* the credential reaches the model endpoint (its hash is in the server's
-  log) and its value appears nowhere in the run directory;
-* the request shape is the one each CLI is documented to use, and
-  mini-swe-agent's shell imports the library under evaluation, not the
-  agent's own packages.
+* a model that writes the reference solution passes on the first attempt, and the gateway
+  records the model the provider served and the tokens it reported;
+* a wrong first solution is repaired from feedback that names the failed assertions and
+  carries none of the grader's values;
+* a model that never finishes is killed at the harness's deadline (``timeout``), while
+  mini-swe-agent stopping at its own step limit first is ``budget-exhausted``: neither
+  is repaired, and no container is left behind;
+* the credential reaches the provider (its hash is in the provider's log) and nothing
+  else: the environment mini-swe-agent's shell prints back to the model holds no
+  credential, which appears nowhere in the run directory;
+* the request shape is the one each CLI is documented to use, and mini-swe-agent's shell
+  imports the library under evaluation, not the agent's own packages.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
 
-from agent_eval.batch.ports import RunnerOutcome
-from agent_eval.batch.runner_container import ContainerRunner
-from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
-from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare_consumer
-from agent_eval.digests import solution_digest, solution_files
-from agent_eval.engine import ContainerEngine, list_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
-from agent_eval.images.build import build_runner_image, image_for_checkout
-from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
-from agent_eval.models import Receipt, RunnerConfig, RunnerRequest
+from agent_eval.consumer.archives import PreparedConsumer
+from agent_eval.engine import ContainerEngine
+from agent_eval.images.build import build_runner_image
+from agent_eval.models import ModelIdentity
 from agent_eval.models.install_recipe import InstallRecipe
-from agent_eval.packing import build_archives
-from agent_eval.project import find_project
-from agent_eval.suite.tasks import Suite, load_suite
-from agent_eval.verification.container.run import VerifierSetup
-from agent_eval.verification.container.verifier import ContainerVerifier
-from tests.paths import DATA, REPO
+from tests.agent_scripted_model import (
+    AGENTS_DATA,
+    REPO,
+    RunResult,
+    ScriptedAgent,
+    engine,
+    files_containing,
+    network,
+    prepared_consumer,
+    run_one,
+    solutions,
+)
 
 pytestmark = pytest.mark.docker
 
-DATA = DATA / "agents"
-NOW = datetime(2026, 11, 30, tzinfo=UTC)
-TASK = "forms"
-NEGATIVE = "errors-not-rendered"
-CANARY = "canary-" + hashlib.sha256(b"agent-eval aider mini").hexdigest()[:24]
+__all__ = ["engine", "network"]
+
 MODEL = "openai/scripted-model"
+SERVED = "scripted-model"
+NEGATIVE = "errors-not-rendered"
 # The grader's inputs and expected values for the forms task: never in feedback.
 GRADER_VALUES = ("ann@example.org", "not-an-email", "twelve", "gold", "onerror", "pwned")
 
@@ -77,85 +75,6 @@ AGENTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
-
-
-@pytest.fixture(scope="module")
-def suite() -> Suite:
-    project = find_project(REPO)
-    return load_suite(project.tasks, graders_dir=project.graders)
-
-
-@pytest.fixture(scope="module")
-def consumer(
-    engine: ContainerEngine, suite: Suite, tmp_path_factory: pytest.TempPathFactory
-) -> PreparedConsumer:
-    work = tmp_path_factory.mktemp("consumer")
-    archives = build_archives(REPO / "packages", work / "archives")
-    verifier = image_for_checkout(engine, REPO, "verifier")
-    task = suite.task(TASK)
-    return prepare_consumer(
-        engine,
-        verifier_image=verifier,
-        root=work / "consumer",
-        stage=work / "stage",
-        archives_dir=work / "archives",
-        archives=archives,
-        dependency_lock=REPO / "packages" / "requirements.lock",
-        guides={
-            p.name: p / "GUIDE.md"
-            for p in sorted((REPO / "packages").iterdir())
-            if (p / "GUIDE.md").is_file()
-        },
-        tasks=[
-            TaskMaterial(
-                TASK, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), task.contract_text
-            )
-        ],
-        batch_id="agent-cli-tests",
-    )
-
-
-class ScriptedImages:
-    """Each agent's test image, built once per module."""
-
-    def __init__(self, engine: ContainerEngine, work: Path) -> None:
-        self.engine = engine
-        self.work = work
-        self.built: dict[str, str] = {}
-
-    def get(self, agent: Agent) -> str:
-        if agent.name not in self.built:
-            self.built[agent.name] = scripted_image(self.engine, agent, self.work / agent.name)
-        return self.built[agent.name]
-
-
-@pytest.fixture(scope="module")
-def images(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) -> ScriptedImages:
-    return ScriptedImages(engine, tmp_path_factory.mktemp("images"))
-
-
-def scripted_image(engine: ContainerEngine, agent: Agent, tmp_path: Path) -> str:
-    """The agent's runner image (built, cached by the builder) plus the scripted model."""
-    runner = build_runner_image(engine, REPO, agent.name)
-    context = tmp_path / "context"
-    shutil.copytree(DATA / agent.name, context, ignore=shutil.ignore_patterns("__pycache__"))
-    (context / "solutions").mkdir()
-    fixtures = REPO / "fixtures" / TASK
-    shutil.copyfile(fixtures / "correct" / "solution.py", context / "solutions" / "correct.py")
-    shutil.copyfile(fixtures / NEGATIVE / "solution.py", context / "solutions" / "wrong.py")
-    return engine.build_image(
-        context,
-        tag=f"agent-eval-test/{agent.name}-scripted:local",
-        buildargs={"BASE": runner},
-        labels={"agent-eval.image": "test"},
-    )
-
-
 def installed_version(agent: Agent) -> str:
     recipe_path = REPO / "images" / "runners" / agent.name / "install.json"
     recipe = InstallRecipe.model_validate_json(recipe_path.read_bytes())
@@ -163,213 +82,162 @@ def installed_version(agent: Agent) -> str:
     return pin.partition("==")[2]
 
 
-class LoggingRunner:
-    """The real container runner; keeps the scripted model's log the wrapper left behind."""
+class Scripted:
+    """Each agent's scripted set-up, its runner image built once per module."""
 
-    def __init__(self, inner: ContainerRunner) -> None:
-        self.inner = inner
-        self.logs: dict[int, list[dict[str, Any]]] = {}
+    def __init__(self, engine: ContainerEngine) -> None:
+        self.engine = engine
+        self.built: dict[str, ScriptedAgent] = {}
 
-    def run_attempt(
-        self, request: RunnerRequest, workspace: Path, timeout_s: float
-    ) -> RunnerOutcome:
-        outcome = self.inner.run_attempt(request, workspace, timeout_s)
-        log = workspace / f".scripted-model-attempt-{request.attempt}.jsonl"
-        if log.is_file():
-            lines = log.read_text(encoding="utf-8").splitlines()
-            self.logs[request.attempt] = [json.loads(line) for line in lines]
-        return outcome
-
-    def cancel_all(self) -> None:
-        self.inner.cancel_all()
-
-
-@dataclass
-class Outcome:
-    receipt: Receipt
-    logs: dict[int, list[dict[str, Any]]]
-    batch_dir: Path
-
-
-def run_once(
-    engine: ContainerEngine,
-    images: ScriptedImages,
-    consumer: PreparedConsumer,
-    suite: Suite,
-    tmp_path: Path,
-    agent: Agent,
-    script: str,
-    timeout_s: float = 90.0,
-) -> Outcome:
-    image = images.get(agent)
-    adapter = ["/usr/bin/python3", "-B", "-m", f"agent_eval.adapters.{agent.module}"]
-    adapter += ["--model", MODEL, "--endpoint-env", "OPENAI_API_BASE"]
-    for key, value in agent.settings.items():
-        adapter += ["--setting", f"{key}={json.dumps(value)}"]
-    config = RunnerConfig.model_validate(
-        {
-            "schemaVersion": 1,
-            "executable": "/usr/bin/python3",
-            "args": ["-B", "/opt/scripted/scripted_model.py", script, "--", *adapter],
-            "envAllowlist": ["OPENAI_API_KEY"],
-            "expectedRunner": {"name": agent.name, "version": installed_version(agent)},
-            "expectedModel": {"id": MODEL, "settings": agent.settings},
-            "submissionTimeoutMs": int(timeout_s * 1000),
-            "batchTimeoutMs": 600_000,
-            "runtimePath": "/var/run/docker.sock",
-            "runnerImage": image,
-            "verifierImage": image_for_checkout(engine, REPO, "verifier"),
-            "network": "none",
-        }
-    )
-    batch_id = f"agents-{tmp_path.name[-20:]}".replace("_", "-")
-    runner = LoggingRunner(
-        ContainerRunner(
-            engine,
-            config=config,
-            image_id=image,
-            consumer_dir=consumer.root,
-            batch_id=batch_id,
-            environment={"OPENAI_API_KEY": CANARY},
-        )
-    )
-    project = find_project(REPO)
-    (tmp_path / "verifier").mkdir()
-    verifier = ContainerVerifier(
-        VerifierSetup(
-            engine=engine,
-            image=config.verifierImage,
-            consumer_dir=consumer.root,
-            graders_dir=project.graders,
-            batch_id=batch_id,
-            staging_root=tmp_path / "verifier",
-        ),
-        tasks_dir=project.tasks,
-    )
-    batch_dir = tmp_path / "batch"
-    batch_dir.mkdir()
-    receipt = Receipt(
-        schemaVersion=1, batchId=batch_id, status="running", reasons=[], selfTest=True,
-        createdAt=NOW, updatedAt=NOW, suiteDigest=None, evaluatorDigest=None,
-        archivesDigest=None, consumerLockDigest=None, runner=config.expectedRunner,
-        model=config.expectedModel, runnerImage=None, verifierImage=None, scheduledRuns=1,
-        firstSuccesses=0, finalSuccesses=0, runs=[], reviewDecisions=[],
-    )  # fmt: skip
-    task = suite.task(TASK)
-    plan = BatchPlan(
-        batch_dir=batch_dir,
-        work_dir=tmp_path / "work",
-        run_ids=[f"{TASK}-1"],
-        tasks={
-            TASK: ScheduledTask(
-                task.spec, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), task.starter_dir
+    def get(self, agent: Agent) -> ScriptedAgent:
+        if agent.name not in self.built:
+            known = solutions()
+            self.built[agent.name] = ScriptedAgent(
+                name=agent.name,
+                image=build_runner_image(self.engine, REPO, agent.name),
+                adapter=f"agent_eval.adapters.{agent.module}",
+                model=ModelIdentity(id=MODEL, settings=agent.settings),
+                version=installed_version(agent),
+                server=AGENTS_DATA / agent.name / "scripted_model.py",
+                server_args=("{port}", "{log}", "{marker}"),
+                credential_env="OPENAI_API_KEY",
+                credential_header="Authorization",
+                served=SERVED,
+                files={
+                    "solutions/correct.py": known["correct"].encode(),
+                    "solutions/wrong.py": known[NEGATIVE].encode(),
+                },
             )
-        },
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        submission_timeout_s=timeout_s,
-        batch_timeout_s=600.0,
-        concurrency=1,
-        consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=SOLUTION_MOUNT,
-        protected_digest=lambda: solution_digest(solution_files(consumer.root)),
-        receipt=receipt,
-    )
-    try:
-        final = run_schedule(plan, runner, verifier)
-    finally:
-        assert list_leftovers(engine, batch_id) == []
-        shutil.rmtree(tmp_path / "work", ignore_errors=True)
-    return Outcome(final, runner.logs, batch_dir)
+        return self.built[agent.name]
 
 
-def assert_no_canary(batch_dir: Path) -> None:
-    for path in batch_dir.rglob("*"):
-        if path.is_file():
-            assert CANARY.encode() not in path.read_bytes(), path
+@pytest.fixture(scope="module")
+def scripted(engine: ContainerEngine) -> Scripted:
+    return Scripted(engine)
 
 
-def assert_request_shape(agent: Agent, requests: list[dict[str, Any]]) -> None:
+@pytest.fixture(scope="module")
+def consumer(
+    engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PreparedConsumer]:
+    yield prepared_consumer(engine, tmp_path_factory.mktemp("consumer"))
+
+
+class Runs:
+    def __init__(
+        self,
+        engine: ContainerEngine,
+        client: docker.DockerClient,
+        network: str,
+        consumer: PreparedConsumer,
+        scripted: Scripted,
+        tmp_path: Path,
+    ) -> None:
+        self.args = (engine, client, network, consumer)
+        self.scripted, self.tmp_path = scripted, tmp_path
+
+    def __call__(self, name: str, script: str, timeout_s: float = 90.0) -> RunResult:
+        agent = self.scripted.get(AGENTS[name])
+        result = run_one(*self.args, agent, script, self.tmp_path, timeout_s)
+        assert files_containing(result.batch_dir, result.canary) == []
+        return result
+
+
+@pytest.fixture
+def runs(
+    engine: ContainerEngine,
+    docker_client: docker.DockerClient,
+    network: str,
+    consumer: PreparedConsumer,
+    scripted: Scripted,
+    tmp_path: Path,
+) -> Runs:
+    return Runs(engine, docker_client, network, consumer, scripted, tmp_path)
+
+
+def assert_request_shape(name: str, requests: list[dict[str, Any]], canary: str) -> None:
     assert requests, "the CLI never reached the scripted model"
-    expected_auth = hashlib.sha256(f"Bearer {CANARY}".encode()).hexdigest()
+    expected_auth = hashlib.sha256(f"Bearer {canary}".encode()).hexdigest()
     for request in requests:
         assert (request["method"], request["path"]) == ("POST", "/v1/chat/completions")
         assert request["authSha256"] == expected_auth
-        assert request["body"]["model"] == MODEL.partition("/")[2]
+        assert request["body"]["model"] == SERVED
     first = requests[0]["body"]
-    if agent.name == "aider":
+    if name == "aider":
         assert first["stream"] is True and "tools" not in first
     else:
         assert not first.get("stream")
         assert [t["function"]["name"] for t in first["tools"]] == ["bash"]
 
 
-def prompt_of(agent: Agent, requests: list[dict[str, Any]]) -> str:
+def prompt_of(requests: list[dict[str, Any]]) -> str:
     """What the model was told, as one text: every message of the first request."""
     return json.dumps(requests[0]["body"]["messages"])
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_a_model_writing_the_reference_solution_passes_on_the_first_attempt(
-    engine: ContainerEngine,
-    images: ScriptedImages,
-    consumer: PreparedConsumer,
-    suite: Suite,
-    tmp_path: Path,
-    name: str,
+    runs: Runs, name: str
 ) -> None:
-    agent = AGENTS[name]
-    outcome = run_once(engine, images, consumer, suite, tmp_path, agent, "correct")
-    (run,) = outcome.receipt.runs
+    result = runs(name, "correct")
+    (run,) = result.receipt.runs
     assert run.firstSuccess and len(run.attempts) == 1, run.attempts[0].diagnostics
     assert [f.path for f in run.attempts[0].solutionFiles] == ["solution.py"]
-    requests = outcome.logs[1]
-    assert_request_shape(agent, requests)
-    assert "Write only these files in /solution: solution.py" in prompt_of(agent, requests)
+    requests = result.requests[1]
+    assert_request_shape(name, requests, result.canary)
+    assert "Write only these files in /solution: solution.py" in prompt_of(requests)
     if name == "mini-swe-agent":
         probe = json.dumps(requests[-1]["body"]["messages"][-1])
         assert "/consumer/site/appkit/__init__.py" in probe and "litellm None" in probe
-    assert_no_canary(outcome.batch_dir)
+    use = run.attempts[0].gateway
+    assert use is not None and use.servedModels == [SERVED] and use.answered == len(requests)
+    assert use.inputTokens > 0 and use.outputTokens > 0
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_a_wrong_first_solution_is_repaired_from_feedback_without_expected_values(
-    engine: ContainerEngine,
-    images: ScriptedImages,
-    consumer: PreparedConsumer,
-    suite: Suite,
-    tmp_path: Path,
-    name: str,
+    runs: Runs, name: str
 ) -> None:
-    agent = AGENTS[name]
-    outcome = run_once(engine, images, consumer, suite, tmp_path, agent, "repair")
-    (run,) = outcome.receipt.runs
+    result = runs(name, "repair")
+    (run,) = result.receipt.runs
     first, repair = run.attempts
     assert not first.success and repair.success and run.finalSuccess
     failed = [a.id for a in first.assertions if not a.passed]
     assert "field-errors-shown" in failed
-    told = prompt_of(agent, outcome.logs[2])
+    told = prompt_of(result.requests[2])
     feedback = told[told.index("failed verification") :]
     assert all(assertion in feedback for assertion in failed)
     assert not [value for value in GRADER_VALUES if value in feedback]
-    assert_request_shape(agent, outcome.logs[2])
-    assert_no_canary(outcome.batch_dir)
+    assert_request_shape(name, result.requests[2], result.canary)
 
 
-@pytest.mark.parametrize("name", sorted(AGENTS))
-def test_a_model_that_never_finishes_times_out_without_a_repair(
-    engine: ContainerEngine,
-    images: ScriptedImages,
-    consumer: PreparedConsumer,
-    suite: Suite,
-    tmp_path: Path,
-    name: str,
+@pytest.mark.parametrize(("name", "script"), [("aider", "never"), ("mini-swe-agent", "slow")])
+def test_a_model_that_never_finishes_is_killed_at_the_deadline_without_a_repair(
+    runs: Runs, name: str, script: str
 ) -> None:
-    outcome = run_once(
-        engine, images, consumer, suite, tmp_path, AGENTS[name], "never", timeout_s=15.0
-    )
-    (run,) = outcome.receipt.runs
+    result = runs(name, script, timeout_s=15.0)
+    (run,) = result.receipt.runs
     (attempt,) = run.attempts
-    assert attempt.failureCategory == "timeout" and not run.finalSuccess
+    assert attempt.failureCategory == "timeout" and not run.finalSuccess, attempt.diagnostics
     assert attempt.durationMs < 60_000
-    assert_no_canary(outcome.batch_dir)
+
+
+def test_mini_stopping_at_its_own_step_limit_is_budget_exhaustion_not_a_refusal(
+    runs: Runs,
+) -> None:
+    result = runs("mini-swe-agent", "loop", timeout_s=120.0)
+    (attempt,) = result.receipt.runs[0].attempts
+    assert (attempt.failureCategory, attempt.failureKind) == ("budget-exhausted", "budget")
+    assert len(result.requests[1]) == 10  # its step_limit setting
+    assert attempt.durationMs < 100_000
+
+
+def test_the_shell_the_model_has_run_sees_no_credential(runs: Runs) -> None:
+    """mini-swe-agent's bash tool prints the environment back to the model: the key's name
+    is blanked there and the credential was never in the container. (aider, in its
+    whole-file edit format, runs no command a model suggests: it has no shell tool.)"""
+    result = runs("mini-swe-agent", "printenv")
+    assert result.receipt.runs[0].finalSuccess
+    seen = json.dumps([r["body"] for r in result.requests[1]])
+    assert "AGENT_EVAL_GATEWAY_TOKEN=" in seen and "PYTHONPATH=/consumer/site" in seen
+    assert result.canary not in seen

@@ -1,13 +1,10 @@
-"""A scripted OpenAI-compatible model for aider, started inside the test container.
+"""A scripted OpenAI-compatible model for aider: a fake provider behind the gateway.
 
-    python3 -B scripted_model.py SCRIPT -- ADAPTER-ARGV...
+    python3 -B scripted_model.py PORT LOG MARKER SCRIPT
 
-The wrapper reads the runner request, serves ``POST /v1/chat/completions`` on
-127.0.0.1 (the container keeps network none), points the adapter at it
-through ``OPENAI_API_BASE``, runs the adapter with the request on stdin and
-passes its stdout on unchanged. Afterwards it writes the request log to
-``/solution/.scripted-model-attempt-<n>.jsonl``, a name outside the task's
-allowed output paths: the harness records it as refused and never grades it.
+It serves ``POST /v1/chat/completions`` on PORT on every address of its container,
+which sits on a test network the gateway reaches (the runner reaches only the gateway),
+and appends each request to LOG, tagged with the attempt number the test wrote to MARKER.
 
 Scripts (aider's whole-file edit format, streamed as SSE or plain JSON):
 
@@ -24,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -35,7 +30,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REQUESTS: list[dict[str, Any]] = []
-SCRIPT = sys.argv[1]
+PORT, LOG, MARKER, SCRIPT = int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+LOCK = threading.Lock()
 
 
 def reply_text(body: dict[str, Any]) -> str:
@@ -43,7 +39,8 @@ def reply_text(body: dict[str, Any]) -> str:
     repairing = "Failed checks:" in prompt
     name = "correct" if SCRIPT == "correct" or repairing else "wrong"
     code = (HERE / "solutions" / f"{name}.py").read_text(encoding="utf-8")
-    return f"solution.py\n```python\n{code.rstrip()}\n```\n"
+    text = f"solution.py\n```python\n{code.rstrip()}\n```\n"
+    return text
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -52,15 +49,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def _record(self, body: Any) -> None:
         auth = self.headers.get("Authorization", "")
-        REQUESTS.append(
-            {
-                "method": self.command,
-                "path": self.path,
-                "authSha256": hashlib.sha256(auth.encode()).hexdigest() if auth else None,
-                "contentType": self.headers.get("Content-Type"),
-                "body": body,
-            }
-        )
+        entry = {
+            "attempt": int(MARKER.read_text(encoding="utf-8") or 0),
+            "method": self.command,
+            "path": self.path,
+            "authSha256": hashlib.sha256(auth.encode()).hexdigest() if auth else None,
+            "contentType": self.headers.get("Content-Type"),
+            "body": body,
+        }
+        with LOCK, open(LOG, "a", encoding="utf-8") as handle:
+            REQUESTS.append(entry)
+            handle.write(json.dumps(entry) + "\n")
 
     def do_GET(self) -> None:
         self._record(None)
@@ -132,25 +131,18 @@ class Handler(BaseHTTPRequestHandler):
                     }
                 ],
             }
+            if index == len(deltas):
+                chunk["usage"] = {"prompt_tokens": 12, "completion_tokens": 34}
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
 
 def main() -> int:
-    adapter = sys.argv[sys.argv.index("--") + 1 :]
-    request = sys.stdin.buffer.read()
-    attempt = json.loads(request)["attempt"]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = {**os.environ, "OPENAI_API_BASE": f"http://127.0.0.1:{server.server_port}/v1"}
-    done = subprocess.run(adapter, input=request, stdout=subprocess.PIPE, env=env, check=False)
-    log = Path("/solution") / f".scripted-model-attempt-{attempt}.jsonl"
-    log.write_text("".join(json.dumps(r) + "\n" for r in REQUESTS), encoding="utf-8")
-    sys.stdout.buffer.write(done.stdout)
-    sys.stdout.flush()
-    return done.returncode
+    server.serve_forever()
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,30 +1,28 @@
-"""A scripted Anthropic Messages endpoint for Claude Code, on 127.0.0.1 inside its container.
+"""A scripted Anthropic Messages endpoint for Claude Code: a fake provider behind the gateway.
 
-    python3 model_server.py SCRIPT.json MODE [-- ADAPTER ARG...]
+    python3 model_server.py SCRIPT.json MODE
 
-With an adapter command after ``--`` it starts the server in the background,
-waits until it listens, then execs the adapter (which keeps this process's
-stdin, the runner request, and stdout, the response).
+It serves on SCRIPT's ``port`` on every address of its container, which sits on a test
+network the gateway reaches (the runner reaches only the gateway).
 
-SCRIPT.json: ``{"port", "log", "file", "first", "repair"}``. MODE is
+SCRIPT.json: ``{"port", "log", "marker", "file", "first", "repair"}``. MODE is
 ``correct`` (always write ``repair``), ``repair`` (write ``first`` unless the
-prompt says the previous submission failed verification, then ``repair``) or
-``hang`` (accept the request and never answer). On a repair it reads the file
-first (the CLI refuses to overwrite a file it has not read); after its Write
-it closes with a text turn.
+prompt says the previous submission failed verification, then ``repair``),
+``printenv`` (first ask the Bash tool to print the environment, then write
+``repair``) or ``hang`` (accept the request and never answer). On a repair it
+reads the file first (the CLI refuses to overwrite a file it has not read);
+after its Write it closes with a text turn.
 
-Every request is appended to ``log`` as one JSON line: method, path, header
-names, the API version, the key's SHA-256 (never the key), the model, whether
-it streams, the tool names, the message roles and the prompt text.
+Every request is appended to ``log`` as one JSON line, tagged with the attempt
+number the test wrote to ``marker``: method, path, header names, the API
+version, the key's SHA-256 (never the key), the model, whether it streams, the
+tool names, the message roles, the prompt text and the tools' results.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -38,6 +36,7 @@ LOCK = threading.Lock()
 
 
 def log(entry: dict[str, Any]) -> None:
+    entry["attempt"] = int(Path(SCRIPT["marker"]).read_text(encoding="utf-8") or 0)
     with LOCK, open(SCRIPT["log"], "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
 
@@ -100,6 +99,10 @@ class Handler(BaseHTTPRequestHandler):
                 roles=[m.get("role") for m in messages],
                 prompt="\n".join(t for m in messages if m.get("role") == "user"
                                  for t in texts(m.get("content"))),
+                toolResults=json.dumps([b.get("content") for m in messages
+                                        if isinstance(m.get("content"), list)
+                                        for b in m["content"] if isinstance(b, dict)
+                                        and b.get("type") == "tool_result"]),
             )  # fmt: skip
         log(entry)
 
@@ -150,6 +153,8 @@ class Handler(BaseHTTPRequestHandler):
         prompt = "\n".join(t for m in messages if m.get("role") == "user"
                            for t in texts(m.get("content")))  # fmt: skip
         repairing = "failed verification" in prompt
+        if MODE == "printenv" and "Bash" not in used:
+            return tool_use(model, "Bash", {"command": "env", "description": "print the env"})
         if "Write" in used or "Write" not in tool_names:
             return reply(model, {"type": "text", "text": ""},
                          [{"type": "text_delta", "text": "Done."}], "end_turn")  # fmt: skip
@@ -169,28 +174,7 @@ def tool_use(model: str, name: str, arguments: dict[str, Any]) -> bytes:
     )
 
 
-def launch(command: list[str]) -> None:
-    """Start this server in the background, wait until it listens, exec *command*."""
-    subprocess.Popen(
-        [sys.executable, "-B", __file__, sys.argv[1], MODE],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", int(SCRIPT["port"])), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    os.execv(command[0], command)
-
-
 if __name__ == "__main__":
-    if "--" in sys.argv:
-        launch(sys.argv[sys.argv.index("--") + 1 :])
-    server = ThreadingHTTPServer(("127.0.0.1", int(SCRIPT["port"])), Handler)
+    server = ThreadingHTTPServer(("0.0.0.0", int(SCRIPT["port"])), Handler)
     server.daemon_threads = True
     server.serve_forever()

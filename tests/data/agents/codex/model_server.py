@@ -1,21 +1,22 @@
-"""A scripted OpenAI Responses endpoint for Codex CLI, on 127.0.0.1 inside its container.
+"""A scripted OpenAI Responses endpoint for Codex CLI: a fake provider behind the gateway.
 
-    python3 model_server.py SCRIPT.json MODE [-- ADAPTER ARG...]
+    python3 model_server.py SCRIPT.json MODE
 
-With an adapter command after ``--`` it starts the server in the background,
-waits until it listens, then execs the adapter (which keeps this process's
-stdin, the runner request, and stdout, the response).
+It serves on SCRIPT's ``port`` on every address of its container, which sits on a test
+network the gateway reaches (the runner reaches only the gateway).
 
-SCRIPT.json: ``{"port", "log", "file", "first", "repair"}``. MODE
+SCRIPT.json: ``{"port", "log", "marker", "file", "first", "repair"}``. MODE
 is ``correct`` (always write ``repair``), ``repair`` (write ``first`` unless
 the prompt says the previous submission failed verification, then
+``repair``), ``printenv`` (first run ``env`` with the command tool, then write
 ``repair``) or ``hang`` (accept the request and never answer). The file is
 written by one ``exec_command`` function call; a request whose input ends
-with the call's output is answered with a closing message.
+with the last call's output is answered with a closing message.
 
-Every request is appended to ``log`` as one JSON line: method, path, header
-names, the key's SHA-256 (never the key), the model, whether it streams, the
-tool names, the input item types and the prompt text.
+Every request is appended to ``log`` as one JSON line, tagged with the attempt
+number the test wrote to ``marker``: method, path, header names, the key's
+SHA-256 (never the key), the model, whether it streams, the tool names, the
+input item types, the prompt text and the calls' outputs.
 """
 
 from __future__ import annotations
@@ -23,10 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import shlex
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -40,6 +38,7 @@ LOCK = threading.Lock()
 
 
 def log(entry: dict[str, Any]) -> None:
+    entry["attempt"] = int(Path(SCRIPT["marker"]).read_text(encoding="utf-8") or 0)
     with LOCK, open(SCRIPT["log"], "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")
 
@@ -103,7 +102,9 @@ class Handler(BaseHTTPRequestHandler):
                 tools=[t.get("name") or t.get("type") for t in body.get("tools", [])],
                 inputTypes=[i.get("type") for i in items if isinstance(i, dict)],
                 prompt=user_text(items),
-            )
+                toolResults=json.dumps([i.get("output") for i in items if isinstance(i, dict)
+                                        and i.get("type") == "function_call_output"]),
+            )  # fmt: skip
         log(entry)
 
     def _empty(self, status: int) -> None:
@@ -135,7 +136,17 @@ class Handler(BaseHTTPRequestHandler):
     def answer(self, body: dict[str, Any]) -> bytes:
         model = str(body.get("model"))
         items = [i for i in body.get("input", []) if isinstance(i, dict)]
-        if items and items[-1].get("type") == "function_call_output":
+        outputs = sum(1 for i in items if i.get("type") == "function_call_output")
+        if MODE == "printenv" and outputs == 0:
+            call = {"type": "function_call", "id": "fc_env", "call_id": "call_env",
+                    "name": "exec_command", "arguments": json.dumps({"cmd": "env"}),
+                    "status": "completed"}  # fmt: skip
+            return stream(model, call, [])
+        if (
+            items
+            and items[-1].get("type") == "function_call_output"
+            and (MODE != "printenv" or outputs >= 2)
+        ):
             message = {"type": "message", "id": "msg_scripted", "role": "assistant",
                        "status": "completed",
                        "content": [{"type": "output_text", "text": "Done.",
@@ -151,28 +162,7 @@ class Handler(BaseHTTPRequestHandler):
         return stream(model, call, [])
 
 
-def launch(command: list[str]) -> None:
-    """Start this server in the background, wait until it listens, exec *command*."""
-    subprocess.Popen(
-        [sys.executable, "-B", __file__, sys.argv[1], MODE],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", int(SCRIPT["port"])), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    os.execv(command[0], command)
-
-
 if __name__ == "__main__":
-    if "--" in sys.argv:
-        launch(sys.argv[sys.argv.index("--") + 1 :])
-    server = ThreadingHTTPServer(("127.0.0.1", int(SCRIPT["port"])), Handler)
+    server = ThreadingHTTPServer(("0.0.0.0", int(SCRIPT["port"])), Handler)
     server.daemon_threads = True
     server.serve_forever()

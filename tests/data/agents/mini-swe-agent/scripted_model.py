@@ -1,22 +1,20 @@
-"""A scripted OpenAI-compatible model for mini-swe-agent, started inside the test container.
+"""A scripted OpenAI-compatible model for mini-swe-agent: a fake provider behind the gateway.
 
-    python3 -B scripted_model.py SCRIPT -- ADAPTER-ARGV...
+    python3 -B scripted_model.py PORT LOG MARKER SCRIPT
 
-The wrapper reads the runner request, serves ``POST /v1/chat/completions`` on
-127.0.0.1 (the container keeps network none), points the adapter at it
-through ``OPENAI_API_BASE``, runs the adapter with the request on stdin and
-passes its stdout on unchanged. Afterwards it writes the request log to
-``/solution/.scripted-model-attempt-<n>.jsonl``, a name outside the task's
-allowed output paths: the harness records it as refused and never grades it.
+It serves ``POST /v1/chat/completions`` on PORT on every address of its container,
+which sits on a test network the gateway reaches (the runner reaches only the gateway),
+and appends each request to LOG, tagged with the attempt number the test wrote to MARKER.
+Every answer is one ``bash`` tool call.
 
-Every reply is one ``bash`` tool call, chosen by how many tool results the
-request already carries: write solution.py, then show what the agent's own
-Python imports, then ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``.
+Scripts:
 
-* ``correct`` — writes solutions/correct.py;
-* ``repair`` — solutions/wrong.py, and solutions/correct.py once the task
+* ``correct`` — writes solutions/correct.py, probes the shell's imports, submits;
+* ``repair`` — solutions/wrong.py first, solutions/correct.py once the prompt
   carries repair feedback;
-* ``never`` — keeps running harmless commands, never submits.
+* ``printenv`` — runs ``env`` first, then as ``correct``;
+* ``slow`` — every command takes five seconds: the harness's deadline comes first;
+* ``loop`` — quick commands that never submit: mini's own step limit comes first.
 
 The log keeps each request's method, path, body and a sha256 of its
 Authorization header, never the header itself.
@@ -27,8 +25,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -38,7 +34,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REQUESTS: list[dict[str, Any]] = []
-SCRIPT = sys.argv[1]
+PORT, LOG, MARKER, SCRIPT = int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+LOCK = threading.Lock()
 
 
 PROBE = (
@@ -49,11 +46,17 @@ PROBE = (
 
 def next_command(body: dict[str, Any]) -> str:
     messages = body.get("messages", [])
-    if SCRIPT == "never":
-        return "sleep 1; echo still working"
+    if SCRIPT == "slow":
+        return "sleep 5; echo still working"
+    if SCRIPT == "loop":
+        return "echo still working"
     repairing = "Failed checks:" in json.dumps(messages)
-    name = "correct" if SCRIPT == "correct" or repairing else "wrong"
+    name = "correct" if SCRIPT in ("correct", "printenv") or repairing else "wrong"
     done = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "tool")
+    if SCRIPT == "printenv":
+        if done == 0:
+            return "env"
+        done -= 1
     if done == 0:
         code = (HERE / "solutions" / f"{name}.py").read_bytes()
         encoded = base64.b64encode(code).decode()
@@ -72,15 +75,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def _record(self, body: Any) -> None:
         auth = self.headers.get("Authorization", "")
-        REQUESTS.append(
-            {
-                "method": self.command,
-                "path": self.path,
-                "authSha256": hashlib.sha256(auth.encode()).hexdigest() if auth else None,
-                "contentType": self.headers.get("Content-Type"),
-                "body": body,
-            }
-        )
+        entry = {
+            "attempt": int(MARKER.read_text(encoding="utf-8") or 0),
+            "method": self.command,
+            "path": self.path,
+            "authSha256": hashlib.sha256(auth.encode()).hexdigest() if auth else None,
+            "contentType": self.headers.get("Content-Type"),
+            "body": body,
+        }
+        with LOCK, open(LOG, "a", encoding="utf-8") as handle:
+            REQUESTS.append(entry)
+            handle.write(json.dumps(entry) + "\n")
 
     def do_GET(self) -> None:
         self._record(None)
@@ -135,19 +140,10 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> int:
-    adapter = sys.argv[sys.argv.index("--") + 1 :]
-    request = sys.stdin.buffer.read()
-    attempt = json.loads(request)["attempt"]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = {**os.environ, "OPENAI_API_BASE": f"http://127.0.0.1:{server.server_port}/v1"}
-    done = subprocess.run(adapter, input=request, stdout=subprocess.PIPE, env=env, check=False)
-    log = Path("/solution") / f".scripted-model-attempt-{attempt}.jsonl"
-    log.write_text("".join(json.dumps(r) + "\n" for r in REQUESTS), encoding="utf-8")
-    sys.stdout.buffer.write(done.stdout)
-    sys.stdout.flush()
-    return done.returncode
+    server.serve_forever()
+    return 0
 
 
 if __name__ == "__main__":

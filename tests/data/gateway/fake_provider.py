@@ -1,0 +1,112 @@
+"""A fake model provider for gateway tests: checks the key, knows one model, echoes.
+
+    python3 -B fake_provider.py PORT KEY_SHA256 MODEL LOG
+
+* ``GET /v1/models/<id>``: 401 unless the x-api-key or bearer key hashes to KEY_SHA256,
+  404 unless <id> is MODEL, else the model object;
+* ``POST /v1/messages``: the same key check, then a message "served" by MODEL with usage,
+  echoing the request's headers (the key's hash, never the key) and body;
+* ``GET /echo``: what the provider saw, for the boundary tests; the key itself is echoed
+  here on purpose, so that the gateway must take it out of the answer.
+
+Every request is appended to LOG as one JSON line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+PORT, KEY_SHA256, MODEL, LOG = int(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _key(self) -> str:
+        return self.headers.get("x-api-key") or (
+            self.headers.get("authorization") or ""
+        ).removeprefix("Bearer ")
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _log(self, body: Any = None) -> None:
+        entry = {
+            "method": self.command,
+            "path": self.path,
+            "host": self.headers.get("host"),
+            "keySha256": hashlib.sha256(self._key().encode()).hexdigest(),
+            "headers": sorted(h.lower() for h in self.headers),
+            "body": body,
+        }
+        with open(LOG, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+    def _authorised(self) -> bool:
+        if hashlib.sha256(self._key().encode()).hexdigest() == KEY_SHA256:
+            return True
+        self._send(
+            401,
+            {
+                "type": "error",
+                "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+            },
+        )
+        return False
+
+    def do_GET(self) -> None:
+        self._log()
+        if self.path == "/echo":
+            self._send(
+                200, {"model": MODEL, "sawKey": self._key(), "host": self.headers.get("host")}
+            )
+            return
+        if not self._authorised():
+            return
+        if self.path.startswith("/v1/models/"):
+            name = self.path.removeprefix("/v1/models/")
+            if name != MODEL:
+                self._send(
+                    404,
+                    {
+                        "type": "error",
+                        "error": {"type": "not_found_error", "message": f"model: {name}"},
+                    },
+                )
+                return
+            self._send(200, {"type": "model", "id": MODEL})
+            return
+        self._send(404, {"error": {"message": "no such path"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        self._log(body)
+        if not self._authorised():
+            return
+        self._send(
+            200,
+            {
+                "type": "message",
+                "model": MODEL,
+                "content": [],
+                "usage": {"input_tokens": 21, "output_tokens": 8},
+            },
+        )
+
+
+if __name__ == "__main__":
+    server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
+    server.daemon_threads = True
+    server.serve_forever()

@@ -1,0 +1,267 @@
+"""The gateway boundary on a real engine: the runner's only way out, and where it may lead.
+
+On a network this test creates, a fake provider answers as ``model.test`` and a second
+service stands for everything else (``other.test``). A runner container (no network)
+reaches the provider through the gateway's socket only, with its attempt's token, and
+the credential only the gateway holds is what the provider sees; the provider's echo of
+the credential comes back with the credential taken out. The runner has only a loopback
+interface: it cannot reach the other service, the provider directly, a listener on any
+of the host's addresses, or the gateway's own listener, and it resolves no name.
+
+The gateway's refusals are proven in a gateway container with network none (a namespace
+with only loopback: nothing it decides can leave the machine): names pinned to metadata,
+link-local, loopback, multicast, unspecified and private addresses are refused before
+any connection, from the gateway's own record of its decision; a test set-up's private
+allowance lets a private address through and still refuses the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from agent_eval.engine import ContainerEngine, ContainerSpec, list_leftovers, run_container
+from agent_eval.gateway.host import TOKEN_ENV, BatchGateway
+from agent_eval.images.build import image_for_checkout
+from agent_eval.models import GatewayOptions, ModelUpstream, RunnerConfig
+from agent_eval.reference.config import reference_config
+from tests.agent_scripted_model import Provider, engine, network, start_provider
+from tests.paths import DATA, REPO
+
+pytestmark = pytest.mark.docker
+
+__all__ = ["engine", "network"]
+
+PORT = 8080
+MODEL = "fake-model-1"
+CANARY = "sk-canary-" + hashlib.sha256(b"gateway boundary").hexdigest()[:32]
+SERVER = DATA / "gateway" / "fake_provider.py"
+
+
+def provider(client: docker.DockerClient, network: str, image: str, work: Path) -> Provider:
+    key = hashlib.sha256(CANARY.encode()).hexdigest()
+    return start_provider(
+        client, network, image, SERVER, [str(PORT), key, MODEL, "/log/requests.jsonl"], work,
+        port=PORT,
+    )  # fmt: skip
+
+
+def config(
+    engine: ContainerEngine, upstreams: dict[str, str], options: GatewayOptions
+) -> RunnerConfig:
+    base = reference_config(
+        engine, "oracle", project_root=REPO, runtime_path="/var/run/docker.sock"
+    )
+    return base.model_copy(
+        update={
+            "models": [
+                ModelUpstream(
+                    name=name,
+                    upstream=url,
+                    credentialEnv="FAKE_PROVIDER_KEY",
+                    credentialHeader="x-api-key",
+                    servedModels=[MODEL],
+                )
+                for name, url in upstreams.items()
+            ],
+            "gateway": options,
+            "gatewayImage": image_for_checkout(engine, REPO, "gateway"),
+        }
+    )
+
+
+@pytest.fixture
+def gateway_image(engine: ContainerEngine) -> str:
+    return image_for_checkout(engine, REPO, "gateway")
+
+
+def started(
+    engine: ContainerEngine, runner_config: RunnerConfig, work: Path, batch: str
+) -> BatchGateway:
+    assert runner_config.gatewayImage is not None
+    gateway = BatchGateway(
+        engine,
+        runner_config,
+        engine.resolve_image(runner_config.gatewayImage),
+        work_dir=work,
+        batch_id=batch,
+        environ={"FAKE_PROVIDER_KEY": CANARY},
+    )
+    gateway.start()
+    return gateway
+
+
+PROBE = r"""
+import http.client, json, os, socket, sys
+args = json.loads(sys.argv[1])
+out = {"interfaces": [name for _, name in socket.if_nameindex()]}
+
+def tcp(host, port):
+    try:
+        socket.create_connection((host, port), 2).close()
+        return "connected"
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+out["other"] = tcp(args["other"], args["port"])
+out["provider"] = tcp(args["provider"], args["port"])
+out["hosts"] = {ip: tcp(ip, args["host_port"]) for ip in args["host_ips"]}
+out["gateway_listener"] = tcp("127.0.0.1", 18001)
+out["dns"] = {}
+for name in ("model.test", "other.test", "example.com"):
+    try:
+        socket.getaddrinfo(name, 80)
+        out["dns"][name] = "resolved"
+    except OSError as exc:
+        out["dns"][name] = str(exc)
+
+class Gateway(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect("/gateway/provider.sock")
+
+def ask(path, key):
+    connection = Gateway("gateway", timeout=30)
+    connection.request("GET", path, headers={"x-api-key": key} if key else {})
+    answer = connection.getresponse()
+    return answer.status, answer.read().decode()
+
+out["echo"] = ask("/echo", os.environ["AGENT_EVAL_GATEWAY_TOKEN"])
+out["no_token"] = ask("/echo", None)
+out["wrong_token"] = ask("/echo", "ae-guessed")
+out["environ"] = open("/proc/self/environ", "rb").read().decode(errors="replace")
+print(json.dumps(out))
+"""
+
+
+def host_addresses() -> list[str]:
+    listing = subprocess.run(
+        ["ip", "-o", "addr", "show"], capture_output=True, text=True, check=True, timeout=10
+    ).stdout
+    return sorted({line.split()[3].split("/")[0] for line in listing.splitlines()})
+
+
+@pytest.fixture
+def host_listener() -> Iterator[int]:
+    """A listener on every address of the host: a runner that reached one would connect."""
+    listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    listener.bind(("::", 0))
+    listener.listen(8)
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        listener.close()
+
+
+def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
+    engine: ContainerEngine,
+    docker_client: docker.DockerClient,
+    network: str,
+    gateway_image: str,
+    host_listener: int,
+    tmp_path: Path,
+) -> None:
+    model = provider(docker_client, network, gateway_image, tmp_path / "model")
+    other = provider(docker_client, network, gateway_image, tmp_path / "other")
+    options = GatewayOptions(
+        network=network, hosts={"model.test": model.address}, privateUpstreams=True
+    )
+    batch = "gateway-boundary"
+    runner_config = config(engine, {"provider": f"http://model.test:{PORT}"}, options)
+    gateway = started(engine, runner_config, tmp_path / "gateway", batch)
+    try:
+        route = gateway.open_route("boundary-1", 1)
+        args = {
+            "other": other.address,
+            "provider": model.address,
+            "port": PORT,
+            "host_ips": host_addresses(),
+            "host_port": host_listener,
+        }
+        spec = ContainerSpec(
+            image=image_for_checkout(engine, REPO, "reference-runner"),
+            command=("/usr/bin/python3", "-c", PROBE, json.dumps(args)),
+            role="runner",
+            batch_id=batch,
+            run_id="boundary-1",
+            mounts=gateway.runner_mounts(),
+            environment={**gateway.runner_environment(), **route.environment},
+        )
+        done = run_container(engine, spec, timeout_s=120, log_limit_bytes=1 << 20)
+        assert done.wait.exit_code == 0, done.output.stderr.decode()
+        out: dict[str, Any] = json.loads(done.output.stdout)
+        records = gateway.close_route(route)
+    finally:
+        gateway.stop()
+        model.stop()
+        other.stop()
+    assert out["interfaces"] == ["lo"]
+    for name in ("other", "provider", "gateway_listener"):
+        assert out[name] != "connected", (name, out[name])
+    assert out["hosts"] and all(v != "connected" for v in out["hosts"].values()), out["hosts"]
+    assert all(v != "resolved" for v in out["dns"].values()), out["dns"]
+    status, body = out["echo"]
+    echoed = json.loads(body)
+    assert status == 200 and echoed["host"] == f"model.test:{PORT}"
+    assert echoed["sawKey"] == "[credential]", "the credential came back to the runner"
+    assert out["no_token"][0] == out["wrong_token"][0] == 403
+    assert f"{TOKEN_ENV}={route.token}" in out["environ"] and CANARY not in out["environ"]
+    seen = [json.loads(line) for line in model.log.read_text().splitlines()]
+    assert [e["path"] for e in seen] == ["/echo"], "only the attributed request went out"
+    assert seen[0]["keySha256"] == hashlib.sha256(CANARY.encode()).hexdigest()
+    assert other.requests() == [] and not other.log.exists()
+    (record,) = [json.loads(line) for line in records.splitlines()]
+    assert (record["path"], record["status"], record["failure"]) == ("/echo", 200, None)
+    assert CANARY.encode() not in records
+    assert list_leftovers(engine, batch) == []
+
+
+REFUSED = {
+    "metadata": ("169.254.169.254", "a cloud metadata address"),
+    "ipv6metadata": ("fd00:ec2::254", "a cloud metadata address"),
+    "linklocal": ("169.254.3.4", "a link-local address"),
+    "loopback": ("127.0.0.1", "a loopback address"),
+    "multicast": ("224.0.0.1", "a multicast address"),
+    "unspecified": ("0.0.0.0", "the unspecified address"),
+    "private": ("10.213.7.7", "a private or reserved address"),
+}
+
+
+@pytest.mark.parametrize("allow_private", [False, True], ids=["public-only", "private-allowed"])
+def test_non_public_upstreams_are_refused_by_the_gateways_own_decision(
+    engine: ContainerEngine, tmp_path: Path, allow_private: bool
+) -> None:
+    # network none: a loopback-only namespace, so no decision can send a packet away.
+    options = GatewayOptions.model_construct(
+        network="none",
+        hosts={f"{name}.test": address for name, (address, _) in REFUSED.items()},
+        privateUpstreams=allow_private,
+        tokenBudget=None,
+    )
+    upstreams = {name: f"https://{name}.test" for name in REFUSED}
+    batch = f"gateway-refusals-{'private' if allow_private else 'public'}"
+    gateway = started(engine, config(engine, upstreams, options), tmp_path, batch)
+    try:
+        results = {m.name: gateway.probe(m) for m in gateway.models}
+    finally:
+        gateway.stop()
+    for name, (address, why) in REFUSED.items():
+        status, _, records = results[name]
+        (record,) = records
+        if allow_private and name == "private":
+            # Let through, and then no route: the namespace has only loopback.
+            assert record.failure == "unreachable", record
+            continue
+        assert record.failure == "refused-upstream", (name, record)
+        assert address in (record.message or "") and why in (record.message or ""), record
+        assert status == 502
+    assert list_leftovers(engine, batch) == []

@@ -1,0 +1,173 @@
+"""The gateway's decisions as pure functions: which addresses it connects to, what it reads
+from a provider's answer, what a failure is, and that a secret never goes back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_eval.gateway.policy import (
+    UpstreamRefused,
+    observe,
+    provider_failure,
+    route_name,
+    scrub,
+    vet_upstream,
+)
+
+
+def resolver(*addresses: str):  # type: ignore[no-untyped-def]
+    def resolve(host: str, port: int) -> list[str]:
+        return list(addresses)
+
+    return resolve
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("169.254.169.254", "cloud metadata"),
+        ("169.254.170.2", "cloud metadata"),
+        ("fd00:ec2::254", "cloud metadata"),
+        ("100.100.100.200", "cloud metadata"),
+        ("::ffff:169.254.169.254", "cloud metadata"),
+        ("169.254.1.1", "link-local"),
+        ("fe80::1", "link-local"),
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"),
+        ("224.0.0.1", "multicast"),
+        ("ff02::1", "multicast"),
+        ("10.1.2.3", "private"),
+        ("172.17.0.2", "private"),
+        ("192.168.1.1", "private"),
+        ("fd12::1", "private"),
+        ("100.64.0.1", "private or reserved"),
+        ("192.0.2.1", "private or reserved"),
+        ("240.0.0.1", "private or reserved"),
+    ],
+)
+def test_every_non_public_address_is_refused_before_any_connection(address: str, why: str) -> None:
+    with pytest.raises(UpstreamRefused, match=why):
+        vet_upstream("api.example", 443, resolve=resolver(address))
+
+
+def test_one_bad_address_among_good_ones_refuses_the_name() -> None:
+    with pytest.raises(UpstreamRefused, match=r"169\.254\.169\.254"):
+        vet_upstream("api.example", 443, resolve=resolver("8.8.8.8", "169.254.169.254"))
+
+
+def test_a_public_name_is_pinned_to_its_vetted_address() -> None:
+    assert vet_upstream("api.example", 443, resolve=resolver("8.8.4.4", "1.1.1.1")) == "8.8.4.4"
+
+
+def test_a_literal_address_is_vetted_without_resolving() -> None:
+    def never(host: str, port: int) -> list[str]:
+        raise AssertionError("resolved")
+
+    assert vet_upstream("8.8.8.8", 443, resolve=never) == "8.8.8.8"
+    with pytest.raises(UpstreamRefused, match="loopback"):
+        vet_upstream("127.0.0.1", 443, resolve=never)
+
+
+def test_a_test_set_up_may_reach_private_addresses_but_never_the_others() -> None:
+    assert vet_upstream("model.test", 80, allow_private=True, resolve=resolver("10.1.2.3"))
+    for address in ("127.0.0.1", "169.254.169.254", "fd00:ec2::254", "0.0.0.0", "224.0.0.1"):
+        with pytest.raises(UpstreamRefused):
+            vet_upstream("model.test", 80, allow_private=True, resolve=resolver(address))
+
+
+def test_a_name_that_does_not_resolve_is_refused() -> None:
+    def fails(host: str, port: int) -> list[str]:
+        raise OSError("no such name")
+
+    with pytest.raises(UpstreamRefused, match="does not resolve"):
+        vet_upstream("nowhere.example", 443, resolve=fails)
+
+
+def sse(*events: dict[str, object]) -> bytes:
+    return b"".join(b"event: x\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "expected"),
+    [
+        (
+            "application/json",
+            json.dumps({"model": "claude-x-2026",
+                        "usage": {"input_tokens": 7, "output_tokens": 3}}),
+            ("claude-x-2026", 7, 3),
+        ),
+        (
+            "application/json",
+            json.dumps({"model": "gpt-x", "usage": {"prompt_tokens": 5, "completion_tokens": 9}}),
+            ("gpt-x", 5, 9),
+        ),
+        (
+            "text/event-stream",
+            sse(
+                {"type": "message_start", "message": {"model": "claude-x", "usage":
+                                                      {"input_tokens": 11, "output_tokens": 1}}},
+                {"type": "message_delta", "usage": {"output_tokens": 42}},
+            ).decode(),
+            ("claude-x", 11, 42),
+        ),
+        (
+            "text/event-stream",
+            sse(
+                {"type": "response.created", "response": {"model": "gpt-y"}},
+                {"type": "response.completed",
+                 "response": {"model": "gpt-y",
+                              "usage": {"input_tokens": 4, "output_tokens": 6}}},
+            ).decode() + "data: [DONE]\n\n",
+            ("gpt-y", 4, 6),
+        ),
+        ("application/json", "not json", (None, None, None)),
+    ],
+)  # fmt: skip
+def test_the_served_model_and_usage_are_read_from_json_and_streams(
+    content_type: str, body: str, expected: tuple[str | None, int | None, int | None]
+) -> None:
+    seen = observe(content_type, body.encode())
+    assert (seen.served_model, seen.input_tokens, seen.output_tokens) == expected
+
+
+def test_an_error_message_is_read_from_either_shape() -> None:
+    anthropic = {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
+    assert observe("application/json", json.dumps(anthropic).encode()).error_message == "bad key"
+    assert observe("application/json", b'{"error": "quota"}').error_message == "quota"
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "kind"),
+    [
+        (200, None, None),
+        (401, "invalid x-api-key", "authentication"),
+        (403, "forbidden", "authentication"),
+        (404, "model not found", "unknown-model"),
+        (400, "The model `gpt-9` does not exist", "unknown-model"),
+        (400, "messages: field required", None),
+        (429, "rate limited", "rate-limit"),
+        (500, "boom", "server-error"),
+        (529, "overloaded", "server-error"),
+        (413, "too large", None),
+    ],
+)
+def test_provider_failures_are_named_and_the_agents_own_bad_requests_are_not(
+    status: int, message: str | None, kind: str | None
+) -> None:
+    assert provider_failure(status, message) == kind
+
+
+def test_a_secret_is_taken_out_and_short_strings_are_left_alone() -> None:
+    assert scrub(b"key=sk-secret-123 again sk-secret-123", ["sk-secret-123"]) == (
+        b"key=[credential] again [credential]"
+    )
+    assert scrub(b"abc", ["abc"]) == b"abc"
+
+
+def test_a_route_is_named_by_the_tokens_digest_not_the_token() -> None:
+    name = route_name("ae-token")
+    assert "ae-token" not in name and len(name) == 64 and name == route_name("ae-token")
