@@ -12,6 +12,7 @@ from typing import Any
 
 from agent_eval.engine import ContainerEngine
 from agent_eval.evidence_io import write_model_atomic
+from agent_eval.models import RunnerConfig
 from agent_eval.reference.config import reference_config
 from tests.paths import REPO
 
@@ -47,7 +48,10 @@ def project_copy(tmp_path: Path) -> Path:
 
 def write_config(engine: ContainerEngine, path: Path, mode: str, **changes: Any) -> Path:
     config = reference_config(engine, mode, project_root=REPO, runtime_path="/var/run/docker.sock")
-    write_model_atomic(path, config.model_copy(update=changes))
+    # Validated as the user's file would be.
+    write_model_atomic(
+        path, RunnerConfig.model_validate({**config.model_dump(mode="json"), **changes})
+    )
     return path
 
 

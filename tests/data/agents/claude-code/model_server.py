@@ -9,7 +9,8 @@ SCRIPT.json: ``{"port", "log", "marker", "file", "first", "repair"}``. MODE is
 ``correct`` (always write ``repair``), ``repair`` (write ``first`` unless the
 prompt says the previous submission failed verification, then ``repair``),
 ``printenv`` (first ask the Bash tool to print the environment, then write
-``repair``) or ``hang`` (accept the request and never answer). On a repair it
+``repair``), ``unauthorized`` (refuse every message with a 401, as a provider
+refuses a revoked key) or ``hang`` (accept the request and never answer). On a repair it
 reads the file first (the CLI refuses to overwrite a file it has not read);
 after its Write it closes with a text turn.
 
@@ -131,6 +132,19 @@ class Handler(BaseHTTPRequestHandler):
             return
         if MODE == "hang":
             time.sleep(3600)
+        if MODE == "unauthorized":
+            data = json.dumps(
+                {
+                    "type": "error",
+                    "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+                }
+            )
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data.encode())
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
