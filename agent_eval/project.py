@@ -25,7 +25,7 @@ from agent_eval.models import SourceIdentity
 
 __all__ = ["CACHE_DIRS", "Project", "evaluator_digest", "find_project", "source_identity"]
 
-_KEYS = {"packages", "tasks", "graders", "fixtures", "evidence"}
+_KEYS = {"packages", "tasks", "graders", "fixtures", "evidence", "registry"}
 CACHE_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 """Caches written by tools, never read by the harness: left out of every tree it hashes."""
 
@@ -40,6 +40,8 @@ class Project:
     graders: Path
     fixtures: Path
     evidence: Path
+    registry: Path = Path("reviewed-runners.toml")
+    """The reviewed-runner registry (a TOML file; it need not exist)."""
 
     def suite_digest(self) -> str:
         """Digest of every task file and the shared graders.
@@ -98,6 +100,7 @@ def _load(root: Path, pyproject: Path) -> Project:
         "graders": "graders",
         "fixtures": "fixtures",
         "evidence": ".verification/agent-eval",
+        "registry": "reviewed-runners.toml",
     }
     resolved: dict[str, Path] = {}
     for key, default in defaults.items():

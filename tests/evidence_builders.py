@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from agent_eval.digests import file_sha256, sha256_bytes, solution_digest
 from agent_eval.models import FIXED_SUITE, ArchiveEntry
 from agent_eval.verdict.qualification import Anchors
@@ -35,7 +37,11 @@ def rebuilt(commit: str) -> list[ArchiveEntry]:
     ]
 
 
-CURRENT = Anchors(suite=SUITE, evaluator=EVALUATOR, rebuild=rebuilt)
+def registry_at(commit: str) -> bytes | None:
+    return REGISTRY if commit == COMMIT else None
+
+
+CURRENT = Anchors(suite=SUITE, evaluator=EVALUATOR, rebuild=rebuilt, registry_at=registry_at)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).isoformat()
 RUNNER = {"name": "claude-code", "version": "2.1.197"}
 MODEL = {"id": "model-x", "settings": {"temperature": 0}}
@@ -57,6 +63,28 @@ GATEWAY = {
     "privateUpstreams": False,
     "tokenBudget": None,
 }
+
+
+REGISTRY = tomli_w.dumps(
+    {
+        "schemaVersion": 1,
+        "runner": [
+            {
+                "runner": RUNNER,
+                "model": MODEL,
+                "adapter": "/usr/bin/python3 -B -m agent_eval.adapters.claude_code",
+                "runnerImage": RUNNER_IMAGE,
+                "verifierImage": VERIFIER_IMAGE,
+                "gatewayImage": GATEWAY["image"],
+                "upstreams": GATEWAY["upstreams"],
+                "reviewer": "Reviewer One",
+                "reviewedAt": datetime(2026, 11, 29, tzinfo=UTC),
+                "note": "inspected the runner recipe and its digest: the CLI and the adapter only",
+            }
+        ],
+    }
+).encode()
+"""The committed registry the builders' batches match."""
 
 
 def gateway_line(*, status: int | None = 200, served: str | None = SERVED, **changes: Any) -> bytes:
@@ -198,6 +226,7 @@ def archives_manifest(wheel: bytes) -> dict[str, Any]:
         "runnerImage": {"reference": RUNNER_IMAGE, "imageId": "sha256:" + "c" * 64},
         "verifierImage": {"reference": VERIFIER_IMAGE, "imageId": "sha256:" + "d" * 64},
         "gateway": copy.deepcopy(GATEWAY),
+        "registryDigest": sha256_bytes(REGISTRY),
         "runner": copy.deepcopy(RUNNER),
         "model": copy.deepcopy(MODEL),
         "suiteDigest": SUITE,

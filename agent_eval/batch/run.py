@@ -600,6 +600,8 @@ def _write_bindings(
         runnerImage=ImageRecord(reference=config.runnerImage, imageId=runner_image.image_id),
         verifierImage=ImageRecord(reference=config.verifierImage, imageId=verifier_image.image_id),
         gateway=gateway,
+        # The checker compares it with the registry committed at the source commit.
+        registryDigest=file_sha256(project.registry) if project.registry.is_file() else None,
         runner=config.expectedRunner,
         model=config.expectedModel,
         suiteDigest=project.suite_digest(),

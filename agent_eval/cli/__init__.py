@@ -12,6 +12,7 @@ from agent_eval.cli.reference import reference_config_command
 from agent_eval.cli.report import report_command
 from agent_eval.cli.review import review_command
 from agent_eval.cli.run import eval_agent_command
+from agent_eval.cli.runners import runners_group
 from agent_eval.cli.tasks import tasks_group
 
 __all__ = ["check_main", "eval_agent_main", "main", "review_main"]
@@ -31,6 +32,7 @@ main.add_command(tasks_group, name="tasks")
 main.add_command(reference_config_command, name="reference-config")
 main.add_command(cleanup_command, name="cleanup")
 main.add_command(report_command, name="report")
+main.add_command(runners_group, name="runners")
 
 
 def eval_agent_main() -> None:

@@ -161,7 +161,7 @@ class BatchGateway:
         """What archives.json records of this gateway (never a credential)."""
         options = self.config.gateway
         return GatewaySettings(
-            image=self.image.image_id,
+            image=self.config.gatewayImage or self.image.image_id,
             upstreams=[
                 RecordedUpstream(
                     name=m.name,

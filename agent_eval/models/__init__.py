@@ -41,6 +41,7 @@ from agent_eval.models.receipt import (
     RunRecord,
     SolutionFile,
 )
+from agent_eval.models.registry import RegistryEntry, RunnerRegistry
 from agent_eval.models.runner_config import GatewayOptions, ModelUpstream, RunnerConfig
 from agent_eval.models.runner_protocol import RepairFeedback, RunnerRequest, RunnerResponse
 from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
@@ -94,12 +95,14 @@ __all__ = [
     "Receipt",
     "RecordedUpstream",
     "RefusedPath",
+    "RegistryEntry",
     "RepairFeedback",
     "ReviewDecision",
     "RunRecord",
     "RunnerConfig",
     "RunnerIdentity",
     "RunnerImage",
+    "RunnerRegistry",
     "RunnerRequest",
     "RunnerResponse",
     "SolutionFile",

@@ -59,7 +59,7 @@ class GatewaySettings(WireModel):
     """The gateway a batch ran behind, as archives.json records it."""
 
     image: NonEmptyStr
-    """The gateway image's id."""
+    """The gateway image as the config pinned it (the engine resolved it to exactly that)."""
     upstreams: list[RecordedUpstream] = Field(min_length=1, max_length=8)
     """Every upstream the runner could reach."""
     network: NonEmptyStr

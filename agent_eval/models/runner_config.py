@@ -12,7 +12,13 @@ from pydantic import AfterValidator, Field, JsonValue, field_validator, model_va
 from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
-__all__ = ["GatewayOptions", "ModelUpstream", "RunnerConfig", "check_pinned_image"]
+__all__ = [
+    "GatewayOptions",
+    "ModelUpstream",
+    "RunnerConfig",
+    "check_no_literal_secret",
+    "check_pinned_image",
+]
 
 MAX_SUBMISSION_TIMEOUT_MS = 600_000
 MAX_BATCH_TIMEOUT_MS = 7_200_000
@@ -202,6 +208,15 @@ def check_pinned_image(value: str) -> str:
     raise ValueError(
         f"{value!r} is not pinned: use name@sha256:<64 hex> or an image id sha256:<64 hex>"
     )
+
+
+def check_no_literal_secret(value: str) -> str:
+    """Refuse *value* when it holds something shaped like a literal credential.
+
+    Raises:
+        ValueError: It does.
+    """
+    return _check_no_secret(value)
 
 
 def _check_no_secret(value: str) -> str:

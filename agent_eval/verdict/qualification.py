@@ -15,6 +15,7 @@ and harness must equal the checkout's.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +45,12 @@ from agent_eval.models import (
 from agent_eval.packing import rebuild_archives
 from agent_eval.project import Project, evaluator_digest
 from agent_eval.reference import self_test_reasons
+from agent_eval.verdict.registry import (
+    RegistryAt,
+    entry_differences,
+    parse_registry,
+    registry_at_commit,
+)
 
 __all__ = ["Anchors", "current_anchors", "qualify", "qualify_files", "self_test"]
 
@@ -64,6 +71,10 @@ class Anchors:
     """Rebuilds the archives from the recorded commit; None when no repository is at hand."""
     problems: tuple[str, ...] = ()
     """Why an anchor could not be computed (each becomes part of a reason)."""
+    registry_at: RegistryAt | None = None
+    """The reviewed-runner registry as committed at a commit; None: no repository at hand."""
+    registry_name: str = "reviewed-runners.toml"
+    """Where the registry is in the repository, for the reasons."""
 
 
 def current_anchors(project: Project | None, problem: str | None = None) -> Anchors:
@@ -88,6 +99,15 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
                 return rebuild_archives(project.root, packages, commit, Path(work))
 
         rebuild = rebuild_here
+        name = project.registry.relative_to(project.root).as_posix()
+        return Anchors(
+            suite,
+            evaluator_digest(),
+            rebuild,
+            tuple(problems),
+            registry_at=registry_at_commit(project.root, name),
+            registry_name=name,
+        )
     return Anchors(suite, evaluator_digest(), rebuild, tuple(problems))
 
 
@@ -126,6 +146,9 @@ def qualify(
     reasons += _binding_rules(receipt, receipt_dir, archives, archives_path, current)
     reasons += _archive_rules(archives, archives_path)
     reasons += _source_rules(archives, current)
+    if not self_test(receipt, archives):
+        # A self-test batch is rejected as such; which review it matches is moot.
+        reasons += _registry_rules(archives, current)
     reasons += _solution_rules(receipt, receipt_dir)
     return reasons
 
@@ -196,6 +219,56 @@ def _self_test_rules(receipt: Receipt, archives: ArchivesManifest, receipt_dir: 
             "written by another harness"
         )
     return reasons
+
+
+def _describe(archives: ArchivesManifest) -> str:
+    gateway = archives.gateway
+    upstreams = ", ".join(
+        f"{u.name}={u.upstream} serving {'/'.join(u.servedModels)}"
+        for u in (gateway.upstreams if gateway else [])
+    )
+    return (
+        f"runner {archives.runner.name} {archives.runner.version}, model {archives.model.id} "
+        f"{json.dumps(archives.model.settings, sort_keys=True)}, runner image "
+        f"{archives.runnerImage.reference}, verifier image {archives.verifierImage.reference}, "
+        f"gateway image {gateway.image if gateway else 'none'}, upstreams {upstreams or 'none'}"
+    )
+
+
+def _registry_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:
+    name, commit = current.registry_name, archives.source.commit
+    if current.registry_at is None:
+        return [f"registry: no repository is at hand to read {name} from"]
+    if commit is None:
+        return [f"registry: the batch has no source commit to read {name} at"]
+    data = current.registry_at(commit)
+    if data is None:
+        return [
+            f"registry: {name} is not in commit {commit[:12]}: no runner configuration was "
+            "reviewed; add one with `agent-eval runners review` and commit it"
+        ]
+    reasons = []
+    digest = sha256_bytes(data)
+    if archives.registryDigest != digest:
+        reasons.append(
+            f"registry: the registry the batch ran with ({archives.registryDigest or 'none'}) "
+            f"is not {name} as committed at {commit[:12]} ({digest}): it was changed after "
+            "the batch or not committed"
+        )
+    try:
+        registry = parse_registry(data, f"{name} at {commit[:12]}")
+    except EvidenceError as exc:
+        return [*reasons, f"registry: {exc}"]
+    if any(not entry_differences(entry, archives) for entry in registry.runner):
+        return reasons
+    closest = min(registry.runner, key=lambda e: len(entry_differences(e, archives)), default=None)
+    why = (
+        f"; the closest entry (reviewed by {closest.reviewer}) differs in "
+        + ", ".join(entry_differences(closest, archives))
+        if closest is not None
+        else f"; {name} has no entry"
+    )
+    return [*reasons, f"registry: no reviewed entry matches {_describe(archives)}{why}"]
 
 
 def _source_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:

@@ -22,6 +22,7 @@ from tests.evidence_builders import (
     COMMIT,
     CURRENT,
     GATEWAY,
+    REGISTRY,
     SAFETY_ID,
     WHEEL_NAME,
     Batch,
@@ -43,6 +44,10 @@ def check(batch: Batch, current: Anchors = CURRENT) -> list[str]:
 
 def runs_with(changes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [changes.get(r, run(r)) for r in FIXED_SUITE.run_ids()]
+
+
+def rules(reasons: list[str]) -> set[str]:
+    return {r.split(":")[0] for r in reasons}
 
 
 def only_rule(reasons: list[str], rule: str) -> None:
@@ -220,12 +225,13 @@ def test_a_deleted_solution_rejects(tmp_path: Path) -> None:
 
 def test_a_runner_identity_differing_from_archives_json_rejects(tmp_path: Path) -> None:
     batch = write_batch(tmp_path, archives_data=lambda a: a["runner"].update(version="2.1.198"))
-    only_rule(check(batch), "runner-identity")
+    # The reviewed entry names the other version too.
+    assert rules(check(batch)) == {"runner-identity", "registry"}
 
 
 def test_a_model_identity_differing_from_archives_json_rejects(tmp_path: Path) -> None:
     batch = write_batch(tmp_path, archives_data=lambda a: a["model"].update(settings={}))
-    only_rule(check(batch), "model-identity")
+    assert rules(check(batch)) == {"model-identity", "registry"}
 
 
 def test_a_stale_suite_digest_rejects(tmp_path: Path) -> None:
@@ -328,7 +334,7 @@ def test_archives_from_a_dirty_tree_or_no_commit_never_qualify(tmp_path: Path) -
     dirty = write_batch(tmp_path / "d", archives_data=lambda a: a["source"].update(dirty=True))
     only_rule(check(dirty), "archives-source")
     unknown = write_batch(tmp_path / "u", archives_data=lambda a: a["source"].update(commit=None))
-    only_rule(check(unknown), "archives-source")
+    assert rules(check(unknown)) == {"archives-source", "registry"}
 
 
 def test_a_commit_that_cannot_be_rebuilt_rejects_with_the_reason(tmp_path: Path) -> None:
@@ -411,3 +417,55 @@ def test_a_batch_is_self_test_by_its_identity_or_its_gateway_whatever_it_reports
     assert is_self_test(config, gateway.model_copy(update={"privateUpstreams": True}))
     reference = {**data, "expectedRunner": {"name": "agent-eval-oracle", "version": "1"}}
     assert is_self_test(RunnerConfig.model_validate(reference), gateway)
+
+
+# --- The reviewed-runner registry ------------------------------------------------------------
+
+
+def test_a_batch_whose_configuration_was_never_reviewed_is_rejected_naming_it(
+    tmp_path: Path,
+) -> None:
+    def other_image(manifest: dict[str, Any]) -> None:
+        manifest["runnerImage"] = {"reference": "runner@sha256:" + "9" * 64,
+                                   "imageId": "sha256:" + "9" * 64}  # fmt: skip
+
+    reasons = check(write_batch(tmp_path, receipt(runnerImage="runner@sha256:" + "9" * 64),
+                                other_image))  # fmt: skip
+    only_rule(reasons, "registry")
+    assert "no reviewed entry matches runner claude-code 2.1.197" in reasons[0]
+    assert "runner@sha256:" + "9" * 64 in reasons[0]
+    assert "the closest entry (reviewed by Reviewer One) differs in runnerImage" in reasons[0]
+
+
+def test_an_upstream_or_served_model_outside_the_review_is_rejected(tmp_path: Path) -> None:
+    def other_upstream(manifest: dict[str, Any]) -> None:
+        manifest["gateway"]["upstreams"][0]["upstream"] = "https://proxy.example"
+
+    reasons = check(write_batch(tmp_path, archives_data=other_upstream))
+    only_rule(reasons, "registry")
+    assert "differs in upstreams" in reasons[0]
+
+
+def test_a_registry_changed_after_the_batch_is_rejected(tmp_path: Path) -> None:
+    edited = REGISTRY.replace(b"Reviewer One", b"Reviewer Two")
+    current = dataclasses.replace(CURRENT, registry_at=lambda commit: edited)
+    reasons = check(write_batch(tmp_path), current)
+    only_rule(reasons, "registry")
+    assert "is not reviewed-runners.toml as committed at" in reasons[0]
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (None, "reviewed-runners.toml is not in commit 000000000000"),
+        (b"not [toml", "is not TOML"),
+        (b"schemaVersion = 1\n[[runner]]\nreviewer = 'x'\n", "runner.0.runner"),
+    ],
+    ids=["absent", "not-toml", "not-a-registry"],
+)
+def test_a_missing_or_unreadable_registry_rejects(
+    tmp_path: Path, data: bytes | None, said: str
+) -> None:
+    current = dataclasses.replace(CURRENT, registry_at=lambda commit: data)
+    reasons = check(write_batch(tmp_path), current)
+    assert rules(reasons) == {"registry"} and any(said in r for r in reasons), reasons

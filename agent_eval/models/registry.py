@@ -1,0 +1,54 @@
+"""The reviewed-runner registry: the runner configurations a reviewer approved, committed.
+
+A TOML file in the repository (``[tool.agent-eval].registry``, by default
+``reviewed-runners.toml``), one ``[[runner]]`` table per approved configuration.
+A batch qualifies only if its runner, model, images and upstreams equal one entry of
+the registry as it was committed at the batch's source commit.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.gateway import RecordedUpstream
+from agent_eval.models.identity import ModelIdentity, RunnerIdentity
+from agent_eval.models.receipt import ReviewerName
+
+__all__ = ["RegistryEntry", "RunnerRegistry"]
+
+
+class RegistryEntry(WireModel):
+    """One approved runner configuration and who approved it, when, after inspecting what."""
+
+    runner: RunnerIdentity
+    """The runner identity every response must report."""
+    model: ModelIdentity
+    """The model identity and its settings."""
+    adapter: NonEmptyStr
+    """What the runner runs (the adapter module, or the executable and its arguments)."""
+    runnerImage: NonEmptyStr
+    """The runner image, pinned as the config pins it."""
+    verifierImage: NonEmptyStr
+    """The verifier image, pinned."""
+    gatewayImage: NonEmptyStr
+    """The gateway image, pinned."""
+    upstreams: list[RecordedUpstream] = Field(min_length=1, max_length=8)
+    """The model APIs the runner may reach, and the model names each may serve."""
+    reviewer: ReviewerName
+    """Who approved it."""
+    reviewedAt: datetime
+    """When."""
+    note: str = Field(min_length=1, max_length=2000)
+    """What was inspected (the image's recipe and digest: the CLI and the adapter only)."""
+
+
+class RunnerRegistry(WireModel):
+    """The whole file."""
+
+    schemaVersion: SchemaVersion
+    """Format version of the registry."""
+    runner: list[RegistryEntry] = Field(default_factory=list)
+    """Every approved configuration."""

@@ -1,0 +1,174 @@
+"""The reviewed-runner registry: matching a batch against it, and adding a reviewed entry.
+
+The registry is a TOML file committed in the repository. ``check-agent-eval``
+reads it as committed at the batch's source commit (never the working copy),
+checks that its digest is the one the batch recorded, and qualifies the batch
+only when one entry equals the batch's runner, model, images and upstreams
+exactly. ``agent-eval runners review`` appends an entry for a runner.json,
+written with tomli-w; nothing in it can be a credential (runner.json names
+credentials, it never holds them, and the note is refused if it looks like one).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tomllib
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import ValidationError
+
+from agent_eval.errors import ConfigError, EvidenceError
+from agent_eval.evidence_io import format_validation_error, write_bytes_atomic
+from agent_eval.models import (
+    ArchivesManifest,
+    RecordedUpstream,
+    RegistryEntry,
+    RunnerConfig,
+    RunnerRegistry,
+)
+from agent_eval.models.runner_config import check_no_literal_secret
+
+__all__ = [
+    "RegistryAt",
+    "entry_differences",
+    "parse_registry",
+    "registry_at_commit",
+    "review_runner",
+]
+
+RegistryAt = Callable[[str], bytes | None]
+"""The registry's bytes at a commit (None: the file is not in that commit)."""
+MAX_REGISTRY_BYTES = 1024 * 1024
+
+
+def parse_registry(data: bytes, where: str) -> RunnerRegistry:
+    """The registry in *data*.
+
+    Raises:
+        EvidenceError: It is not TOML, or not a registry (the message names the field).
+    """
+    if len(data) > MAX_REGISTRY_BYTES:
+        raise EvidenceError(f"{where} is larger than {MAX_REGISTRY_BYTES} bytes")
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise EvidenceError(f"{where} is not TOML: {exc}") from None
+    try:
+        return RunnerRegistry.model_validate(document)
+    except ValidationError as exc:
+        raise EvidenceError(f"{where}: {format_validation_error(exc)}") from None
+
+
+def registry_at_commit(repository: Path, path: str) -> RegistryAt:
+    """A reader of *path* (relative to *repository*) as committed at a given commit."""
+
+    def read(commit: str) -> bytes | None:
+        done = subprocess.run(
+            ["git", "-C", str(repository), "show", f"{commit}:{path}"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        return done.stdout if done.returncode == 0 else None
+
+    return read
+
+
+def _upstreams(items: list[RecordedUpstream]) -> list[dict[str, Any]]:
+    return sorted((u.model_dump(mode="json") for u in items), key=lambda u: str(u["name"]))
+
+
+def _batch_fields(archives: ArchivesManifest) -> dict[str, Any]:
+    gateway = archives.gateway
+    return {
+        "runner": archives.runner.model_dump(mode="json"),
+        "model": archives.model.model_dump(mode="json"),
+        "runnerImage": {archives.runnerImage.reference, archives.runnerImage.imageId},
+        "verifierImage": {archives.verifierImage.reference, archives.verifierImage.imageId},
+        "gatewayImage": {gateway.image} if gateway else set(),
+        "upstreams": _upstreams(gateway.upstreams) if gateway else [],
+    }
+
+
+def entry_differences(entry: RegistryEntry, archives: ArchivesManifest) -> list[str]:
+    """The fields in which *entry* differs from the batch (empty: it matches)."""
+    batch = _batch_fields(archives)
+    wanted = {
+        "runner": entry.runner.model_dump(mode="json"),
+        "model": entry.model.model_dump(mode="json"),
+        "upstreams": _upstreams(entry.upstreams),
+    }
+    differing = [name for name, value in wanted.items() if batch[name] != value]
+    for name in ("runnerImage", "verifierImage", "gatewayImage"):
+        if getattr(entry, name) not in batch[name]:
+            differing.append(name)
+    return differing
+
+
+def _entry_of(config: RunnerConfig, reviewer: str, note: str, now: datetime) -> RegistryEntry:
+    if not config.models or config.gatewayImage is None:
+        raise ConfigError(
+            "models: a runner that reaches no model gateway proves no agent; "
+            "only a configuration with models[] can be reviewed"
+        )
+    if config.gateway.privateUpstreams:
+        raise ConfigError(
+            "gateway.privateUpstreams: a test set-up (a fake provider) is never reviewed"
+        )
+    adapter = " ".join([config.executable, *config.args])
+    try:
+        check_no_literal_secret(note)
+    except ValueError as exc:
+        raise ConfigError(f"--note: {exc}") from None
+    return RegistryEntry(
+        runner=config.expectedRunner,
+        model=config.expectedModel,
+        adapter=adapter,
+        runnerImage=config.runnerImage,
+        verifierImage=config.verifierImage,
+        gatewayImage=config.gatewayImage,
+        upstreams=[
+            RecordedUpstream(
+                name=m.name,
+                upstream=m.upstream,
+                credentialHeader=m.credentialHeader,
+                servedModels=list(m.servedModels),
+            )
+            for m in config.models
+        ],
+        reviewer=reviewer,
+        reviewedAt=now,
+        note=note,
+    )
+
+
+def review_runner(
+    registry: Path, config: RunnerConfig, *, reviewer: str, note: str, now: datetime
+) -> RegistryEntry:
+    """Append an entry for *config* to the registry file (created when absent), atomically.
+
+    Raises:
+        ConfigError: The config cannot be reviewed, or the note looks like a secret.
+        EvidenceError: The registry exists but is not one.
+    """
+    try:
+        entry = _entry_of(config, reviewer, note, now)
+    except ValidationError as exc:
+        raise ConfigError(f"--reviewer: {format_validation_error(exc)}") from None
+    current = RunnerRegistry(schemaVersion=1)
+    if registry.exists():
+        current = parse_registry(registry.read_bytes(), str(registry))
+    reviewed = {"reviewer", "reviewedAt", "note"}
+    if any(
+        e.model_dump(exclude=reviewed) == entry.model_dump(exclude=reviewed) for e in current.runner
+    ):
+        raise ConfigError(f"{registry} already has an entry for exactly this configuration")
+    updated = current.model_copy(update={"runner": [*current.runner, entry]})
+    text = tomli_w.dumps(updated.model_dump(mode="json", exclude_none=True))
+    write_bytes_atomic(registry, text.encode("utf-8"))
+    registry.chmod(0o644)
+    return entry

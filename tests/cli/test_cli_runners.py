@@ -1,0 +1,123 @@
+"""``agent-eval runners review`` appends one reviewed entry to the committed registry,
+refuses what must never be approved, and an entry it wrote is what the checker matches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_eval.models import ArchivesManifest, RunnerConfig
+from agent_eval.verdict.registry import entry_differences, parse_registry
+from tests.evidence_builders import archives_manifest
+from tests.paths import REPO
+
+BIN = Path(sys.executable).parent
+EXAMPLE = REPO / "examples" / "runners" / "claude-code.json"
+
+
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    return root
+
+
+def review(root: Path, config: dict[str, Any], *extra: str, note: str = "recipe read") -> Any:
+    path = root.parent / "runner.json"
+    path.write_text(json.dumps(config))
+    return subprocess.run(
+        [str(BIN / "agent-eval"), "runners", "review", "--config", str(path),
+         "--reviewer", "Ann Reviewer", "--note", note, "--project", str(root), *extra],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def example() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(EXAMPLE.read_text())
+    return data
+
+
+def test_an_entry_is_appended_and_a_second_configuration_adds_a_second(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    done = review(root, example())
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(done.stdout)
+    assert entry["reviewer"] == "Ann Reviewer" and entry["upstreams"][0]["name"] == "anthropic"
+    document = tomllib.loads((root / "reviewed-runners.toml").read_text())
+    assert document["schemaVersion"] == 1 and len(document["runner"]) == 1
+    other = {
+        **example(),
+        "expectedModel": {"id": "claude-sonnet-4-5", "settings": {"max_turns": 8}},
+    }
+    assert review(root, other).returncode == 0
+    registry = parse_registry((root / "reviewed-runners.toml").read_bytes(), "registry")
+    assert [e.model.settings for e in registry.runner] == [{}, {"max_turns": 8}]
+
+
+def test_the_same_configuration_twice_is_refused(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    assert review(root, example()).returncode == 0
+    again = review(root, example())
+    assert again.returncode != 0 and "already has an entry" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"models": [], "gatewayImage": None}, "only a configuration with models[]"),
+        ({"gateway": {"privateUpstreams": True}}, "never reviewed"),
+    ],
+)
+def test_what_proves_no_agent_is_never_reviewed(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    done = review(project(tmp_path), {**example(), **change})
+    assert done.returncode != 0 and said in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "repo" / "reviewed-runners.toml").exists()
+
+
+def test_a_note_holding_a_secret_or_a_bad_reviewer_is_refused(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    secret = review(root, example(), note="key sk-ant-abcdefghijklmnopqrstuvwxyz0123")
+    assert secret.returncode != 0 and "--note" in secret.stderr
+    path = root.parent / "runner.json"
+    bad = subprocess.run(
+        [str(BIN / "agent-eval"), "runners", "review", "--config", str(path),
+         "--reviewer", "x\n", "--note", "n", "--project", str(root)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "--reviewer" in bad.stderr
+    assert not (root / "reviewed-runners.toml").exists()
+
+
+def test_the_entry_written_matches_a_batch_of_that_configuration(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    assert review(root, example()).returncode == 0
+    (entry,) = parse_registry((root / "reviewed-runners.toml").read_bytes(), "r").runner
+    config = RunnerConfig.model_validate(example())
+    manifest = archives_manifest(b"wheel")
+    manifest.update(
+        runner=config.expectedRunner.model_dump(),
+        model=config.expectedModel.model_dump(),
+        runnerImage={"reference": config.runnerImage, "imageId": "sha256:" + "c" * 64},
+        verifierImage={"reference": config.verifierImage, "imageId": "sha256:" + "d" * 64},
+        gateway={
+            "image": config.gatewayImage,
+            "upstreams": [
+                {"name": m.name, "upstream": m.upstream, "credentialHeader": m.credentialHeader,
+                 "servedModels": m.servedModels}
+                for m in config.models
+            ],
+            "network": "default", "privateUpstreams": False, "tokenBudget": 20000000,
+        },
+    )  # fmt: skip
+    archives = ArchivesManifest.model_validate(manifest)
+    assert entry_differences(entry, archives) == []
+    changed = archives.model_copy(update={"model": archives.model.model_copy(update={"id": "x"})})
+    assert entry_differences(entry, changed) == ["model"]
