@@ -216,7 +216,11 @@ class _Batch:
                 f"the receipt could not be written: "
                 f"{describe_failure(exc.cause, self.evidence.root)}"
             )
-        problems = _cleanup(self.engine, self.batch_id, self.work_dir)
+        try:
+            problems = _cleanup(self.engine, self.batch_id, self.work_dir)
+        except (Stop, KeyboardInterrupt):
+            # The receipt is final; a signal only cut the cleanup short (later ones are counted).
+            problems = _cleanup(self.engine, self.batch_id, self.work_dir)
         if problems and written:
             final, written = self._add_cleanup_problems(final, problems)
         self.evidence.reserve.unlink(missing_ok=True)

@@ -3,7 +3,10 @@
 The first signal raises :class:`Stop` in the main thread, where the batch
 closes its receipt and cleans up; every later one is only counted, so a
 second Ctrl-C (or a SIGTERM from a CI runner right after a Ctrl-C) cannot
-interrupt the closing itself and leave the receipt ``running``.
+interrupt the closing itself and leave the receipt ``running``. Once the
+receipt is final (:meth:`Signals.settle`), every signal is only counted:
+what is left (the report, the one line on stdout) is short, and a signal
+there must not swallow the line that says how the batch ended.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-__all__ = ["STOPPING_SIGNALS", "Stop", "stopping_on_signals"]
+__all__ = ["STOPPING_SIGNALS", "Signals", "Stop", "stopping_on_signals"]
 
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -34,26 +37,38 @@ class Stop(BaseException):
         return f"stopped by {signal.Signals(self.signum).name}"
 
 
+class Signals:
+    """The stopping signals received, and whether the next one may still raise."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.settled = False
+
+    def settle(self) -> None:
+        """From now on every signal is only counted: the receipt is final."""
+        self.settled = True
+
+
 @contextlib.contextmanager
-def stopping_on_signals() -> Iterator[list[int]]:
+def stopping_on_signals() -> Iterator[Signals]:
     """Turn the first stopping signal into :class:`Stop`; count the later ones.
 
-    Yields the list of signals received. Outside the main thread (where no
-    handler can be installed) this does nothing.
+    Outside the main thread (where no handler can be installed) this does
+    nothing.
     """
-    received: list[int] = []
+    signals = Signals()
     if threading.current_thread() is not threading.main_thread():
-        yield received
+        yield signals
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        if len(received) == 1:
+        signals.received.append(signum)
+        if len(signals.received) == 1 and not signals.settled:
             raise Stop(signum)
 
     previous = {s: signal.signal(s, handler) for s in STOPPING_SIGNALS}
     try:
-        yield received
+        yield signals
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from agent_eval.batch.run import run_batch
+from agent_eval.batch.run import BatchOutcome, run_batch
 from agent_eval.batch.signals import stopping_on_signals
 from agent_eval.cli.common import reported_errors
 from agent_eval.errors import AgentEvalError
@@ -21,6 +21,33 @@ __all__ = ["eval_agent_command"]
 
 def _say(line: str) -> None:
     click.echo(f"eval-agent: {line}", err=True)
+
+
+def _report(outcome: BatchOutcome, project: Path) -> None:
+    """Say how the batch ended: its reasons and report on stderr, the one line on stdout."""
+    if outcome.status != "completed":
+        for reason in outcome.reasons:
+            _say(f"{outcome.status}: {reason}")
+    if outcome.receipt_written:
+        # The reviewer's view; a batch whose report cannot be written keeps its exit code.
+        try:
+            _say(f"report: {write_report(outcome.receipt.parent, project=project)}")
+        except AgentEvalError as exc:
+            _say(f"warning: no report: {exc}")
+    try:
+        shown = outcome.receipt.relative_to(Path.cwd())
+    except ValueError:
+        shown = outcome.receipt
+    click.echo(
+        json.dumps(
+            {
+                "status": outcome.status,
+                "receipt": str(shown),
+                "firstSuccesses": outcome.first_successes,
+                "finalSuccesses": outcome.final_successes,
+            }
+        )
+    )
 
 
 @click.command()
@@ -47,7 +74,7 @@ def eval_agent_command(runner_config: Path, project: Path | None) -> None:
     """
     with reported_errors():
         located = find_project(project)
-    with stopping_on_signals():
+    with stopping_on_signals() as signals:
         outcome = run_batch(
             runner_config,
             located,
@@ -55,27 +82,6 @@ def eval_agent_command(runner_config: Path, project: Path | None) -> None:
             progress=_say if sys.stderr.isatty() else lambda _line: None,
             notice=_say,
         )
-    if outcome.status != "completed":
-        for reason in outcome.reasons:
-            _say(f"{outcome.status}: {reason}")
-    if outcome.receipt_written:
-        # The reviewer's view; a batch whose report cannot be written keeps its exit code.
-        try:
-            _say(f"report: {write_report(outcome.receipt.parent, project=located.root)}")
-        except AgentEvalError as exc:
-            _say(f"warning: no report: {exc}")
-    try:
-        shown = outcome.receipt.relative_to(Path.cwd())
-    except ValueError:
-        shown = outcome.receipt
-    click.echo(
-        json.dumps(
-            {
-                "status": outcome.status,
-                "receipt": str(shown),
-                "firstSuccesses": outcome.first_successes,
-                "finalSuccesses": outcome.final_successes,
-            }
-        )
-    )
+        signals.settle()
+        _report(outcome, located.root)
     sys.exit(outcome.exit_code)

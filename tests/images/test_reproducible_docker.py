@@ -2,9 +2,11 @@
 
 Invariants: two fresh clones of one commit assemble the verifier and the
 claude-code runner from nothing (no layer of the engine reused, only the
-downloads cache) with the same image ids, the ids the engine holds for that
-commit; a second checkout with one harness file changed builds its own image
-beside the first checkout's, whose pinned images and tags stay as they were;
+downloads cache) with the same image ids; with the provenance labels the
+engine's image carries (the commit its recipe was first built from, which an
+unchanged recipe keeps across commits) they assemble exactly that image; a
+second checkout with one harness file changed builds its own image beside
+the first checkout's, whose pinned images and tags stay as they were;
 ``agent-eval images verify`` confirms an image built from a commit (exit 0)
 and rejects one built with a changed lock (exit 1, naming the lock).
 
@@ -32,7 +34,12 @@ from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
 from agent_eval.images.archive import image_id
 from agent_eval.images.base import BASE_REFERENCE
 from agent_eval.images.build import Builder, build_images, default_cache_root, image_for_checkout
-from agent_eval.images.recipes import Sources, image_tag
+from agent_eval.images.recipes import (
+    LABEL_SOURCE_COMMIT,
+    LABEL_SOURCE_DIRTY,
+    Sources,
+    image_tag,
+)
 from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
@@ -88,11 +95,26 @@ def created(docker_client: docker.DockerClient) -> Iterator[CreatedImages]:
     images.remove()
 
 
-def builder(engine: DockerEngine, root: Path, work: Path) -> Builder:
+def builder(
+    engine: DockerEngine, root: Path, work: Path, *, provenance: dict[str, str] | None = None
+) -> Builder:
     base = engine.image_id(BASE_REFERENCE)
     assert base is not None
     work.mkdir(parents=True)
-    return Builder(engine, Sources.of(root), base, work_dir=work, cache_root=default_cache_root())
+    return Builder(
+        engine,
+        Sources.of(root),
+        base,
+        work_dir=work,
+        cache_root=default_cache_root(),
+        labels=None if provenance is None else (lambda _recipe: provenance),
+    )
+
+
+def provenance_of(engine: DockerEngine, image: str) -> dict[str, str]:
+    details = engine.inspect_image(image)
+    assert details is not None
+    return {label: details.labels[label] for label in (LABEL_SOURCE_COMMIT, LABEL_SOURCE_DIRTY)}
 
 
 def note_tags(engine: DockerEngine, created: CreatedImages, root: Path, work: Path) -> None:
@@ -121,10 +143,19 @@ def test_two_fresh_clones_assemble_the_same_images_from_nothing(
     engine: DockerEngine, first: Checkout, tmp_path: Path
 ) -> None:
     second = clone(tmp_path / "second")
-    for root, work in ((first.root, tmp_path / "w1"), (second, tmp_path / "w2")):
-        fresh = builder(engine, root, work)
-        for name in ("verifier", f"runner-{RUNNER}"):
-            assert image_id(fresh.assemble(name, keep=False).config) == first.ids[name], name
+    for name in ("verifier", f"runner-{RUNNER}"):
+        fresh = {
+            image_id(
+                builder(engine, root, tmp_path / f"{name}-{index}")
+                .assemble(name, keep=False)
+                .config
+            )
+            for index, root in enumerate((first.root, second))
+        }
+        assert len(fresh) == 1, (name, fresh)
+        held = provenance_of(engine, first.ids[name])
+        again = builder(engine, second, tmp_path / f"{name}-held", provenance=held)
+        assert image_id(again.assemble(name, keep=False).config) == first.ids[name], (name, held)
 
 
 def test_a_second_checkout_leaves_the_first_checkouts_images_and_tags_untouched(
