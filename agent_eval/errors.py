@@ -29,6 +29,7 @@ __all__ = [
     "EngineUnavailableError",
     "EvidenceError",
     "InfrastructureError",
+    "NotStartedError",
     "ReviewError",
     "SuiteError",
 ]
@@ -56,6 +57,13 @@ class SuiteError(AgentEvalError):
 
 class InfrastructureError(AgentEvalError):
     """The engine, an image, or cleanup failed; never scored as an agent failure."""
+
+
+class NotStartedError(InfrastructureError):
+    """A container did not get going as asked (not started, or its stdin never reached it).
+
+    Nothing ran with its input, so a fresh container may be run in its place.
+    """
 
 
 class EngineUnavailableError(InfrastructureError):

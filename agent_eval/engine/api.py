@@ -48,7 +48,7 @@ from agent_eval.engine.policy import (
     Role,
     check_label_value,
 )
-from agent_eval.errors import CleanupError, ConfigError
+from agent_eval.errors import CleanupError, ConfigError, NotStartedError
 from agent_eval.models.runner_config import check_pinned_image
 
 __all__ = [
@@ -252,6 +252,9 @@ class ContainerEngine(abc.ABC):
             stdin: Data for a spec with ``stdin=True``; None sends nothing.
 
         Raises:
+            NotStartedError: It certainly did not run with its input (the start
+                never took effect, or its stdin was lost with the connection while
+                it waited for it): a fresh container may take its place.
             InfrastructureError: The engine could not start it (the CLI's exit 125).
         """
 
@@ -318,6 +321,34 @@ class ContainerEngine(abc.ABC):
 
         Raises:
             CleanupError: Removal was not confirmed after bounded retries.
+        """
+
+    @abc.abstractmethod
+    def create_network(self, name: str, labels: Mapping[str, str]) -> None:
+        """Create an internal bridge network: the engine gives it no way out.
+
+        Only ``agent-eval try-agent`` makes one, to put a scripted upstream and
+        the gateway side by side; a batch only joins the network its config names.
+
+        Raises:
+            ConfigError: *name* is not a network name.
+            InfrastructureError: The engine refused (a network of that name exists, say).
+        """
+
+    @abc.abstractmethod
+    def remove_network(self, name: str) -> None:
+        """Remove a network made by :meth:`create_network`; one already gone counts.
+
+        Raises:
+            CleanupError: The engine kept it (a container still on it, say).
+        """
+
+    @abc.abstractmethod
+    def address_on(self, container_id: str, network: str) -> str:
+        """The IPv4 address a running container has on *network*.
+
+        Raises:
+            InfrastructureError: It is not on that network, or the engine did not answer.
         """
 
     @abc.abstractmethod
@@ -451,6 +482,10 @@ class ContainerEngine(abc.ABC):
 # --- Logic over any engine --------------------------------------------------------
 
 
+_START_ATTEMPTS = 3
+"""Containers tried for one run when they do not get going (the engine dropped the start)."""
+
+
 def run_container(
     engine: ContainerEngine,
     spec: ContainerSpec,
@@ -477,6 +512,10 @@ def run_container(
     Returns:
         Exit status, timeout and OOM flags, bounded output, duration.
 
+    A container that did not get going (:class:`NotStartedError`: not started,
+    or its stdin lost with the engine's connection) is removed and a fresh one
+    run in its place, at most :data:`_START_ATTEMPTS` times in all.
+
     Raises:
         ConfigError: The spec is refused.
         InfrastructureError: The image, the engine, or cleanup failed.
@@ -484,16 +523,24 @@ def run_container(
     if stdin is not None and not spec.stdin:
         raise ConfigError("stdin data given for a spec without stdin=True")
     started = clock()
-    container_id = engine.create(spec)
-    try:
-        deadline = clock() + timeout_s
-        engine.start(container_id, stdin)
-        # Time spent delivering stdin counts against the deadline.
-        waited = engine.wait(container_id, max(deadline - clock(), 0.0))
-        output = engine.logs(container_id, log_limit_bytes)
-    finally:
-        engine.remove(container_id)
-    return ContainerRun(container_id, waited, output, clock() - started)
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        container_id = engine.create(spec)
+        try:
+            deadline = clock() + timeout_s
+            try:
+                engine.start(container_id, stdin)
+            except NotStartedError:
+                # Nothing ran with this input: a fresh container is the same run.
+                if attempt == _START_ATTEMPTS:
+                    raise
+                continue
+            # Time spent delivering stdin counts against the deadline.
+            waited = engine.wait(container_id, max(deadline - clock(), 0.0))
+            output = engine.logs(container_id, log_limit_bytes)
+        finally:
+            engine.remove(container_id)
+        return ContainerRun(container_id, waited, output, clock() - started)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def list_leftovers(engine: ContainerEngine, batch_id: str | None = None) -> list[ContainerSummary]:

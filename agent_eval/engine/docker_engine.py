@@ -15,6 +15,7 @@ import socket
 import stat
 import tarfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
@@ -36,6 +37,7 @@ from agent_eval.engine.policy import (
     LABEL_BATCH,
     LABEL_ROLE,
     LABEL_RUN,
+    check_network_name,
     local_socket_path,
     match_pinned_image,
 )
@@ -44,6 +46,7 @@ from agent_eval.errors import (
     ConfigError,
     EngineUnavailableError,
     InfrastructureError,
+    NotStartedError,
 )
 from agent_eval.models.runner_config import check_pinned_image
 
@@ -210,7 +213,7 @@ def _once(what: str, call: Callable[[], T]) -> T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _again(what: str, call: Callable[[], T], *, delays: Sequence[float] = _RETRY_DELAYS_S) -> T:
+def _again(what: str, call: Callable[[], T], *, delays: Sequence[float] | None = None) -> T:
     """Run an idempotent engine call, asking again while the engine is unreachable.
 
     "Not found" answers are the caller's to interpret and pass through as they are.
@@ -220,7 +223,7 @@ def _again(what: str, call: Callable[[], T], *, delays: Sequence[float] = _RETRY
         InfrastructureError: The engine answered with another error, or stayed
             unreachable through every retry (the message says which).
     """
-    for delay in (*delays, None):
+    for delay in (*(_RETRY_DELAYS_S if delays is None else delays), None):
         try:
             return call()
         except docker.errors.NotFound:
@@ -311,34 +314,61 @@ class DockerEngine(ContainerEngine):
             host_config = self._api.create_host_config(**host_kwargs)
         except _ENGINE_ERRORS as exc:
             raise _api_error(f"configuring the {spec.role} container", exc) from None
-        created = _once(
-            f"creating the {spec.role} container of run {spec.run_id}",
-            lambda: self._api.create_container(
-                image.image_id,
-                command=list(spec.command),
-                user=hardening.user,
-                environment=dict(spec.environment),
-                working_dir=spec.working_dir,
-                labels=spec.labels,
-                stdin_open=spec.stdin,
-                host_config=host_config,
-            ),
-        )
-        return str(created["Id"])
+        # A unique name makes creation checkable: when the connection drops after
+        # the request was sent, asking again either creates it or answers 409 for
+        # the one the engine did create, which is then looked up by that name.
+        name = f"agent-eval-{uuid.uuid4().hex}"
+        what = f"creating the {spec.role} container of run {spec.run_id}"
+
+        def create() -> str:
+            try:
+                return str(
+                    self._api.create_container(
+                        image.image_id,
+                        command=list(spec.command),
+                        user=hardening.user,
+                        environment=dict(spec.environment),
+                        working_dir=spec.working_dir,
+                        labels=spec.labels,
+                        stdin_open=spec.stdin,
+                        host_config=host_config,
+                        name=name,
+                    )["Id"]
+                )
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:
+                    raise
+                found = self._api.inspect_container(name)
+                labels = found["Config"].get("Labels") or {}
+                if any(labels.get(key) != value for key, value in spec.labels.items()):
+                    raise  # a container of that name that is not this one: never taken
+                return str(found["Id"])
+
+        return _again(what, create)
 
     def start(self, container_id: str, stdin: bytes | None = None) -> None:
-        """See :meth:`ContainerEngine.start`."""
+        """See :meth:`ContainerEngine.start`.
+
+        Raises :class:`NotStartedError` when the container certainly did not run
+        with its input: the attachment or the start never took effect, or the
+        connection carrying its stdin broke while it was still waiting for it.
+        """
         attached: Any = None
         what = f"starting container {container_id[:12]}"
         try:
             if stdin is not None:
                 # Attach before start so that no byte is lost; StdinOnce closes
                 # the container's stdin when this attachment ends.
-                attached = _once(
-                    what,
-                    lambda: self._api.attach_socket(container_id, params={"stdin": 1, "stream": 1}),
-                )
-            _once(what, lambda: self._api.start(container_id))
+                try:
+                    attached = _once(
+                        what,
+                        lambda: self._api.attach_socket(
+                            container_id, params={"stdin": 1, "stream": 1}
+                        ),
+                    )
+                except InfrastructureError as exc:
+                    raise NotStartedError(str(exc)) from None
+            self._start(container_id, what)
         except InfrastructureError:
             _close_attached(attached)
             raise
@@ -349,10 +379,50 @@ class DockerEngine(ContainerEngine):
             raw.settimeout(_STDIN_TIMEOUT_S)
             raw.sendall(stdin)
             raw.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass  # it exited or stopped reading: its exit status tells
+        except OSError as exc:
+            # A container that exited without reading is its own outcome; one still
+            # waiting lost its stdin with the connection (over a Unix socket a write
+            # to a closed peer fails at once, so this is seen).
+            if self._still_running(container_id):
+                raise NotStartedError(
+                    f"{what}: its stdin did not reach it, the connection to the engine "
+                    f"broke ({exc})"
+                ) from None
         finally:
             _close_attached(attached)
+
+    def _start(self, container_id: str, what: str) -> None:
+        try:
+            self._api.start(container_id)
+            return
+        except _ENGINE_ERRORS as exc:
+            if not _unreachable(exc):
+                raise _api_error(what, exc) from None
+            never_sent = _never_sent(exc)
+        # The answer was lost, or the request never arrived: start it unless it started.
+        try:
+            _again(what, lambda: self._start_once(container_id))
+        except InfrastructureError as exc:
+            if never_sent and "stayed unreachable" in str(exc):
+                raise NotStartedError(str(exc)) from None
+            raise
+
+    def _still_running(self, container_id: str) -> bool:
+        try:
+            state = _again(
+                f"inspecting container {container_id[:12]}",
+                lambda: self._api.inspect_container(container_id)["State"],
+            )
+        except (docker.errors.NotFound, InfrastructureError):
+            return False
+        return bool(state.get("Running"))
+
+    def _start_once(self, container_id: str) -> None:
+        """Start a container unless it already started (a start whose answer was lost)."""
+        state = self._api.inspect_container(container_id)["State"]
+        if state.get("Running") or not str(state.get("StartedAt", "")).startswith("0001-"):
+            return
+        self._api.start(container_id)
 
     def _wait_until(self, container_id: str, deadline: float) -> tuple[bool, bool]:
         """Wait for the container to exit by *deadline* (monotonic).
@@ -509,6 +579,40 @@ class DockerEngine(ContainerEngine):
             f"{len(_REMOVE_DELAYS_S)} attempts ({last}); remove it (docker rm -f "
             f"{container_id[:12]}) and check the engine before the next batch"
         )
+
+    def create_network(self, name: str, labels: Mapping[str, str]) -> None:
+        """See :meth:`ContainerEngine.create_network`."""
+        check_network_name(name)
+        try:
+            self._api.create_network(name, driver="bridge", internal=True, labels=dict(labels))
+        except _ENGINE_ERRORS as exc:
+            raise _api_error(f"creating network {name}", exc) from None
+
+    def remove_network(self, name: str) -> None:
+        """See :meth:`ContainerEngine.remove_network`."""
+        try:
+            self._api.remove_network(name)
+        except docker.errors.NotFound:
+            return
+        except _ENGINE_ERRORS as exc:
+            raise CleanupError(
+                f"network {name} was not removed ({exc}); remove it (docker network rm {name})"
+            ) from None
+
+    def address_on(self, container_id: str, network: str) -> str:
+        """See :meth:`ContainerEngine.address_on`."""
+        try:
+            info = _again(
+                f"inspecting container {container_id}",
+                lambda: self._api.inspect_container(container_id),
+            )
+        except docker.errors.NotFound:
+            raise InfrastructureError(f"container {container_id} is gone") from None
+        networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+        address = str((networks.get(network) or {}).get("IPAddress") or "")
+        if not address:
+            raise InfrastructureError(f"container {container_id} has no address on {network}")
+        return address
 
     def list_containers(self, batch_id: str | None = None) -> list[ContainerSummary]:
         """See :meth:`ContainerEngine.list_containers`."""

@@ -113,6 +113,8 @@ class FakeEngine(ContainerEngine):
         self.pulls: list[str] = []
         self.builds: list[tuple[Path, str, dict[str, str]]] = []
         self.pushes: list[str] = []
+        self.networks: dict[str, dict[str, str]] = {}
+        """Networks made, with their labels."""
         self.loads: list[str] = []
         """Ids of the images loaded, in order."""
         self.layers: dict[str, bytes] = {}
@@ -267,6 +269,23 @@ class FakeEngine(ContainerEngine):
                 f"removal of container {container_id} was not confirmed (scripted failure)"
             )
         container.removed = True
+
+    def create_network(self, name: str, labels: Mapping[str, str]) -> None:
+        """See :meth:`ContainerEngine.create_network`."""
+        if name in self.networks:
+            raise InfrastructureError(f"network {name} exists")
+        self.networks[name] = dict(labels)
+
+    def remove_network(self, name: str) -> None:
+        """See :meth:`ContainerEngine.remove_network`."""
+        self.networks.pop(name, None)
+
+    def address_on(self, container_id: str, network: str) -> str:
+        """See :meth:`ContainerEngine.address_on`."""
+        container = self.containers.get(container_id)
+        if container is None or container.removed or network not in self.networks:
+            raise InfrastructureError(f"container {container_id} has no address on {network}")
+        return f"10.99.0.{2 + list(self.containers).index(container_id) % 250}"
 
     def list_containers(self, batch_id: str | None = None) -> list[ContainerSummary]:
         """See :meth:`ContainerEngine.list_containers`."""

@@ -40,6 +40,7 @@ __all__ = [
     "Role",
     "check_label_value",
     "check_mounts",
+    "check_network_name",
     "local_socket_path",
     "match_pinned_image",
 ]
@@ -48,6 +49,13 @@ Role = Literal["verifier", "runner", "consumer", "build", "gateway"]
 Network = str
 """``none``, or (for the gateway only) ``default`` or the name of an engine network."""
 _NETWORK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_network_name(name: str) -> None:
+    """Raise ConfigError unless *name* can name an engine network."""
+    if not _NETWORK_NAME.match(name):
+        raise ConfigError(f"{name!r} is not an engine network name")
+
 
 LABEL_BATCH = "agent-eval.batch"
 LABEL_RUN = "agent-eval.run"
@@ -196,8 +204,8 @@ class Hardening:
                 f"a {role} container never has a network (asked for {network!r}); "
                 "only the model gateway reaches the model providers"
             )
-        if network != "none" and not _NETWORK_NAME.match(network):
-            raise ConfigError(f"{network!r} is not an engine network name")
+        if network != "none":
+            check_network_name(network)
         return cls(
             role=role,
             user=_ROLE_USERS[role],

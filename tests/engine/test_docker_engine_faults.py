@@ -1,8 +1,10 @@
 """How the Docker engine adapter reads a connection that fails, over a stub of the SDK.
 
-Invariants: a call that must not run twice (create, start) is asked again only
-when its connection never opened; an idempotent call is asked again on any
-dropped connection; a wait whose connection drops is asked again on the
+Invariants: a create is asked again on any dropped connection under its unique
+name, and a create the engine did make is found by that name (never one of
+another spec); a start is asked again only when the container has not
+started (a start whose answer was lost is not repeated); an idempotent call
+is asked again on any dropped connection; a wait whose connection drops is asked again on the
 harness's own clock and is never taken for a timeout; a container that ended
 non-zero while the engine was out of reach is an infrastructure failure. The
 same faults against a real engine are in tests/faults.
@@ -13,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import docker.errors
 import pytest
 import requests
 import urllib3.exceptions
 
 from agent_eval.engine import ContainerSpec, docker_engine
 from agent_eval.engine.docker_engine import DockerEngine
-from agent_eval.errors import InfrastructureError
+from agent_eval.errors import InfrastructureError, NotStartedError
 
 IMAGE = "sha256:" + "c" * 64
 
@@ -86,25 +89,67 @@ def test_a_create_that_never_reached_the_engine_is_asked_again(cause: OSError) -
     assert api.calls["create_container"] == 2
 
 
+def conflict() -> docker.errors.APIError:
+    answer = requests.Response()
+    answer.status_code = 409
+    return docker.errors.APIError("Conflict. The container name is already in use", answer)
+
+
+def created(labels: dict[str, str]) -> dict[str, Any]:
+    return {"Id": "abc", "Config": {"Labels": {"agent-eval.image": "verifier", **labels}}}
+
+
 @pytest.mark.parametrize("cause", MAYBE_SENT, ids=lambda e: type(e).__name__)
-def test_a_create_whose_connection_failed_after_sending_is_not_asked_twice(cause: OSError) -> None:
+def test_a_create_whose_answer_was_lost_is_found_by_its_name(cause: OSError) -> None:
+    api = StubApi(
+        create_container=[connection_error(cause), conflict()],
+        inspect_container=[created(SPEC.labels)],
+    )
+    assert engine(api).create(SPEC) == "abc"
+    assert (api.calls["create_container"], api.calls["inspect_container"]) == (2, 1)
+
+
+@pytest.mark.parametrize("cause", MAYBE_SENT, ids=lambda e: type(e).__name__)
+def test_a_create_the_engine_never_made_is_made_when_asked_again(cause: OSError) -> None:
     api = StubApi(create_container=[connection_error(cause), {"Id": "abc"}])
-    with pytest.raises(InfrastructureError, match="creating"):
+    assert engine(api).create(SPEC) == "abc"
+    assert api.calls["create_container"] == 2
+
+
+def test_a_container_of_that_name_with_other_labels_is_never_taken() -> None:
+    api = StubApi(
+        create_container=[connection_error(MAYBE_SENT[0]), conflict()],
+        inspect_container=[created({**SPEC.labels, "agent-eval.batch": "another"})],
+    )
+    with pytest.raises(InfrastructureError, match="409"):
         engine(api).create(SPEC)
-    assert api.calls["create_container"] == 1
 
 
-def test_a_start_that_never_reached_the_engine_is_asked_again() -> None:
-    api = StubApi(start=[connection_error(NEVER_SENT[0]), None])
+NOT_STARTED = {"State": {"Running": False, "StartedAt": "0001-01-01T00:00:00Z"}}
+STARTED = {"State": {"Running": True, "StartedAt": "2026-12-01T14:00:00.1Z"}}
+EXITED = {"State": {"Running": False, "StartedAt": "2026-12-01T14:00:00.1Z"}}
+
+
+@pytest.mark.parametrize("cause", [*NEVER_SENT, *MAYBE_SENT], ids=lambda e: type(e).__name__)
+def test_a_start_that_did_not_happen_is_asked_again(cause: OSError) -> None:
+    api = StubApi(inspect_container=[NOT_STARTED], start=[connection_error(cause), None])
     engine(api).start("abc")
     assert api.calls["start"] == 2
 
 
-def test_an_engine_that_stays_unreachable_is_named() -> None:
-    api = StubApi(start=[connection_error(NEVER_SENT[1])])
-    with pytest.raises(InfrastructureError, match="stayed unreachable"):
+@pytest.mark.parametrize("after", [STARTED, EXITED], ids=["running", "exited"])
+def test_a_start_whose_answer_was_lost_is_not_repeated(after: dict[str, Any]) -> None:
+    api = StubApi(inspect_container=[after], start=[connection_error(MAYBE_SENT[0])])
+    engine(api).start("abc")
+    assert api.calls["start"] == 1
+
+
+def test_an_engine_that_stays_unreachable_is_named_and_nothing_started() -> None:
+    unreachable = connection_error(NEVER_SENT[1])
+    api = StubApi(start=[unreachable], inspect_container=[unreachable])
+    with pytest.raises(NotStartedError, match="stayed unreachable"):
         engine(api).start("abc")
-    assert api.calls["start"] == 4
+    assert (api.calls["start"], api.calls["inspect_container"]) == (1, 4)
 
 
 def state(exit_code: int) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from agent_eval.errors import (
     ConfigError,
     EngineUnavailableError,
     InfrastructureError,
+    NotStartedError,
 )
 
 DIGEST = "sha256:" + "a" * 64
@@ -356,6 +357,31 @@ def test_a_failed_start_still_removes_the_container(engine: FakeEngine) -> None:
     with pytest.raises(InfrastructureError, match="OCI runtime"):
         run_container(engine, spec(VERIFIER_REF), timeout_s=5, log_limit_bytes=10)
     assert all(c.removed for c in engine.containers.values())
+
+
+def test_a_container_that_did_not_get_going_is_replaced_by_a_fresh_one(engine: FakeEngine) -> None:
+    engine.add_image(repo_digests=(VERIFIER_REF,))
+    lost = NotStartedError("its stdin did not reach it, the connection to the engine broke")
+    engine.script(Outcome(start_raises=lost))
+    engine.script(Outcome(start_raises=lost))
+    engine.script(Outcome(stdout=b"answered"))
+    run = run_container(
+        engine, spec(VERIFIER_REF, stdin=True), timeout_s=5, log_limit_bytes=100, stdin=b"{}"
+    )
+    assert run.output.stdout == b"answered"
+    assert len(engine.containers) == 3 and all(c.removed for c in engine.containers.values())
+    assert engine.containers[run.container_id].stdin == b"{}"
+
+
+def test_containers_that_never_get_going_end_as_an_infrastructure_failure(
+    engine: FakeEngine,
+) -> None:
+    engine.add_image(repo_digests=(VERIFIER_REF,))
+    for _ in range(3):
+        engine.script(Outcome(start_raises=NotStartedError("the engine stayed unreachable")))
+    with pytest.raises(InfrastructureError, match="stayed unreachable"):
+        run_container(engine, spec(VERIFIER_REF), timeout_s=5, log_limit_bytes=10)
+    assert len(engine.containers) == 3 and all(c.removed for c in engine.containers.values())
 
 
 def test_an_unconfirmed_removal_is_a_cleanup_error(engine: FakeEngine) -> None:
