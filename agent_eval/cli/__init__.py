@@ -14,6 +14,7 @@ from agent_eval.cli.review import review_command
 from agent_eval.cli.run import eval_agent_command
 from agent_eval.cli.runners import runners_group
 from agent_eval.cli.tasks import tasks_group
+from agent_eval.cli.trial import try_agent_command
 
 __all__ = ["check_main", "eval_agent_main", "main", "review_main"]
 
@@ -33,6 +34,7 @@ main.add_command(reference_config_command, name="reference-config")
 main.add_command(cleanup_command, name="cleanup")
 main.add_command(report_command, name="report")
 main.add_command(runners_group, name="runners")
+main.add_command(try_agent_command, name="try-agent")
 
 
 def eval_agent_main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -16,24 +17,27 @@ from agent_eval.project import find_project
 from agent_eval.report.render import write_report
 from agent_eval.verification.container.verifier import batch_verifier_factory
 
-__all__ = ["eval_agent_command"]
+__all__ = ["eval_agent_command", "report_outcome"]
 
 
 def _say(line: str) -> None:
     click.echo(f"eval-agent: {line}", err=True)
 
 
-def _report(outcome: BatchOutcome, project: Path) -> None:
+def report_outcome(
+    outcome: BatchOutcome, project: Path, say: Callable[[str], None] | None = None
+) -> None:
     """Say how the batch ended: its reasons and report on stderr, the one line on stdout."""
+    say = say or _say
     if outcome.status != "completed":
         for reason in outcome.reasons:
-            _say(f"{outcome.status}: {reason}")
+            say(f"{outcome.status}: {reason}")
     if outcome.receipt_written:
         # The reviewer's view; a batch whose report cannot be written keeps its exit code.
         try:
-            _say(f"report: {write_report(outcome.receipt.parent, project=project)}")
+            say(f"report: {write_report(outcome.receipt.parent, project=project)}")
         except AgentEvalError as exc:
-            _say(f"warning: no report: {exc}")
+            say(f"warning: no report: {exc}")
     try:
         shown = outcome.receipt.relative_to(Path.cwd())
     except ValueError:
@@ -83,5 +87,5 @@ def eval_agent_command(runner_config: Path, project: Path | None) -> None:
             notice=_say,
         )
         signals.settle()
-        _report(outcome, located.root)
+        report_outcome(outcome, located.root)
     sys.exit(outcome.exit_code)

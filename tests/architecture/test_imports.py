@@ -40,10 +40,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "images": LEAVES | {"engine"},
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset(),
+    "trial": LEAVES | {"engine", "images", "suite", "batch", "verdict", "verification"},
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__", "cli"}
 """Per package (the first name below ``agent_eval``), the other packages it may import."""
-NARROW = {"batch": {"verification": {"agent_eval.verification.protocol"}}}
+NARROW = {
+    "batch": {"verification": {"agent_eval.verification.protocol"}},
+    "trial": {"verification": {"agent_eval.verification.protocol"}},
+}
 """Packages that may reach another one through named modules only."""
 
 

@@ -1,0 +1,221 @@
+"""``agent-eval try-agent``: a scripted upstream, a runner config aimed at it, one batch.
+
+The runner config is the agent's example (``examples/runners/<agent>.json``)
+with this checkout's images and one change of upstream: the scripted model,
+reached by the gateway over the trial's internal network under the name
+``model.test`` (``privateUpstreams``, which makes the batch self-test). The
+credential is a random value made here: the gateway holds it, the runner
+never sees it. The scripted model's container is hardened like the
+gateway's (its user, no capabilities, read-only) and, with the network, is
+removed whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_eval.batch.run import BatchOutcome, run_batch
+from agent_eval.engine import ContainerEngine, ContainerSpec, Mount
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.errors import ConfigError, InfrastructureError
+from agent_eval.evidence_io import read_model, write_model_atomic
+from agent_eval.images.build import image_for_checkout
+from agent_eval.models import GatewayOptions, ModelUpstream, QualificationResult, RunnerConfig
+from agent_eval.project import Project
+from agent_eval.suite.tasks import load_suite
+from agent_eval.verdict.qualification import current_anchors, qualify_files
+from agent_eval.verification.protocol import VerifierContext, VerifierFactory
+
+__all__ = [
+    "TRIAL_AGENTS",
+    "Trial",
+    "TrialOutcome",
+    "scripted_answers",
+    "scripted_upstream",
+    "try_agent",
+]
+
+TRIAL_AGENTS = ("claude-code",)
+"""The agents whose provider API the scripted model speaks (Anthropic Messages)."""
+UPSTREAM_HOST = "model.test"
+UPSTREAM_PORT = 8080
+KEY_ENV = "TRIAL_MODEL_KEY"
+_LISTEN_TIMEOUT_S = 30.0
+_SERVER = Path(__file__).with_name("oracle_model.py")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A scripted upstream that is up, and the runner config aimed at it."""
+
+    config_path: Path
+    network: str
+    environ: dict[str, str]
+    """The environment the batch reads its credential from."""
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """The batch, and the decision on it (None when no receipt was written)."""
+
+    batch: BatchOutcome
+    qualification: QualificationResult | None
+
+
+def scripted_answers(project: Project, served: str) -> dict[str, object]:
+    """Each task's title and reference solution files, for the scripted model."""
+    suite = load_suite(project.tasks, graders_dir=project.graders)
+    tasks = []
+    for task in suite.tasks:
+        correct = project.fixtures / task.id / "correct"
+        files = {
+            path: (correct / path).read_text(encoding="utf-8")
+            for path in task.spec.allowedOutputPaths
+            if (correct / path).is_file()
+        }
+        if not files:
+            raise ConfigError(f"{correct}: no reference solution for task {task.id}")
+        tasks.append({"title": task.spec.title, "files": files})
+    return {"port": UPSTREAM_PORT, "served": served, "tasks": tasks}
+
+
+def _example(project: Project, agent: str) -> RunnerConfig:
+    if agent not in TRIAL_AGENTS:
+        raise ConfigError(
+            f"try-agent: {agent!r} has no scripted model; choose one of {', '.join(TRIAL_AGENTS)}"
+        )
+    return read_model(
+        project.root / "examples" / "runners" / f"{agent}.json", RunnerConfig, what="runner config"
+    )
+
+
+def _wait_listening(engine: ContainerEngine, container: str, trial_id: str) -> None:
+    deadline = time.monotonic() + _LISTEN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if b"listening" in engine.logs(container, 4096).stdout:
+            return
+        states = [c.state for c in engine.list_containers(trial_id) if c.container_id == container]
+        if states != ["running"]:
+            said = engine.logs(container, 4096).stderr.decode("utf-8", "replace")
+            raise InfrastructureError(f"the scripted model exited: {said.strip()[-1000:]}")
+        time.sleep(0.2)
+    raise InfrastructureError(f"the scripted model did not listen within {_LISTEN_TIMEOUT_S:.0f} s")
+
+
+@contextlib.contextmanager
+def scripted_upstream(engine: ContainerEngine, project: Project, agent: str) -> Iterator[Trial]:
+    """Start the scripted model on a network of its own; remove both at the end.
+
+    Raises:
+        ConfigError: No scripted model for *agent*, or no reference solution for a task.
+        InfrastructureError: An image is not built, or the scripted model did not start.
+    """
+    example = _example(project, agent)
+    upstream = example.models[0]
+    trial_id = f"trial-{uuid.uuid4().hex[:12]}"
+    network = f"agent-eval-{trial_id}"
+    gateway_image = image_for_checkout(engine, project.root, "gateway")
+    runner_image = image_for_checkout(engine, project.root, f"runner-{agent}")
+    verifier_image = image_for_checkout(engine, project.root, "verifier")
+    home = project.evidence / ".try-agent" / trial_id
+    srv = home / "srv"
+    srv.mkdir(parents=True)
+    shutil.copyfile(_SERVER, srv / _SERVER.name)
+    (srv / "answers.json").write_text(
+        json.dumps(scripted_answers(project, upstream.servedModels[0])), encoding="utf-8"
+    )
+    for path in (home, srv, *srv.iterdir()):  # the scripted model runs as the gateway's user
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    engine.create_network(network, {"agent-eval.trial": trial_id})
+    container: str | None = None
+    try:
+        container = engine.create(
+            ContainerSpec(
+                image=gateway_image,
+                command=("/usr/bin/python3", "-B", f"/srv/{_SERVER.name}", "/srv/answers.json"),
+                role="gateway",
+                batch_id=trial_id,
+                run_id="scripted-model",
+                mounts=(Mount(srv, "/srv"),),
+                network=network,
+            )
+        )
+        engine.start(container)
+        _wait_listening(engine, container, trial_id)
+        address = engine.address_on(container, network)
+        config = example.model_copy(
+            update={
+                "runtimePath": engine.address,
+                "runnerImage": runner_image,
+                "verifierImage": verifier_image,
+                "gatewayImage": gateway_image,
+                "models": [
+                    ModelUpstream(
+                        name=upstream.name,
+                        upstream=f"http://{UPSTREAM_HOST}:{UPSTREAM_PORT}",
+                        credentialEnv=KEY_ENV,
+                        credentialHeader=upstream.credentialHeader,
+                        servedModels=upstream.servedModels,
+                    )
+                ],
+                "gateway": GatewayOptions(
+                    network=network,
+                    hosts={UPSTREAM_HOST: address},
+                    privateUpstreams=True,
+                    tokenBudget=example.gateway.tokenBudget,
+                ),
+            }
+        )
+        config_path = home / "runner.json"
+        write_model_atomic(config_path, RunnerConfig.model_validate(config.model_dump()))
+        environ = {**os.environ, KEY_ENV: f"trial-{secrets.token_hex(16)}"}
+        yield Trial(config_path, network, environ)
+    finally:
+        try:
+            if container is not None:
+                engine.remove(container)
+        finally:
+            engine.remove_network(network)
+            shutil.rmtree(srv, ignore_errors=True)
+
+
+def try_agent(
+    project: Project,
+    agent: str,
+    *,
+    verifier_factory: VerifierFactory[VerifierContext],
+    connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
+    progress: Callable[[str], None] = lambda _line: None,
+    notice: Callable[[str], None] = lambda _line: None,
+) -> TrialOutcome:
+    """Run one whole batch of *agent* against the scripted model and decide on it."""
+    engine = connect(None)
+    try:
+        with scripted_upstream(engine, project, agent) as trial:
+            notice(f"scripted model up on {trial.network}; runner config {trial.config_path}")
+            outcome = run_batch(
+                trial.config_path,
+                project,
+                verifier_factory=verifier_factory,
+                connect=connect,
+                environ=trial.environ,
+                progress=progress,
+                notice=notice,
+            )
+    finally:
+        engine.close()
+    decision = None
+    if outcome.receipt_written:
+        decision = qualify_files(
+            outcome.receipt, outcome.receipt.parent / "archives.json", current_anchors(project)
+        )
+    return TrialOutcome(outcome, decision)
