@@ -16,7 +16,7 @@ import platform
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -118,8 +118,12 @@ def run_batch(
     clock: Callable[[], datetime] = _now,
     progress: Callable[[str], None] = lambda _line: None,
     notice: Callable[[str], None] = lambda _line: None,
+    only: Sequence[str] = (),
 ) -> BatchOutcome:
     """Run one whole batch and return where its receipt is; it never ends ``running``.
+
+    With *only* (task ids or run ids), just those runs run: the receipt
+    records the selection and the batch can never qualify.
 
     The batch holds a lease on its run directory for as long as it runs.
     Everything from connecting to the engine on runs inside one cleanup: the
@@ -144,6 +148,7 @@ def run_batch(
         evidence=RunDirectory(project.evidence / batch_id),
         work_dir=project.evidence / ".work" / batch_id,
         ports=_Ports(verifier_factory, connect, environ, clock, progress, notice),
+        only=tuple(only),
     )
     batch.evidence.root.mkdir(parents=True, exist_ok=False)
     with held(batch.evidence.root, batch_id, clock) as lease:
@@ -194,6 +199,8 @@ class _Batch:
     evidence: RunDirectory
     work_dir: Path
     ports: _Ports
+    only: tuple[str, ...] = ()
+    """The runs asked for (``--only``); empty: the whole schedule."""
     engine: ContainerEngine | None = None
     lease: HeldLease | None = None
     phases: dict[str, float] = field(default_factory=dict)
@@ -269,6 +276,7 @@ class _Batch:
             engine, config, gateway_image, self.work_dir, self.batch_id, ports.environ
         )
         suite = _suite(project)
+        _selection(suite, self.only)
         self.lap("preflight")
         ports.progress("packing the candidate archives")
         archives = _pack(project, evidence)
@@ -307,6 +315,8 @@ class _Batch:
 
     def _schedule(self, prepared: _Prepared) -> Receipt:
         config, clock = prepared.config, self.ports.clock
+        selected = _selection(prepared.suite, self.only)
+        run_ids = prepared.suite.spec.run_ids() if selected is None else selected
         receipt = Receipt.opened(
             batch_id=self.batch_id,
             created_at=self.started,
@@ -321,7 +331,8 @@ class _Batch:
             model=config.expectedModel,
             runner_image=config.runnerImage,
             verifier_image=config.verifierImage,
-            scheduled_runs=prepared.suite.spec.scheduledRuns,
+            scheduled_runs=len(run_ids),
+            selection=None if selected is None else run_ids,
         ).model_copy(update={"updatedAt": clock()})
         runner = ContainerRunner(
             prepared.engine,
@@ -340,7 +351,7 @@ class _Batch:
         plan = BatchPlan(
             batch_dir=self.evidence.root,
             work_dir=self.work_dir / "runs",
-            run_ids=prepared.suite.spec.run_ids(),
+            run_ids=run_ids,
             tasks={
                 t.id: ScheduledTask(t.spec, t.render_prompt(docs), t.starter_dir)
                 for t in prepared.suite.tasks
@@ -522,6 +533,16 @@ def _start_gateway(gateway: BatchGateway) -> None:
         raise _NotRun([f"gateway: {exc}"]) from exc
     if reasons:
         raise _NotRun(reasons)
+
+
+def _selection(suite: Suite, only: Sequence[str]) -> list[str] | None:
+    """The runs a partial batch runs; None for the whole schedule."""
+    if not only:
+        return None
+    try:
+        return suite.spec.select(only)
+    except ValueError as exc:
+        raise _NotRun([f"--only: {exc}"]) from exc
 
 
 def _suite(project: Project) -> Suite:

@@ -67,7 +67,15 @@ def report_outcome(
     default=None,
     help="Repository to evaluate (default: the current one).",
 )
-def eval_agent_command(runner_config: Path, project: Path | None) -> None:
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    metavar="TASK[-N]",
+    help="Run only this task's runs, or this one run (repeatable); the receipt is partial "
+    "and can never qualify.",
+)
+def eval_agent_command(runner_config: Path, project: Path | None, only: tuple[str, ...]) -> None:
     """Run the 18 scheduled runs; print {"status","receipt","firstSuccesses","finalSuccesses"}.
 
     The line is printed however the batch ends. Exit 0 when the schedule
@@ -85,6 +93,7 @@ def eval_agent_command(runner_config: Path, project: Path | None) -> None:
             verifier_factory=batch_verifier_factory(located),
             progress=_say if sys.stderr.isatty() else lambda _line: None,
             notice=_say,
+            only=only,
         )
         signals.settle()
         report_outcome(outcome, located.root)

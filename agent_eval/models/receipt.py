@@ -315,6 +315,12 @@ class Receipt(WireModel):
     """Pinned verifier image reference."""
     scheduledRuns: int = Field(ge=0)
     """Denominator of the totals."""
+    selection: list[Annotated[str, Field(pattern=RUN_ID.pattern)]] | None = Field(
+        default=None, max_length=64
+    )
+    """The runs a partial batch (``eval-agent --only``) ran; None for a whole batch.
+
+    A partial batch is for debugging a runner config and never qualifies."""
     firstSuccesses: int = Field(ge=0)
     """Runs whose first attempt succeeded."""
     finalSuccesses: int = Field(ge=0)
@@ -356,6 +362,7 @@ class Receipt(WireModel):
         runner_image: str | None = None,
         verifier_image: str | None = None,
         scheduled_runs: int = 0,
+        selection: list[str] | None = None,
     ) -> Receipt:
         """A receipt with no run finished yet: the one way every receipt begins.
 
@@ -378,6 +385,7 @@ class Receipt(WireModel):
             runnerImage=runner_image,
             verifierImage=verifier_image,
             scheduledRuns=scheduled_runs,
+            selection=selection,
             firstSuccesses=0,
             finalSuccesses=0,
             runs=[],

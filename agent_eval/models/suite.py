@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import Field, model_validator
 
 from agent_eval.models.base import SchemaVersion, WireModel
@@ -50,6 +52,21 @@ class SuiteSpec(WireModel):
     def run_ids(self) -> list[str]:
         """Every scheduled run id, ``<task-id>-<n>``, in schedule order."""
         return [f"{t}-{n}" for n in range(1, self.repetitions + 1) for t in self.taskIds]
+
+    def select(self, only: Sequence[str]) -> list[str]:
+        """The runs *only* names (a task id: its runs; a run id: that run), in schedule order.
+
+        Raises:
+            ValueError: A name is neither a task nor a run of the suite.
+        """
+        runs = self.run_ids()
+        unknown = [name for name in only if name not in self.taskIds and name not in runs]
+        if unknown:
+            raise ValueError(
+                f"{', '.join(repr(n) for n in unknown)} is no task or run of the suite; "
+                f"tasks: {', '.join(self.taskIds)}; runs are <task>-1..{self.repetitions}"
+            )
+        return [r for r in runs if r in only or r.rsplit("-", 1)[0] in only]
 
 
 FIXED_SUITE = SuiteSpec(

@@ -308,6 +308,11 @@ def _source_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:
 
 def _batch_rules(receipt: Receipt, suite: SuiteSpec) -> list[str]:
     reasons = []
+    if receipt.selection is not None:
+        reasons.append(
+            f"partial: the batch ran only {', '.join(receipt.selection)} (eval-agent --only); "
+            "a partial batch is for debugging a runner config and can never qualify"
+        )
     if receipt.status != "completed":
         detail = f" ({'; '.join(receipt.reasons)})" if receipt.reasons else ""
         reasons.append(f"batch-completed: status is {receipt.status!r}, not 'completed'{detail}")

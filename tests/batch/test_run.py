@@ -41,6 +41,7 @@ from agent_eval.models import (
     TaskSpec,
 )
 from agent_eval.project import Project, find_project
+from agent_eval.verdict.qualification import current_anchors, qualify_files
 from agent_eval.verification.protocol import Verification, Verifier, VerifierContext
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,7 +145,9 @@ class Fixture:
             ),
         )
 
-    def run(self, factory: Callable[[VerifierContext], Verifier]) -> BatchOutcome:
+    def run(
+        self, factory: Callable[[VerifierContext], Verifier], only: tuple[str, ...] = ()
+    ) -> BatchOutcome:
         # The consumer container is the first one created; runners follow.
         self.engine.script(Outcome(on_start=install_consumer))
         return run_batch(
@@ -154,6 +157,7 @@ class Fixture:
             connect=lambda _path: self.engine,
             environ={},
             clock=lambda: NOW,
+            only=only,
         )
 
     def run_dir(self) -> Path:
@@ -248,6 +252,32 @@ def test_a_batch_on_fakes_runs_every_scheduled_run_and_cleans_up(batch: Fixture)
     assert receipt.selfTest  # no network: the model could only be a scripted one
     assert set(outcome.phase_seconds) == {"preflight", "pack", "consumer", "schedule"}
     batch.assert_nothing_left()
+
+
+def test_a_partial_batch_runs_only_the_named_runs_and_never_qualifies(batch: Fixture) -> None:
+    outcome = batch.run(lambda context: PassingVerifier(), only=("forms", "storage-hash-2"))
+    assert (outcome.status, outcome.final_successes) == ("completed", 4)
+    receipt = batch.receipt()
+    selected = ["storage-hash-2", "forms-1", "forms-2", "forms-3"]
+    selected.sort(key=FIXED_SUITE.run_ids().index)
+    assert [r.runId for r in receipt.runs] == selected == receipt.selection
+    assert receipt.scheduledRuns == 4
+    run_dir = batch.run_dir()
+    reasons = qualify_files(
+        run_dir / "receipt.json", run_dir / "archives.json", current_anchors(batch.project)
+    ).reasons
+    assert any(r.startswith("partial: the batch ran only ") for r in reasons), reasons
+    batch.assert_nothing_left()
+
+
+def test_an_only_that_names_nothing_of_the_suite_is_not_run_before_any_container(
+    batch: Fixture,
+) -> None:
+    outcome = batch.run(lambda context: PassingVerifier(), only=("forms-4", "nosuch"))
+    assert outcome.status == "not-run" and outcome.exit_code == 2
+    (reason,) = batch.receipt().reasons
+    assert reason.startswith("--only: 'forms-4', 'nosuch' is no task or run of the suite")
+    assert batch.engine.containers == {}
 
 
 def test_a_container_that_cannot_be_removed_stops_the_batch_and_keeps_the_lease(

@@ -95,6 +95,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "runnerImage",
         "verifierImage",
         "scheduledRuns",
+        "selection",
         "firstSuccesses",
         "finalSuccesses",
         "runs",
