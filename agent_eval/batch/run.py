@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent_eval.batch.lease import HeldLease, held
+from agent_eval.batch.progress import ProgressEvent
 from agent_eval.batch.reaper import reap
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import (
@@ -116,7 +117,7 @@ def run_batch(
     connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
     environ: Mapping[str, str] = os.environ,
     clock: Callable[[], datetime] = _now,
-    progress: Callable[[str], None] = lambda _line: None,
+    progress: Callable[[ProgressEvent], None] = lambda _event: None,
     notice: Callable[[str], None] = lambda _line: None,
     only: Sequence[str] = (),
 ) -> BatchOutcome:
@@ -167,7 +168,7 @@ class _Ports:
     connect: Callable[[str | None], ContainerEngine]
     environ: Mapping[str, str]
     clock: Callable[[], datetime]
-    progress: Callable[[str], None]
+    progress: Callable[[ProgressEvent], None]
     notice: Callable[[str], None]
 
 
@@ -278,16 +279,16 @@ class _Batch:
         suite = _suite(project)
         _selection(suite, self.only)
         self.lap("preflight")
-        ports.progress("packing the candidate archives")
+        ports.progress(ProgressEvent("packing the candidate archives"))
         archives = _pack(project, evidence)
         self.lap("pack")
-        ports.progress("preparing the consumer")
+        ports.progress(ProgressEvent("preparing the consumer"))
         consumer = _consumer(
             engine, project, suite, verifier_image, evidence, self.work_dir, archives,
             self.batch_id,
         )  # fmt: skip
         concurrency = config.concurrency or _default_concurrency()
-        ports.progress("preparing the verifier")
+        ports.progress(ProgressEvent("preparing the verifier"))
         verifier = _verifier(
             ports.verifier_factory,
             VerifierContext(
@@ -301,7 +302,9 @@ class _Batch:
         )
         self.lap("consumer")
         if gateway is not None:
-            ports.progress("starting the model gateway and asking each upstream once")
+            ports.progress(
+                ProgressEvent("starting the model gateway and asking each upstream once")
+            )
             _start_gateway(gateway)
             self.lap("gateway")
         archives_digest, lock_digest = _write_bindings(

@@ -22,6 +22,7 @@ from typing import Any
 from agent_eval.batch.collection import collect_solution
 from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_feedback
 from agent_eval.batch.ports import GatewayPort, GatewayRoute, RunnerOutcome, RunnerPort
+from agent_eval.batch.progress import ProgressEvent, RunState, Tally
 from agent_eval.batch.response import ResponseVerdict, judge_response
 from agent_eval.batch.signals import Stop
 from agent_eval.digests import sha256_bytes
@@ -82,7 +83,7 @@ class BatchPlan:
     output_dir_in_runner: str
     protected_digest: Callable[[], str]
     receipt: Receipt
-    progress: Callable[[str], None] = field(default=lambda _line: None)
+    progress: Callable[[ProgressEvent], None] = field(default=lambda _event: None)
     disk_problem: Callable[[], str | None] = field(default=lambda: None)
     """Why the disk under the work directory cannot be trusted now (it is full), if it cannot:
     a runner or a verifier that could not write is then not the agent's failure."""
@@ -209,6 +210,12 @@ def run_schedule(
         deadline=monotonic() + plan.batch_timeout_s,
     )
     pending = list(plan.run_ids)
+    plan.progress(
+        ProgressEvent(
+            f"{len(pending)} runs scheduled, {plan.concurrency} at a time",
+            scheduled=tuple(pending),
+        )
+    )
     in_flight: dict[Future[RunRecord], str] = {}
     status: BatchStatus = "completed"
     reasons: list[str] = []
@@ -231,12 +238,28 @@ def run_schedule(
                 run_id = in_flight.pop(future)
                 book.finish_run(record)
                 done += 1
-                plan.progress(
-                    f"{done}/{len(plan.run_ids)} runs done, "
-                    f"{book.receipt.firstSuccesses} first / {book.receipt.finalSuccesses} final "
-                    f"successes; {run_id}: {'passed' if record.finalSuccess else 'failed'}"
+                infrastructure = any(a.infrastructureStatus == "failed" for a in record.attempts)
+                state: RunState = (
+                    "infrastructure"
+                    if infrastructure
+                    else "passed"
+                    if record.finalSuccess
+                    else "failed"
                 )
-                if any(a.infrastructureStatus == "failed" for a in record.attempts):
+                tally = Tally(
+                    done, len(plan.run_ids), book.receipt.firstSuccesses,
+                    book.receipt.finalSuccesses,
+                )  # fmt: skip
+                plan.progress(
+                    ProgressEvent(
+                        f"{done}/{tally.total} runs done, {tally.first} first / {tally.final} "
+                        f"final successes; {run_id}: {state}",
+                        run_id,
+                        state,
+                        tally,
+                    )
+                )
+                if infrastructure:
                     status = "infrastructure-failure"
                     reason = f"infrastructure failure in {run_id}; the batch stopped"
                     reasons.append(reason)
@@ -480,7 +503,9 @@ class _Schedule:
             timeBudgetMs=max(1, int(timeout_s * 1000)),
             repairFeedback=feedback,
         )
-        plan.progress(f"{run_id} attempt {number}: runner started")
+        plan.progress(
+            ProgressEvent(f"{run_id} attempt {number}: runner started", run_id, "running")
+        )
         before = plan.protected_digest()
         route = plan.gateway.open_route(run_id, number) if plan.gateway else None
         outcome = self.runner.run_attempt(
@@ -554,7 +579,7 @@ class _Schedule:
         seen.collection = collection
         if collection.hostile or not collection.files:
             return observed()
-        plan.progress(f"{run_id} attempt {number}: verifying")
+        plan.progress(ProgressEvent(f"{run_id} attempt {number}: verifying", run_id, "verifying"))
         try:
             verification = self.verifier.verify(task.spec, evidence.solution, run_id)
         except AgentEvalError as exc:

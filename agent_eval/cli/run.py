@@ -12,6 +12,7 @@ import click
 from agent_eval.batch.run import BatchOutcome, run_batch
 from agent_eval.batch.signals import stopping_on_signals
 from agent_eval.cli.common import reported_errors
+from agent_eval.cli.progress import MODES, Mode, make_display
 from agent_eval.errors import AgentEvalError
 from agent_eval.project import find_project
 from agent_eval.report.render import write_report
@@ -75,7 +76,18 @@ def report_outcome(
     help="Run only this task's runs, or this one run (repeatable); the receipt is partial "
     "and can never qualify.",
 )
-def eval_agent_command(runner_config: Path, project: Path | None, only: tuple[str, ...]) -> None:
+@click.option(
+    "--progress",
+    "progress",
+    type=click.Choice(MODES),
+    default="auto",
+    show_default=True,
+    help="How progress is shown on stderr: a bar updated in place, one line per event, or "
+    "nothing (auto: the bar on a terminal, lines otherwise).",
+)
+def eval_agent_command(
+    runner_config: Path, project: Path | None, only: tuple[str, ...], progress: Mode
+) -> None:
     """Run the 18 scheduled runs; print {"status","receipt","firstSuccesses","finalSuccesses"}.
 
     The line is printed however the batch ends. Exit 0 when the schedule
@@ -86,15 +98,19 @@ def eval_agent_command(runner_config: Path, project: Path | None, only: tuple[st
     """
     with reported_errors():
         located = find_project(project)
+    display = make_display(progress, sys.stderr, "eval-agent")
     with stopping_on_signals() as signals:
-        outcome = run_batch(
-            runner_config,
-            located,
-            verifier_factory=batch_verifier_factory(located),
-            progress=_say if sys.stderr.isatty() else lambda _line: None,
-            notice=_say,
-            only=only,
-        )
+        try:
+            outcome = run_batch(
+                runner_config,
+                located,
+                verifier_factory=batch_verifier_factory(located),
+                progress=display,
+                notice=display.say,
+                only=only,
+            )
+        finally:
+            display.close()
         signals.settle()
-        report_outcome(outcome, located.root)
+        report_outcome(outcome, located.root, display.say)
     sys.exit(outcome.exit_code)

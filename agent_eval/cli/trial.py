@@ -9,6 +9,7 @@ import click
 
 from agent_eval.batch.signals import Stop, stopping_on_signals
 from agent_eval.cli.common import reported_errors
+from agent_eval.cli.progress import make_display
 from agent_eval.cli.run import report_outcome
 from agent_eval.project import find_project
 from agent_eval.trial import TRIAL_AGENTS, try_agent
@@ -44,6 +45,7 @@ def try_agent_command(agent: str, project: Path | None) -> None:
     """
     with reported_errors():
         located = find_project(project)
+    display = make_display("auto", sys.stderr, "try-agent")
     with stopping_on_signals() as signals:
         try:
             with reported_errors(exit_code=2):
@@ -51,12 +53,14 @@ def try_agent_command(agent: str, project: Path | None) -> None:
                     located,
                     agent,
                     verifier_factory=batch_verifier_factory(located),
-                    progress=_say if sys.stderr.isatty() else lambda _line: None,
-                    notice=_say,
+                    progress=display,
+                    notice=display.say,
                 )
         except Stop as exc:
             _say(f"{exc.reason} before the batch started")
             sys.exit(1)
+        finally:
+            display.close()
         signals.settle()
         report_outcome(trial.batch, located.root, _say)
         if trial.qualification is not None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_eval.batch.progress import ProgressEvent
 from agent_eval.batch.run import BatchOutcome, run_batch
 from agent_eval.engine import ContainerEngine, ContainerSpec, Mount
 from agent_eval.engine.docker_engine import connect_local_engine
@@ -194,7 +195,7 @@ def try_agent(
     *,
     verifier_factory: VerifierFactory[VerifierContext],
     connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
-    progress: Callable[[str], None] = lambda _line: None,
+    progress: Callable[[ProgressEvent], None] = lambda _event: None,
     notice: Callable[[str], None] = lambda _line: None,
 ) -> TrialOutcome:
     """Run one whole batch of *agent* against the scripted model and decide on it."""
