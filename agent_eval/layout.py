@@ -16,9 +16,12 @@ __all__ = [
     "CATALOG_FILE",
     "CONSUMER_MOUNT",
     "IN_CONTAINER_CONSUMER",
+    "MAX_TRANSCRIPT_BYTES",
     "RESULT_MOUNT",
     "SOLUTION_MOUNT",
     "STAGED_HARNESS",
+    "TRANSCRIPT_FILE",
+    "TRANSCRIPT_MOUNT",
     "VERIFIER_GRADER_MOUNT",
     "VERIFIER_RUNTIME_MOUNT",
     "VERIFIER_SANDBOX",
@@ -34,7 +37,12 @@ __all__ = [
 CONSUMER_MOUNT = "/consumer"
 """The batch's consumer, read-only in every runner and verifier container."""
 SOLUTION_MOUNT = "/solution"
-"""The runner's only writable directory; in a verifier, a read-only copy of the solution."""
+"""The runner's writable workspace; in a verifier, a read-only copy of the solution."""
+TRANSCRIPT_MOUNT = "/transcript"
+"""Where a runner's adapter leaves ``transcript.jsonl`` (writable; never collected as code)."""
+TRANSCRIPT_FILE = "transcript.jsonl"
+MAX_TRANSCRIPT_BYTES = 2 * 1024 * 1024
+"""A transcript is kept up to this size; the rest is cut, and the cut marked."""
 VERIFIER_RUNTIME_MOUNT = "/verifier"
 """The staged verifier runtime (read-only, mode 0711: nothing in it can be listed)."""
 VERIFIER_TRUSTED = f"{VERIFIER_RUNTIME_MOUNT}/trusted"

@@ -28,7 +28,7 @@ import pytest
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
 from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare_consumer
-from agent_eval.digests import solution_digest, solution_files
+from agent_eval.digests import sha256_bytes, solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.gateway.host import BatchGateway, Route, parse_records
@@ -387,3 +387,16 @@ def solutions() -> dict[str, str]:
 
 
 AGENTS_DATA = DATA / "agents"
+
+
+def kept_transcript(result: RunResult, attempt: int = 1) -> list[dict[str, Any]]:
+    """The attempt's transcript.jsonl, checked against its digest and for the canary."""
+    record = result.receipt.runs[0].attempts[attempt - 1]
+    path = result.batch_dir / "runs" / f"{TASK}-1" / f"attempt-{attempt}" / "transcript.jsonl"
+    data = path.read_bytes()
+    assert record.transcriptDigest == sha256_bytes(data)
+    assert result.canary.encode() not in data
+    assert b"=ae-" not in data, "the attempt's token reached the transcript"
+    lines = [json.loads(line) for line in data.splitlines()]
+    assert lines and all(isinstance(line, dict) for line in lines)
+    return lines

@@ -43,6 +43,7 @@ from agent_eval.adapters.common import (
     Request,
     agent_python,
     gateway_endpoint,
+    keep_transcript,
     main,
     provider_failure_in,
     run_cli,
@@ -140,10 +141,12 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     env = cli_environment(os.environ, home, endpoint)
     argv = command(request, options, prompt, metadata_file, endpoint)
     result = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
-    if result.timed_out:
-        raise BudgetSpent
     history = SCRATCH / "chat.md"
     text = history.read_text(encoding="utf-8", errors="replace") if history.is_file() else ""
+    # aider prints no events: its chat history is its own record, one line each.
+    keep_transcript(json.dumps({"chat": line}) for line in text.splitlines())
+    if result.timed_out:
+        raise BudgetSpent
     written = any(
         (request.output_dir / rel).is_file() and (request.output_dir / rel).stat().st_size > 0
         for rel in request.allowed_output_paths

@@ -41,6 +41,7 @@ from agent_eval.adapters.common import (
     ModelEndpoint,
     Request,
     gateway_endpoint,
+    keep_transcript,
     main,
     provider_failure_in,
     run_cli,
@@ -137,6 +138,7 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     argv += cli_arguments(request, options, prompt)
     outcome = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
     lines = events.read_text(encoding="utf-8", errors="replace").splitlines()
+    keep_transcript(lines)
     _forward_tail(lines)
     if outcome.timed_out:
         raise BudgetSpent("the CLI did not finish within the time budget")

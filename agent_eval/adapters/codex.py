@@ -38,6 +38,7 @@ from agent_eval.adapters.common import (
     BudgetSpent,
     Request,
     gateway_endpoint,
+    keep_transcript,
     main,
     provider_failure_in,
     run_cli,
@@ -141,6 +142,7 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     argv += cli_arguments(request, prompt)
     outcome = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
     lines = events.read_text(encoding="utf-8", errors="replace").splitlines()
+    keep_transcript(lines)
     text = "\n".join(lines)[-_MAX_FORWARDED_EVENTS:]
     if text:
         print(text, file=sys.stderr, flush=True)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ __all__ = [
     "agent_python",
     "build_prompt",
     "gateway_endpoint",
+    "keep_transcript",
     "main",
     "provider_failure_in",
     "read_request",
@@ -200,6 +201,49 @@ def parse_options(argv: Sequence[str]) -> AdapterOptions:
         except json.JSONDecodeError:
             settings[key] = raw
     return AdapterOptions(args.model, settings, args.upstream, tuple(args.extra))
+
+
+# --- The transcript ---------------------------------------------------------------------------
+
+TRANSCRIPT_DIR = "/transcript"
+"""Writable in the runner container, beside the workspace; the harness keeps what is there."""
+MAX_TRANSCRIPT_BYTES = 2 * 1024 * 1024
+
+
+def keep_transcript(lines: Iterable[str], directory: str = TRANSCRIPT_DIR) -> None:
+    """Leave the CLI's own events as ``transcript.jsonl``: one JSON object a line.
+
+    A line that is not a JSON object is kept as ``{"text": line}``. Past
+    :data:`MAX_TRANSCRIPT_BYTES` the rest is dropped and the cut marked. Without
+    the directory (a runner run by hand) nothing is written. Best effort: a
+    transcript is diagnostics, never a reason for the attempt to fail.
+    """
+    folder = Path(directory)
+    if not folder.is_dir():
+        return
+    kept, dropped = bytearray(), 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            is_object = isinstance(json.loads(line), dict)
+        except ValueError:
+            is_object = False
+        data = (line if is_object else json.dumps({"text": line})).encode("utf-8") + b"\n"
+        if dropped or len(kept) + len(data) > MAX_TRANSCRIPT_BYTES:
+            dropped += len(data)
+            continue
+        kept += data
+    if dropped:
+        kept += json.dumps({"agentEvalTranscriptCut": True, "droppedBytes": dropped}).encode()
+        kept += b"\n"
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        fd = os.open(folder / "transcript.jsonl", flags, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(kept)
+    except OSError as exc:
+        print(f"adapter: no transcript kept: {exc}", file=sys.stderr)
 
 
 # --- The model gateway -----------------------------------------------------------------------

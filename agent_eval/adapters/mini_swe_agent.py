@@ -38,6 +38,7 @@ from agent_eval.adapters.common import (
     Request,
     agent_python,
     gateway_endpoint,
+    keep_transcript,
     main,
     provider_failure_in,
     run_cli,
@@ -124,6 +125,21 @@ def overlay(
     }
 
 
+def trajectory_lines(trajectory: Path) -> list[str]:
+    """mini's trajectory as transcript lines: its info, then one line per message."""
+    try:
+        data = json.loads(trajectory.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict):
+        return [json.dumps({"trajectory": data})]
+    messages = data.get("messages")
+    lines = [json.dumps({"info": data.get("info")})]
+    if isinstance(messages, list):
+        lines += [json.dumps(m if isinstance(m, dict) else {"message": m}) for m in messages]
+    return lines
+
+
 def exit_status(trajectory: Path) -> str:
     """``info.exit_status`` of mini's trajectory, or "" when there is none."""
     try:
@@ -153,6 +169,7 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
         "-t", prompt, "-o", str(trajectory), "--exit-immediately",
     ]  # fmt: skip
     result = run_cli(argv, cwd=request.output_dir, env=env, timeout_s=budget_s)
+    keep_transcript(trajectory_lines(trajectory))
     if result.timed_out:
         raise BudgetSpent
     status = exit_status(trajectory)

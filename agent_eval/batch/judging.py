@@ -8,7 +8,7 @@ protocol, then tampering and collection, then the code itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -77,6 +77,9 @@ class AttemptObservations:
     repair_feedback: RepairFeedback | None = None
     gateway: GatewayUse | None = None
     runner_log_digest: str | None = None
+    transcript_digest: str | None = None
+    redactions: dict[str, str] = field(default_factory=dict)
+    """Values of this attempt only (its gateway token) to replace by their names."""
 
 
 def _diag(category: str, message: str) -> Diagnostic:
@@ -172,6 +175,7 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         failureKind=failure_kind,
         gateway=obs.gateway,
         runnerLogDigest=obs.runner_log_digest,
+        transcriptDigest=obs.transcript_digest,
     )
 
 

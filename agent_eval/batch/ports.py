@@ -29,6 +29,9 @@ class RunnerOutcome:
     infrastructure_error: str | None = None
     stderr: bytes = b""
     """The end of the runner's stderr (bounded by the engine), for runner.log."""
+    transcript: bytes | None = None
+    """What the runner left as its transcript (bounded just past the limit the
+    schedule cuts at, ``layout.MAX_TRANSCRIPT_BYTES``), or None."""
 
 
 class RunnerPort(Protocol):

@@ -10,6 +10,8 @@ place besides a bounded tmpfs. The time limit is enforced from outside.
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,7 +27,14 @@ from agent_eval.engine import (
     run_container,
 )
 from agent_eval.errors import InfrastructureError
-from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
+from agent_eval.layout import (
+    CONSUMER_MOUNT,
+    IN_CONTAINER_CONSUMER,
+    MAX_TRANSCRIPT_BYTES,
+    SOLUTION_MOUNT,
+    TRANSCRIPT_FILE,
+    TRANSCRIPT_MOUNT,
+)
 from agent_eval.models import RunnerConfig, RunnerRequest
 from agent_eval.models.runner_protocol import MAX_RESPONSE_BYTES
 
@@ -70,6 +79,10 @@ class ContainerRunner:
         if self._cancelled.is_set():
             return RunnerOutcome(b"", False, False, None, "the batch was interrupted")
         _hand_over(workspace)
+        # Beside the workspace, not in it: the transcript is never collected as code.
+        transcripts = workspace.with_name(f"{workspace.name}.transcript")
+        transcripts.mkdir(mode=0o700)
+        _hand_over(transcripts)
         spec = ContainerSpec(
             image=self._image,
             command=(self._config.executable, *self._config.args),
@@ -79,6 +92,7 @@ class ContainerRunner:
             mounts=(
                 Mount(self._consumer, CONSUMER_MOUNT),
                 Mount(workspace, SOLUTION_MOUNT, read_only=False),
+                Mount(transcripts, TRANSCRIPT_MOUNT, read_only=False),
                 *self._gateway_mounts,
             ),
             # The agent's own code must import the installed library too.
@@ -103,18 +117,38 @@ class ContainerRunner:
             )
         except InfrastructureError as exc:
             return RunnerOutcome(b"", False, False, None, f"runner container: {exc}")
+        finally:
+            transcript = _read_transcript(transcripts / TRANSCRIPT_FILE)
+            shutil.rmtree(transcripts, ignore_errors=True)
         return RunnerOutcome(
             stdout=done.output.stdout,
             stdout_truncated=done.output.stdout_truncated,
             timed_out=done.wait.timed_out,
             exit_code=done.wait.exit_code,
             stderr=done.output.stderr,
+            transcript=transcript,
         )
 
     def cancel_all(self) -> None:
         """Kill and remove this batch's runner containers."""
         self._cancelled.set()
         remove_leftovers(self._engine, self._batch)
+
+
+def _read_transcript(path: Path) -> bytes | None:
+    """The runner's transcript, if it left a regular file there (never followed, bounded)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_TRANSCRIPT_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 def _hand_over(workspace: Path) -> None:

@@ -9,6 +9,7 @@ interrupted or crashed batch leaves a truthful partial receipt.
 from __future__ import annotations
 
 import errno
+import json
 import shutil
 import threading
 import time
@@ -29,7 +30,7 @@ from agent_eval.digests import sha256_bytes
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
 from agent_eval.gateway.host import parse_records, provider_problem, summarise
-from agent_eval.layout import AttemptDirectory, RunDirectory
+from agent_eval.layout import MAX_TRANSCRIPT_BYTES, AttemptDirectory, RunDirectory
 from agent_eval.models import (
     AttemptRecord,
     BatchStatus,
@@ -449,12 +450,36 @@ class _Schedule:
             text += f"runner message: {verdict.response.message}\n"
         elif verdict is not None and verdict.message:
             text += f"response: {verdict.message}\n"
-        for value, name in sorted(self.plan.redactions.items(), key=lambda kv: -len(kv[0])):
-            if len(value) >= 4:
-                text = text.replace(value, f"${name}")
-        data = text.encode("utf-8")
+        data = self._redact(text, seen.redactions).encode("utf-8")
         write_bytes_atomic(attempt.runner_log, data)
         return sha256_bytes(data)
+
+    def _transcript(
+        self, attempt: AttemptDirectory, outcome: RunnerOutcome, seen: AttemptObservations
+    ) -> str | None:
+        """Write transcript.jsonl (bounded at a line, the cut marked, redacted), if one was kept."""
+        data = outcome.transcript
+        if not data:
+            return None
+        cut = len(data) > MAX_TRANSCRIPT_BYTES
+        if cut:
+            data = data[:MAX_TRANSCRIPT_BYTES]
+            data = data[: data.rfind(b"\n") + 1]
+        text = self._redact(data.decode("utf-8", errors="replace"), seen.redactions)
+        if cut:
+            marker = {"agentEvalTranscriptCut": True, "keptBytes": len(data)}
+            text += json.dumps(marker) + "\n"
+        kept = text.encode("utf-8")
+        write_bytes_atomic(attempt.transcript, kept)
+        return sha256_bytes(kept)
+
+    def _redact(self, text: str, extra: Mapping[str, str]) -> str:
+        """Every allowlisted value (and the attempt's token) replaced by its name."""
+        values = {**self.plan.redactions, **extra}
+        for value, name in sorted(values.items(), key=lambda kv: -len(kv[0])):
+            if len(value) >= 4:
+                text = text.replace(value, f"${name}")
+        return text
 
     def _attempt(
         self,
@@ -483,6 +508,7 @@ class _Schedule:
             seen.duration_ms = int((self.monotonic() - started) * 1000)
             if ran:
                 seen.runner_log_digest = self._runner_log(evidence, ran[0], seen)
+                seen.transcript_digest = self._transcript(evidence, ran[0], seen)
             return judge_attempt(seen)
 
         remaining = self.deadline - self.monotonic()
@@ -508,6 +534,8 @@ class _Schedule:
         )
         before = plan.protected_digest()
         route = plan.gateway.open_route(run_id, number) if plan.gateway else None
+        if route is not None:
+            seen.redactions = {value: name for name, value in route.environment.items()}
         outcome = self.runner.run_attempt(
             request, workspace, timeout_s, route.environment if route else None
         )

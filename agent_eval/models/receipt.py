@@ -207,6 +207,9 @@ class AttemptRecord(WireModel):
     """What the model gateway saw of the attempt (None: the batch had no gateway)."""
     runnerLogDigest: Digest | None = None
     """sha256 of attempt-<k>/runner.log (the runner's stderr tail and message, redacted)."""
+    transcriptDigest: Digest | None = None
+    """sha256 of attempt-<k>/transcript.jsonl: the CLI's own events as its adapter kept
+    them (bounded, redacted); None when the runner kept none. Diagnostics, not evidence."""
 
     @property
     def unsafe(self) -> bool:

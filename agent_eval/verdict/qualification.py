@@ -504,14 +504,21 @@ def _solution_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
             where = f"{run.runId} attempt {att.attempt}"
             folder = RunDirectory(receipt_dir).attempt(run.runId, att.attempt)
             reasons += _check_solution(att, folder.solution, where)
-            if att.analysisDigest is not None:
+            checks = (
+                ("analysis-integrity", folder.analysis, att.analysisDigest),
+                ("log-integrity", folder.runner_log, att.runnerLogDigest),
+                ("log-integrity", folder.transcript, att.transcriptDigest),
+            )
+            for rule, path, recorded in checks:
+                if recorded is None:
+                    continue
                 try:
-                    actual = file_sha256(folder.analysis)
+                    actual = file_sha256(path)
                 except DigestError as exc:
-                    reasons.append(f"analysis-integrity: {where}: {exc}")
+                    reasons.append(f"{rule}: {where}: {exc}")
                 else:
-                    if actual != att.analysisDigest:
-                        reasons.append(f"analysis-integrity: {where}: analysis.json was changed")
+                    if actual != recorded:
+                        reasons.append(f"{rule}: {where}: {path.name} was changed")
     return reasons
 
 

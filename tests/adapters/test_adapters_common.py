@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_eval.adapters import common
 from agent_eval.adapters.common import (
     MODELS_ENV,
     TOKEN_ENV,
@@ -203,3 +204,34 @@ def test_without_a_gateway_or_with_an_unknown_upstream_the_runner_fails_clearly(
 )
 def test_a_provider_failure_is_recognised_in_a_clis_output(text: str, found: bool) -> None:
     assert (provider_failure_in(f"noise\n{text}\nmore") is not None) == found
+
+
+def test_a_transcript_keeps_json_objects_wraps_other_lines_and_marks_a_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(common, "MAX_TRANSCRIPT_BYTES", 64)
+    common.keep_transcript(
+        [
+            '{"type": "start"}',
+            "plain text",
+            "",
+            "[1, 2]",
+            '{"type": "x", "pad": "' + "p" * 80 + '"}',
+        ],
+        str(tmp_path),
+    )
+    lines = [json.loads(line) for line in (tmp_path / "transcript.jsonl").read_text().splitlines()]
+    assert lines[:3] == [{"type": "start"}, {"text": "plain text"}, {"text": "[1, 2]"}]
+    assert lines[3]["agentEvalTranscriptCut"] is True and lines[3]["droppedBytes"] > 80
+
+
+def test_a_transcript_is_never_written_through_a_link_or_without_its_directory(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("untouched")
+    (tmp_path / "transcript.jsonl").symlink_to(target)
+    common.keep_transcript(['{"a": 1}'], str(tmp_path))
+    assert target.read_text() == "untouched"
+    common.keep_transcript(['{"a": 1}'], str(tmp_path / "missing"))
+    assert not (tmp_path / "missing").exists()

@@ -42,6 +42,7 @@ from tests.agent_scripted_model import (
     ScriptedAgent,
     engine,
     files_containing,
+    kept_transcript,
     network,
     prepared_consumer,
     run_one,
@@ -192,6 +193,7 @@ def test_a_model_writing_the_reference_solution_passes_on_the_first_attempt(
     use = run.attempts[0].gateway
     assert use is not None and use.servedModels == [SERVED] and use.answered == len(requests)
     assert use.inputTokens > 0 and use.outputTokens > 0
+    assert len(kept_transcript(result)) > 1  # aider's chat history, mini's trajectory
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))
@@ -241,3 +243,4 @@ def test_the_shell_the_model_has_run_sees_no_credential(runs: Runs) -> None:
     seen = json.dumps([r["body"] for r in result.requests[1]])
     assert "AGENT_EVAL_GATEWAY_TOKEN=" in seen and "PYTHONPATH=/consumer/site" in seen
     assert result.canary not in seen
+    kept_transcript(result)

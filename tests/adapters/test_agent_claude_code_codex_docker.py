@@ -39,6 +39,7 @@ from tests.agent_scripted_model import (
     ScriptedAgent,
     engine,
     files_containing,
+    kept_transcript,
     network,
     prepared_consumer,
     run_one,
@@ -176,6 +177,7 @@ def test_a_correct_write_passes_on_the_first_attempt_through_the_gateway(
     assert attempt.gateway is not None and attempt.gateway.servedModels == [case.model.id]
     assert attempt.gateway.requests == len(result.requests[1]) and attempt.gateway.answered
     assert attempt.gateway.inputTokens > 0 and attempt.gateway.outputTokens > 0
+    assert len(kept_transcript(result)) > 1  # the CLI's own events, as its adapter kept them
 
 
 def test_a_wrong_write_is_repaired_from_failed_ids_without_expected_values(
@@ -211,6 +213,7 @@ def test_the_clis_shell_sees_the_attempts_token_never_the_credential(
     assert "AGENT_EVAL_GATEWAY_TOKEN=ae-" in seen, "the shell did not print its environment"
     assert result.canary not in seen
     assert not any(result.canary in json.dumps(r) for r in result.requests[1])
+    kept_transcript(result)
 
 
 def test_a_model_that_never_answers_times_out_without_a_repair(

@@ -246,3 +246,32 @@ def test_without_a_gateway_no_token_is_given_and_no_record_is_kept(tmp_path: Pat
     assert not list((tmp_path / "batch").rglob("gateway.jsonl"))
     assert {r.runId for r in receipt.runs} == set(FIXED_SUITE.run_ids())
     assert json.loads((tmp_path / "batch" / "receipt.json").read_text())["status"] == "completed"
+
+
+def test_a_transcript_is_kept_redacted_bounded_at_a_line_and_bound_by_its_digest(
+    tmp_path: Path,
+) -> None:
+    secret = "setting-value-1234"
+    events = [json.dumps({"type": "event", "n": n, "pad": "p" * 1000}) for n in range(2400)]
+    events[1] = json.dumps({"type": "tool", "said": f"{secret} and ae-{FIRST}-1"})
+
+    def talkative(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        (workspace / "solution.py").write_text("GOOD")
+        good_reply = reply(request)
+        transcript = ("\n".join(events) + "\n").encode()
+        return RunnerOutcome(good_reply.stdout, False, False, 0, transcript=transcript)
+
+    receipt = schedule(tmp_path, FakeGateway(), talkative, redactions={secret: "AIDER_SETTING"})
+    kept = tmp_path / "batch" / "runs" / FIRST / "attempt-1" / "transcript.jsonl"
+    lines = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert lines[1]["said"] == "$AIDER_SETTING and $AGENT_EVAL_GATEWAY_TOKEN"
+    assert lines[-1]["agentEvalTranscriptCut"] is True
+    assert all(line.get("type") == "event" for line in lines[2:-1])  # cut between lines
+    assert 2 * 1024 * 1024 - 1100 < len(kept.read_bytes()) <= 2 * 1024 * 1024 + 100
+    assert receipt.runs[0].attempts[0].transcriptDigest == sha256_bytes(kept.read_bytes())
+
+
+def test_a_runner_that_kept_no_transcript_has_none(tmp_path: Path) -> None:
+    receipt = schedule(tmp_path, FakeGateway())
+    assert all(a.transcriptDigest is None for r in receipt.runs for a in r.attempts)
+    assert not list((tmp_path / "batch").rglob("transcript.jsonl"))

@@ -131,6 +131,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "failureKind",
         "gateway",
         "runnerLogDigest",
+        "transcriptDigest",
     },
     "ReviewDecision": {"run", "attempt", "solutionDigest", "decision", "reviewer", "reviewedAt"},
     "ArchivesManifest": {

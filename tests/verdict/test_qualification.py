@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agent_eval.batch.run import is_self_test
+from agent_eval.digests import sha256_bytes
 from agent_eval.errors import ConfigError
 from agent_eval.models import FIXED_SUITE, ArchiveEntry, GatewaySettings, RunnerConfig
 from agent_eval.verdict.qualification import Anchors, qualify_files
@@ -27,6 +28,7 @@ from tests.evidence_builders import (
     WHEEL_NAME,
     Batch,
     attempt,
+    find_attempt,
     gateway_line,
     receipt,
     reference_batch,
@@ -221,6 +223,26 @@ def test_a_deleted_solution_rejects(tmp_path: Path) -> None:
     batch = write_batch(tmp_path)
     batch.solution("forms-3").unlink()
     only_rule(check(batch), "solution-integrity")
+
+
+@pytest.mark.parametrize(("name", "field"), [("runner.log", "runnerLogDigest"),
+                                            ("transcript.jsonl", "transcriptDigest")])  # fmt: skip
+def test_an_edited_or_deleted_runner_log_or_transcript_rejects(
+    tmp_path: Path, name: str, field: str
+) -> None:
+    data = receipt()
+    att = find_attempt(data, "forms-3", 1)
+    att[field] = sha256_bytes(b"as the runner left it\n")
+    batch = write_batch(tmp_path, data)
+    saved = batch.attempt_dir("forms-3", 1) / name
+    saved.write_bytes(b"as the runner left it\n")
+    assert check(batch) == []
+    saved.write_bytes(b"as someone wished it\n")
+    reasons = check(batch)
+    only_rule(reasons, "log-integrity")
+    assert f"forms-3 attempt 1: {name} was changed" in reasons[0]
+    saved.unlink()
+    only_rule(check(batch), "log-integrity")
 
 
 def test_a_runner_identity_differing_from_archives_json_rejects(tmp_path: Path) -> None:
