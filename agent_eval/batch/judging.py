@@ -23,6 +23,7 @@ from agent_eval.models import (
     GatewayUse,
     ProtectedInputs,
     RepairFeedback,
+    RunnerResources,
 )
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
 from agent_eval.models.behaviour import BehaviourResult
@@ -78,6 +79,7 @@ class AttemptObservations:
     gateway: GatewayUse | None = None
     runner_log_digest: str | None = None
     transcript_digest: str | None = None
+    resources: RunnerResources | None = None
     redactions: dict[str, str] = field(default_factory=dict)
     """Values of this attempt only (its gateway token) to replace by their names."""
 
@@ -115,6 +117,12 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
     elif verdict is None or verdict.problem is not None:
         category = verdict.problem if verdict and verdict.problem else "invalid-response"
         diagnostics.append(_diag("runner", verdict.message if verdict else "no response"))
+        if obs.resources is not None and obs.resources.oomKilled:
+            # Said plainly: the harness's limit, not the model, may be what the agent met.
+            limit = obs.resources.memoryLimitBytes // (1024 * 1024)
+            diagnostics.append(
+                _diag("runner", f"the kernel killed the runner for memory (limit {limit} MiB)")
+            )
     elif runner_status == "failed":
         category, said = _FAILED_RUNS.get(
             failure_kind or "", ("refused", "the runner reported status 'failed'")
@@ -176,6 +184,7 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         gateway=obs.gateway,
         runnerLogDigest=obs.runner_log_digest,
         transcriptDigest=obs.transcript_digest,
+        resources=obs.resources,
     )
 
 

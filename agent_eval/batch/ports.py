@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from agent_eval.models import RunnerRequest
+from agent_eval.models import RunnerRequest, RunnerResources
 
 __all__ = ["GatewayPort", "GatewayRoute", "RunnerOutcome", "RunnerPort"]
 
@@ -29,6 +29,8 @@ class RunnerOutcome:
     infrastructure_error: str | None = None
     stderr: bytes = b""
     """The end of the runner's stderr (bounded by the engine), for runner.log."""
+    resources: RunnerResources | None = None
+    """The container's limits, its sampled peak memory and whether it was OOM-killed."""
     transcript: bytes | None = None
     """What the runner left as its transcript (bounded just past the limit the
     schedule cuts at, ``layout.MAX_TRANSCRIPT_BYTES``), or None."""

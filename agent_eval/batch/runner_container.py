@@ -35,7 +35,7 @@ from agent_eval.layout import (
     TRANSCRIPT_FILE,
     TRANSCRIPT_MOUNT,
 )
-from agent_eval.models import RunnerConfig, RunnerRequest
+from agent_eval.models import RunnerConfig, RunnerRequest, RunnerResources
 from agent_eval.models.runner_protocol import MAX_RESPONSE_BYTES
 
 __all__ = ["ContainerRunner"]
@@ -120,12 +120,21 @@ class ContainerRunner:
         finally:
             transcript = _read_transcript(transcripts / TRANSCRIPT_FILE)
             shutil.rmtree(transcripts, ignore_errors=True)
+        limits = spec.limits
         return RunnerOutcome(
             stdout=done.output.stdout,
             stdout_truncated=done.output.stdout_truncated,
             timed_out=done.wait.timed_out,
             exit_code=done.wait.exit_code,
             stderr=done.output.stderr,
+            resources=RunnerResources(
+                memoryLimitBytes=limits.memory_bytes,
+                cpus=limits.nano_cpus / 1e9,
+                pidsLimit=limits.pids,
+                tmpBytes=limits.tmp_bytes,
+                peakMemoryBytes=done.wait.peak_memory_bytes,
+                oomKilled=done.wait.oom_killed,
+            ),
             transcript=transcript,
         )
 

@@ -509,6 +509,7 @@ class _Schedule:
             if ran:
                 seen.runner_log_digest = self._runner_log(evidence, ran[0], seen)
                 seen.transcript_digest = self._transcript(evidence, ran[0], seen)
+                seen.resources = ran[0].resources
             return judge_attempt(seen)
 
         remaining = self.deadline - self.monotonic()

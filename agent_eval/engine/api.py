@@ -156,6 +156,9 @@ class WaitResult:
     """Killed from outside because it outlived its deadline."""
     oom_killed: bool
     """The engine reports an OOM kill (cgroup v1: any process of the container)."""
+    peak_memory_bytes: int | None = None
+    """The container's peak memory use (page cache included) as last sampled while it
+    ran, a lower bound of the true peak; None when the engine's cgroups were not readable."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import os
 import socket
 import stat
 import tarfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -256,6 +257,61 @@ def _close_stream(stream: Any) -> None:
         response.close()
 
 
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+_PEAK_FILES = (
+    "memory/docker/{id}/memory.max_usage_in_bytes",  # v1, cgroupfs driver
+    "memory/system.slice/docker-{id}.scope/memory.max_usage_in_bytes",  # v1, systemd
+    "docker/{id}/memory.peak",  # v2, cgroupfs driver
+    "system.slice/docker-{id}.scope/memory.peak",  # v2, systemd
+)
+_MEMORY_SAMPLE_S = 0.25
+
+
+class _MemoryWatch:
+    """Samples a running container's peak memory from its cgroup (gone once it exits).
+
+    The kernel keeps the peak itself, so the last sample misses only what the
+    container used after it: the result is a lower bound. An engine whose
+    cgroups are elsewhere (rootless, another parent) gives None, never a guess.
+    """
+
+    def __init__(self, container_id: str) -> None:
+        self.container_id = container_id
+        self.peak: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="memory")
+        self._path: Path | None = None
+
+    def __enter__(self) -> _MemoryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+    def _sample(self) -> None:
+        while True:
+            self._read()
+            if self._stop.wait(_MEMORY_SAMPLE_S):
+                return
+
+    def _read(self) -> None:
+        candidates = (
+            [self._path]
+            if self._path
+            else [_CGROUP_ROOT / pattern.format(id=self.container_id) for pattern in _PEAK_FILES]
+        )
+        for path in candidates:
+            try:
+                value = int(path.read_text(encoding="ascii").strip())
+            except (OSError, ValueError):
+                continue
+            self._path = path
+            self.peak = max(self.peak or 0, value)
+            return
+
+
 class DockerEngine(ContainerEngine):
     """:class:`ContainerEngine` over the Docker SDK's low-level API on a local socket."""
 
@@ -462,7 +518,8 @@ class DockerEngine(ContainerEngine):
     def wait(self, container_id: str, timeout_s: float) -> WaitResult:
         """See :meth:`ContainerEngine.wait`."""
         short = container_id[:12]
-        exited, lost = self._wait_until(container_id, time.monotonic() + timeout_s)
+        with _MemoryWatch(container_id) as memory:
+            exited, lost = self._wait_until(container_id, time.monotonic() + timeout_s)
         timed_out = not exited
         if timed_out:
             try:
@@ -492,6 +549,7 @@ class DockerEngine(ContainerEngine):
             exit_code=int(state["ExitCode"]),
             timed_out=timed_out,
             oom_killed=bool(state.get("OOMKilled")),
+            peak_memory_bytes=memory.peak,
         )
 
     def _bounded_stream(self, container_id: str, limit: int, *, stdout: bool) -> tuple[bytes, bool]:

@@ -56,6 +56,8 @@ class Outcome:
     """It never ends by itself: wait() kills it at the deadline (exit 137)."""
     oom_killed: bool = False
     """The engine reports an OOM kill."""
+    peak_memory_bytes: int | None = None
+    """The peak memory wait() reports (None: not measured)."""
     start_error: str | None = None
     """start() fails with this engine message (the CLI's exit 125)."""
     cleanup_fails: bool = False
@@ -235,6 +237,7 @@ class FakeEngine(ContainerEngine):
             exit_code=container.outcome.exit_code,
             timed_out=False,
             oom_killed=container.outcome.oom_killed,
+            peak_memory_bytes=container.outcome.peak_memory_bytes,
         )
 
     def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:

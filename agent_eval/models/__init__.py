@@ -38,6 +38,7 @@ from agent_eval.models.receipt import (
     Receipt,
     RefusedPath,
     ReviewDecision,
+    RunnerResources,
     RunRecord,
     SolutionFile,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "RunnerImage",
     "RunnerRegistry",
     "RunnerRequest",
+    "RunnerResources",
     "RunnerResponse",
     "SolutionFile",
     "SourceIdentity",

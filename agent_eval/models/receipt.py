@@ -26,6 +26,7 @@ __all__ = [
     "RefusedPath",
     "ReviewDecision",
     "RunRecord",
+    "RunnerResources",
     "SolutionFile",
 ]
 
@@ -123,6 +124,24 @@ class ProtectedInputs(WireModel):
     """Digest taken after the runner ended; None if it could not be taken."""
 
 
+class RunnerResources(WireModel):
+    """What the runner container had, and what it used of it."""
+
+    memoryLimitBytes: int = Field(ge=0)
+    """Its memory limit (memory and swap together: no swap)."""
+    cpus: float = Field(gt=0)
+    """Its CPU quota, in CPUs."""
+    pidsLimit: int = Field(ge=0)
+    """Its process and thread limit."""
+    tmpBytes: int = Field(ge=0)
+    """The size of its ``/tmp``."""
+    peakMemoryBytes: int | None = Field(default=None, ge=0)
+    """Its peak memory use (page cache included) as last sampled while it ran: a lower
+    bound; None when the engine's cgroups could not be read."""
+    oomKilled: bool = False
+    """The engine reports that the kernel killed a process of it for memory."""
+
+
 class AssertionOutcome(WireModel):
     """One behavioural assertion as recorded by the trusted grader."""
 
@@ -207,6 +226,8 @@ class AttemptRecord(WireModel):
     """What the model gateway saw of the attempt (None: the batch had no gateway)."""
     runnerLogDigest: Digest | None = None
     """sha256 of attempt-<k>/runner.log (the runner's stderr tail and message, redacted)."""
+    resources: RunnerResources | None = None
+    """The runner container's limits and use (None: no container ran)."""
     transcriptDigest: Digest | None = None
     """sha256 of attempt-<k>/transcript.jsonl: the CLI's own events as its adapter kept
     them (bounded, redacted); None when the runner kept none. Diagnostics, not evidence."""

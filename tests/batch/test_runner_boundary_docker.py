@@ -17,7 +17,7 @@ from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
 from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import solution_digest, solution_files
-from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine import ContainerEngine, ResourceLimits, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.layout import CONSUMER_MOUNT, SOLUTION_MOUNT
 from agent_eval.models import Receipt, TaskSpec
@@ -80,10 +80,14 @@ def run_once(
     tmp_path: Path,
     mode: str,
     timeout_s: float = 30.0,
+    args: list[str] | None = None,
+    limits: ResourceLimits | None = None,
 ) -> Receipt:
     project = find_project(REPO)
     task = load_suite(project.tasks, graders_dir=project.graders).task("forms")
     config = reference_config(engine, mode, project_root=REPO, runtime_path="/var/run/docker.sock")
+    if args is not None:
+        config = config.model_copy(update={"args": args})
     batch_id = f"boundary-{tmp_path.name[-20:]}".replace("_", "-")
     runner = ContainerRunner(
         engine,
@@ -92,6 +96,7 @@ def run_once(
         consumer_dir=consumer.root,
         batch_id=batch_id,
         environment={},
+        limits=limits,
     )
     (tmp_path / "batch").mkdir()
     receipt = Receipt(
@@ -184,3 +189,34 @@ def test_the_null_runner_submits_nothing(
 ) -> None:
     receipt = run_once(engine, consumer, tmp_path, "null")
     assert receipt.runs[0].attempts[0].failureCategory == "no-submission"
+
+
+def hog(mib: int) -> list[str]:
+    """Runner args: touch *mib* MiB, hold them a second (the peak is sampled), print nothing."""
+    return ["-B", "-c", f"import time; held = b'x' * ({mib} << 20); time.sleep(1.5)"]
+
+
+def test_the_runners_limits_and_its_sampled_peak_memory_are_recorded(
+    engine: ContainerEngine, consumer: PreparedConsumer, tmp_path: Path
+) -> None:
+    receipt = run_once(engine, consumer, tmp_path, "oracle", args=hog(150))
+    resources = receipt.runs[0].attempts[0].resources
+    assert resources is not None and not resources.oomKilled
+    assert (resources.memoryLimitBytes, resources.cpus, resources.pidsLimit) == (
+        2 << 30, 1.0, 512,
+    )  # fmt: skip
+    assert resources.peakMemoryBytes is not None and resources.peakMemoryBytes >= 150 << 20
+
+
+def test_a_runner_killed_for_memory_says_so_and_names_its_limit(
+    engine: ContainerEngine, consumer: PreparedConsumer, tmp_path: Path
+) -> None:
+    receipt = run_once(
+        engine, consumer, tmp_path, "oracle", args=hog(256),
+        limits=ResourceLimits(memory_bytes=64 << 20),
+    )  # fmt: skip
+    attempt = receipt.runs[0].attempts[0]
+    assert attempt.resources is not None and attempt.resources.oomKilled
+    assert attempt.failureCategory == "invalid-response" and len(receipt.runs[0].attempts) == 1
+    assert any("killed the runner for memory (limit 64 MiB)" in d.message
+               for d in attempt.diagnostics), attempt.diagnostics  # fmt: skip

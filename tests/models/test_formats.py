@@ -132,6 +132,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "gateway",
         "runnerLogDigest",
         "transcriptDigest",
+        "resources",
     },
     "ReviewDecision": {"run", "attempt", "solutionDigest", "decision", "reviewer", "reviewedAt"},
     "ArchivesManifest": {
@@ -172,6 +173,14 @@ FIELD_SETS: dict[str, set[str]] = {
     },
     "Diagnostic": {"category", "message", "path", "line"},
     "AssertionOutcome": {"id", "passed", "observed", "safety"},
+    "RunnerResources": {
+        "memoryLimitBytes",
+        "cpus",
+        "pidsLimit",
+        "tmpBytes",
+        "peakMemoryBytes",
+        "oomKilled",
+    },
     "RunnerIdentity": {"name", "version"},
     "ModelIdentity": {"id", "settings"},
     "CorrectCase": {"schemaVersion", "kind", "description"},
