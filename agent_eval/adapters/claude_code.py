@@ -44,6 +44,7 @@ from agent_eval.adapters.common import (
     keep_transcript,
     main,
     provider_failure_in,
+    report_usage,
     run_cli,
     stdout_to_file,
 )
@@ -143,6 +144,8 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     if outcome.timed_out:
         raise BudgetSpent("the CLI did not finish within the time budget")
     result = final_result(lines)
+    if result is not None:
+        report_usage(*usage_of(result))
     print(
         f"adapter: claude exited {outcome.exit_code} after {outcome.seconds:.1f}s; result "
         + json.dumps({k: result.get(k) for k in ("subtype", "is_error", "num_turns",
@@ -152,6 +155,22 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     if outcome.exit_code == 0 and succeeded(result):
         return True
     raise failure_of(result, "\n".join(lines))
+
+
+def usage_of(result: Mapping[str, Any]) -> tuple[int | None, int | None, float | None]:
+    """(input tokens with cache reads and writes, output tokens, cost) of the result event."""
+    usage = result.get("usage")
+    counts = usage if isinstance(usage, Mapping) else {}
+    parts = [counts.get(k) for k in ("input_tokens", "cache_creation_input_tokens",
+                                     "cache_read_input_tokens")]  # fmt: skip
+    numbers = [p for p in parts if isinstance(p, int) and not isinstance(p, bool)]
+    output = counts.get("output_tokens")
+    cost = result.get("total_cost_usd")
+    return (
+        sum(numbers) if numbers else None,
+        output if isinstance(output, int) else None,
+        cost if isinstance(cost, (int, float)) else None,
+    )
 
 
 def failure_of(result: Mapping[str, Any] | None, output: str) -> AgentFailed:

@@ -41,6 +41,7 @@ from agent_eval.adapters.common import (
     keep_transcript,
     main,
     provider_failure_in,
+    report_usage,
     run_cli,
     stdout_to_file,
 )
@@ -120,6 +121,24 @@ def _event_types(events: Sequence[str]) -> list[object]:
     return types
 
 
+def usage_of(lines: Sequence[str]) -> tuple[int | None, int | None]:
+    """Tokens in (cached included) and out, summed over the turns the CLI reported."""
+    totals: list[int | None] = [None, None]
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        usage = event.get("usage") if isinstance(event, dict) else None
+        if not isinstance(usage, dict) or event.get("type") != "turn.completed":
+            continue
+        for index, key in enumerate(("input_tokens", "output_tokens")):
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                totals[index] = (totals[index] or 0) + value
+    return totals[0], totals[1]
+
+
 def turn_completed(events: Sequence[str]) -> bool:
     """Whether the CLI's JSON events end the run with a completed turn and no error."""
     types = _event_types(events)
@@ -149,6 +168,7 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     if outcome.timed_out:
         raise BudgetSpent("the CLI did not finish within the time budget")
     completed = turn_completed(lines)
+    report_usage(*usage_of(lines))
     print(
         f"adapter: codex exited {outcome.exit_code} after {outcome.seconds:.1f}s; "
         f"turn completed: {completed}",

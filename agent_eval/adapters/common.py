@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -32,6 +33,7 @@ __all__ = [
     "main",
     "provider_failure_in",
     "read_request",
+    "report_usage",
     "run_cli",
     "stdout_to_file",
 ]
@@ -418,6 +420,23 @@ class BudgetSpent(Exception):
     """
 
 
+_USAGE: dict[str, int | float] = {}
+"""What the CLI reported it used, set by the adapter's run (see :func:`report_usage`)."""
+
+
+def report_usage(
+    input_tokens: int | None = None, output_tokens: int | None = None, cost_usd: float | None = None
+) -> None:
+    """Record the tokens and cost the CLI itself reported; the response carries them."""
+    for key, value in (("inputTokens", input_tokens), ("outputTokens", output_tokens),
+                       ("costUsd", cost_usd)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value) or value < 0:
+            continue
+        _USAGE[key] = value if key == "costUsd" else int(value)
+
+
 Run = Callable[[Request, AdapterOptions, str, float], bool]
 """(request, options, prompt, seconds left) -> whether the agent completed."""
 
@@ -457,6 +476,8 @@ def main(name: str, run: Run, argv: Sequence[str] | None = None) -> int:
         response["message"] = message
     if kind is not None and not completed:
         response["failureKind"] = kind
+    if _USAGE:
+        response["usage"] = dict(_USAGE)
     print(f"adapter: {name} finished in {time.monotonic() - started:.1f}s", file=sys.stderr)
     sys.stdout.write(json.dumps(response) + "\n")
     sys.stdout.flush()

@@ -41,6 +41,7 @@ from agent_eval.adapters.common import (
     keep_transcript,
     main,
     provider_failure_in,
+    report_usage,
     run_cli,
 )
 
@@ -140,6 +141,17 @@ def trajectory_lines(trajectory: Path) -> list[str]:
     return lines
 
 
+def instance_cost(trajectory: Path) -> float | None:
+    """``info.model_stats.instance_cost`` of mini's trajectory (its own pricing), if any."""
+    try:
+        data = json.loads(trajectory.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    stats = data.get("info", {}).get("model_stats", {}) if isinstance(data, dict) else {}
+    cost = stats.get("instance_cost") if isinstance(stats, dict) else None
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+
+
 def exit_status(trajectory: Path) -> str:
     """``info.exit_status`` of mini's trajectory, or "" when there is none."""
     try:
@@ -173,6 +185,7 @@ def run(request: Request, options: AdapterOptions, prompt: str, budget_s: float)
     if result.timed_out:
         raise BudgetSpent
     status = exit_status(trajectory)
+    report_usage(cost_usd=instance_cost(trajectory))
     print(f"adapter: mini exit_status={status or 'none'}", file=sys.stderr)
     if status == "Submitted":
         return True

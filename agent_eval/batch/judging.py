@@ -185,6 +185,11 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         runnerLogDigest=obs.runner_log_digest,
         transcriptDigest=obs.transcript_digest,
         resources=obs.resources,
+        reportedUsage=(
+            obs.response.response.usage
+            if obs.response is not None and obs.response.response is not None
+            else None
+        ),
     )
 
 

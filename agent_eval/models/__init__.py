@@ -44,7 +44,12 @@ from agent_eval.models.receipt import (
 )
 from agent_eval.models.registry import RegistryEntry, RunnerRegistry
 from agent_eval.models.runner_config import GatewayOptions, ModelUpstream, RunnerConfig
-from agent_eval.models.runner_protocol import RepairFeedback, RunnerRequest, RunnerResponse
+from agent_eval.models.runner_protocol import (
+    RepairFeedback,
+    ReportedUsage,
+    RunnerRequest,
+    RunnerResponse,
+)
 from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
 from agent_eval.models.task import IntegrationRequirement, TaskSpec
 from agent_eval.models.verifier_attempt import (
@@ -98,6 +103,7 @@ __all__ = [
     "RefusedPath",
     "RegistryEntry",
     "RepairFeedback",
+    "ReportedUsage",
     "ReviewDecision",
     "RunRecord",
     "RunnerConfig",

@@ -14,7 +14,7 @@ from agent_eval.models.analysis import Diagnostic
 from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, SchemaVersion, WireModel
 from agent_eval.models.gateway import GatewayUse
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
-from agent_eval.models.runner_protocol import RepairFeedback
+from agent_eval.models.runner_protocol import RepairFeedback, ReportedUsage
 
 __all__ = [
     "AssertionOutcome",
@@ -226,6 +226,8 @@ class AttemptRecord(WireModel):
     """What the model gateway saw of the attempt (None: the batch had no gateway)."""
     runnerLogDigest: Digest | None = None
     """sha256 of attempt-<k>/runner.log (the runner's stderr tail and message, redacted)."""
+    reportedUsage: ReportedUsage | None = None
+    """Tokens and cost as the runner's CLI reported them (None: it did not)."""
     resources: RunnerResources | None = None
     """The runner container's limits and use (None: no container ran)."""
     transcriptDigest: Digest | None = None

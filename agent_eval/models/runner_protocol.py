@@ -14,6 +14,7 @@ __all__ = [
     "MAX_FEEDBACK_DIAGNOSTICS",
     "MAX_RESPONSE_BYTES",
     "RepairFeedback",
+    "ReportedUsage",
     "RunnerRequest",
     "RunnerResponse",
 ]
@@ -65,6 +66,17 @@ class RunnerRequest(WireModel):
         return self
 
 
+class ReportedUsage(WireModel):
+    """What the CLI itself says it used, when it says so (the gateway's count is the evidence)."""
+
+    inputTokens: int | None = Field(default=None, ge=0)
+    """Tokens sent to the model, cache reads included, as the CLI counts them."""
+    outputTokens: int | None = Field(default=None, ge=0)
+    """Tokens the model produced, as the CLI counts them."""
+    costUsd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """What the CLI priced the attempt at, in US dollars (its own price list)."""
+
+
 class RunnerResponse(WireModel):
     """The single JSON object a runner prints on stdout.
 
@@ -86,6 +98,8 @@ class RunnerResponse(WireModel):
     """Identity of the model that answered; must equal the expected one."""
     message: str | None = Field(default=None, max_length=2000)
     """Optional short human note from the runner (never stored as a grade)."""
+    usage: ReportedUsage | None = None
+    """Tokens and cost as the CLI reported them, when it did (information only)."""
     failureKind: Literal["refused", "budget", "provider", "error"] | None = None
     """On a failed response, what the CLI's own outcome says: refused (the agent gave up or
     declined), budget (a step, turn or cost limit of the CLI was reached), provider (the model

@@ -20,6 +20,7 @@ __all__ = [
     "GridCell",
     "GridRow",
     "GridRun",
+    "ModelUse",
     "Outcome",
     "Rate",
     "Statistics",
@@ -28,6 +29,7 @@ __all__ = [
     "attempt_outcome",
     "batch_statistics",
     "grid",
+    "model_use",
 ]
 
 Outcome = Literal["pass", "fail", "unsafe", "infrastructure", "needs-review", "not-run"]
@@ -156,6 +158,39 @@ def batch_statistics(receipt: Receipt) -> Statistics:
 
 
 # --- The grid ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelUse:
+    """What the batch's attempts used of their model, totalled."""
+
+    attempts: int
+    through_gateway: int
+    """Attempts with a gateway record (the count below is the gateway's)."""
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    reported: int
+    """Attempts whose CLI reported its own usage."""
+    reported_cost_usd: float | None
+    """The sum of the costs the CLIs reported (their own price lists), if any did."""
+
+
+def model_use(receipt: Receipt) -> ModelUse:
+    """Totals of the gateway's counts and of what the CLIs reported, over every attempt."""
+    attempts = [a for run in receipt.runs for a in run.attempts]
+    seen = [a.gateway for a in attempts if a.gateway is not None]
+    reported = [a.reportedUsage for a in attempts if a.reportedUsage is not None]
+    costs = [u.costUsd for u in reported if u.costUsd is not None]
+    return ModelUse(
+        attempts=len(attempts),
+        through_gateway=len(seen),
+        requests=sum(g.requests for g in seen),
+        input_tokens=sum(g.inputTokens for g in seen),
+        output_tokens=sum(g.outputTokens for g in seen),
+        reported=len(reported),
+        reported_cost_usd=round(sum(costs), 6) if costs else None,
+    )
 
 
 def attempt_anchor(run_id: str, attempt: int) -> str:

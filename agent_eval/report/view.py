@@ -25,7 +25,14 @@ from agent_eval.report.attempts import (
     ReviewItem,
     attempt_view,
 )
-from agent_eval.report.summary import GridRow, Statistics, batch_statistics, grid
+from agent_eval.report.summary import (
+    GridRow,
+    ModelUse,
+    Statistics,
+    batch_statistics,
+    grid,
+    model_use,
+)
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
 __all__ = ["BatchView", "RunView", "load_batch"]
@@ -52,6 +59,7 @@ class BatchView:
     current: Anchors
     """What the batch was held against (the suite and harness digests now)."""
     statistics: Statistics
+    model_use: ModelUse
     grid: tuple[GridRow, ...]
     runs: tuple[RunView, ...]
     review: tuple[ReviewItem, ...]
@@ -116,6 +124,7 @@ def load_batch(
         decision=decision,
         current=current,
         statistics=batch_statistics(receipt),
+        model_use=model_use(receipt),
         grid=grid(
             receipt,
             {

@@ -75,8 +75,10 @@ FIELD_SETS: dict[str, set[str]] = {
         "runner",
         "model",
         "message",
+        "usage",
         "failureKind",
     },
+    "ReportedUsage": {"inputTokens", "outputTokens", "costUsd"},
     "RepairFeedback": {"schemaVersion", "failedAssertionIds", "diagnostics"},
     "Receipt": {
         "schemaVersion",
@@ -133,6 +135,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "runnerLogDigest",
         "transcriptDigest",
         "resources",
+        "reportedUsage",
     },
     "ReviewDecision": {"run", "attempt", "solutionDigest", "decision", "reviewer", "reviewedAt"},
     "ArchivesManifest": {

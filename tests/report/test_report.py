@@ -640,3 +640,21 @@ def test_agent_eval_report_of_a_damaged_receipt_is_one_line_and_exit_one(tmp_pat
     assert result.exit_code == 1
     assert result.stderr.startswith("error: receipt ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.output
+
+
+def test_model_use_totals_the_gateways_counts_and_the_costs_the_clis_reported() -> None:
+    from agent_eval.models import Receipt
+    from agent_eval.report.summary import model_use
+    from tests.evidence_builders import find_attempt, gateway_line, gateway_use, receipt
+
+    data = receipt()
+    for run_id, cost in (("forms-1", 0.25), ("forms-2", None)):
+        att = find_attempt(data, run_id, 1)
+        att["gateway"] = gateway_use(gateway_line())
+        att["reportedUsage"] = {"inputTokens": 1, "outputTokens": 2, "costUsd": cost}
+    use = model_use(Receipt.model_validate(data))
+    assert (use.attempts, use.through_gateway, use.requests) == (18, 2, 2)
+    assert (use.input_tokens, use.output_tokens) == (20, 40)
+    assert (use.reported, use.reported_cost_usd) == (2, 0.25)
+    nothing = model_use(Receipt.model_validate(receipt()))
+    assert (nothing.through_gateway, nothing.reported_cost_usd) == (0, None)
