@@ -9,6 +9,7 @@ API: ``create_container`` never pulls, unlike ``containers.run``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
@@ -61,6 +62,8 @@ _RETRY_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 _UNREACHABLE_WAIT_S = 20.0
 """How long a wait keeps asking an engine that stopped answering."""
 _KILL_WAIT_S = 10.0
+_SETTLE_S = 30.0
+"""How long an interrupted create is waited for, to remove what it made."""
 _STDIN_TIMEOUT_S = 30.0
 _LOG_CHUNK = 64 * 1024
 _STDERR_READ_LIMIT = 64 * 1024 * 1024
@@ -400,7 +403,40 @@ class DockerEngine(ContainerEngine):
                     raise  # a container of that name that is not this one: never taken
                 return str(found["Id"])
 
-        return _again(what, create)
+        return self._settled(lambda: _again(what, create))
+
+    def _settled(self, create: Callable[[], str]) -> str:
+        """Run *create* in a thread of its own, so that nothing it makes is left unknown.
+
+        A signal (the batch's Stop, KeyboardInterrupt) raised in the caller
+        while the request is in flight would otherwise leave a container the
+        engine makes after the batch's cleanup has looked. Here the caller
+        waits for the answer (bounded), removes what it made, and re-raises.
+        """
+        outcome: list[str | BaseException] = []
+        finished = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome.append(create())
+            except BaseException as exc:  # handed to the caller as it is
+                outcome.append(exc)
+            finally:
+                finished.set()
+
+        threading.Thread(target=work, daemon=True, name="create").start()
+        try:
+            while not finished.wait(0.05):
+                pass
+        except BaseException:
+            if finished.wait(_SETTLE_S) and outcome and isinstance(outcome[0], str):
+                with contextlib.suppress(Exception):
+                    self.remove(outcome[0])
+            raise
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def start(self, container_id: str, stdin: bytes | None = None) -> None:
         """See :meth:`ContainerEngine.start`.
