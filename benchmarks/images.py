@@ -78,6 +78,7 @@ def main() -> int:
             "verifier": built.verifier,
             "runner-base": built.runner_base,
             "reference-runner": built.reference_runner,
+            "gateway": built.gateway,
             **{f"runner-{a}": built.runners[a] for a in runners},
         }
 
