@@ -15,6 +15,9 @@ __all__ = [
     "ARCHIVES_MOUNT",
     "CATALOG_FILE",
     "CONSUMER_MOUNT",
+    "GATEWAY_MODELS_ENV",
+    "GATEWAY_MOUNT",
+    "GATEWAY_TOKEN_ENV",
     "IN_CONTAINER_CONSUMER",
     "MAX_TRANSCRIPT_BYTES",
     "RESULT_MOUNT",
@@ -38,6 +41,12 @@ CONSUMER_MOUNT = "/consumer"
 """The batch's consumer, read-only in every runner and verifier container."""
 SOLUTION_MOUNT = "/solution"
 """The runner's writable workspace; in a verifier, a read-only copy of the solution."""
+GATEWAY_MOUNT = "/gateway"
+"""The model gateway's sockets in a runner container (read-only): ``<upstream>.sock`` each."""
+GATEWAY_TOKEN_ENV = "AGENT_EVAL_GATEWAY_TOKEN"
+"""The runner's placeholder credential for one attempt (useless outside the gateway)."""
+GATEWAY_MODELS_ENV = "AGENT_EVAL_MODELS"
+"""The upstream names a runner may reach, comma-separated, in the runner config's order."""
 TRANSCRIPT_MOUNT = "/transcript"
 """Where a runner's adapter leaves ``transcript.jsonl`` (writable; never collected as code)."""
 TRANSCRIPT_FILE = "transcript.jsonl"
@@ -220,6 +229,7 @@ STAGED_HARNESS: dict[str, tuple[str, ...]] = {
     ),
     "runner": (
         "__init__.py",
+        "layout.py",
         "adapters",
     ),
     "gateway": (

@@ -20,6 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The mount points and names the harness gives every runner container, spelled once.
+from agent_eval.layout import GATEWAY_MODELS_ENV as MODELS_ENV
+from agent_eval.layout import GATEWAY_MOUNT as GATEWAY_DIR
+from agent_eval.layout import GATEWAY_TOKEN_ENV as TOKEN_ENV
+from agent_eval.layout import MAX_TRANSCRIPT_BYTES, TRANSCRIPT_FILE
+from agent_eval.layout import TRANSCRIPT_MOUNT as TRANSCRIPT_DIR
+
 __all__ = [
     "AdapterOptions",
     "AgentFailed",
@@ -207,10 +214,6 @@ def parse_options(argv: Sequence[str]) -> AdapterOptions:
 
 # --- The transcript ---------------------------------------------------------------------------
 
-TRANSCRIPT_DIR = "/transcript"
-"""Writable in the runner container, beside the workspace; the harness keeps what is there."""
-MAX_TRANSCRIPT_BYTES = 2 * 1024 * 1024
-
 
 def keep_transcript(lines: Iterable[str], directory: str = TRANSCRIPT_DIR) -> None:
     """Leave the CLI's own events as ``transcript.jsonl``: one JSON object a line.
@@ -241,7 +244,7 @@ def keep_transcript(lines: Iterable[str], directory: str = TRANSCRIPT_DIR) -> No
         kept += b"\n"
     try:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-        fd = os.open(folder / "transcript.jsonl", flags, 0o600)
+        fd = os.open(folder / TRANSCRIPT_FILE, flags, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(kept)
     except OSError as exc:
@@ -249,11 +252,6 @@ def keep_transcript(lines: Iterable[str], directory: str = TRANSCRIPT_DIR) -> No
 
 
 # --- The model gateway -----------------------------------------------------------------------
-
-GATEWAY_DIR = "/gateway"
-"""The gateway's sockets, one ``<upstream>.sock`` each (read-only in the runner container)."""
-TOKEN_ENV = "AGENT_EVAL_GATEWAY_TOKEN"
-MODELS_ENV = "AGENT_EVAL_MODELS"
 
 
 @dataclass(frozen=True)

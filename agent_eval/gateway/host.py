@@ -19,7 +19,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,9 @@ from agent_eval.engine import (
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.evidence_io import format_validation_error, write_bytes_atomic
 from agent_eval.gateway.policy import route_name
+from agent_eval.layout import GATEWAY_MODELS_ENV as MODELS_ENV
+from agent_eval.layout import GATEWAY_MOUNT as GATEWAY_DIR_IN_RUNNER
+from agent_eval.layout import GATEWAY_TOKEN_ENV as TOKEN_ENV
 from agent_eval.models import (
     GatewayRecord,
     GatewaySettings,
@@ -48,18 +51,15 @@ from agent_eval.models.gateway import PROVIDER_FAILURES
 
 __all__ = [
     "GATEWAY_DIR_IN_RUNNER",
+    "MODELS_ENV",
+    "TOKEN_ENV",
     "BatchGateway",
     "Route",
     "parse_records",
+    "recorded_upstreams",
     "summarise",
 ]
 
-GATEWAY_DIR_IN_RUNNER = "/gateway"
-"""Where a runner sees the gateway's sockets (read-only): ``<name>.sock`` per upstream."""
-TOKEN_ENV = "AGENT_EVAL_GATEWAY_TOKEN"
-"""The runner's placeholder credential for this attempt (useless outside the gateway)."""
-MODELS_ENV = "AGENT_EVAL_MODELS"
-"""The upstream names, comma-separated, in the runner config's order."""
 _FIRST_PORT = 18001
 _READY_TIMEOUT_S = 60.0
 _PROBE_TIMEOUT_S = 60.0
@@ -162,15 +162,7 @@ class BatchGateway:
         options = self.config.gateway
         return GatewaySettings(
             image=self.config.gatewayImage or self.image.image_id,
-            upstreams=[
-                RecordedUpstream(
-                    name=m.name,
-                    upstream=m.upstream,
-                    credentialHeader=m.credentialHeader,
-                    servedModels=list(m.servedModels),
-                )
-                for m in self.config.models
-            ],
+            upstreams=recorded_upstreams(self.config.models),
             network=options.network,
             privateUpstreams=options.privateUpstreams,
             tokenBudget=options.tokenBudget,
@@ -352,6 +344,19 @@ class BatchGateway:
         if self.container_id is not None:
             self.engine.remove(self.container_id)
             self.container_id = None
+
+
+def recorded_upstreams(models: Sequence[ModelUpstream]) -> list[RecordedUpstream]:
+    """What evidence and the registry keep of each upstream: never its credential's name."""
+    return [
+        RecordedUpstream(
+            name=m.name,
+            upstream=m.upstream,
+            credentialHeader=m.credentialHeader,
+            servedModels=list(m.servedModels),
+        )
+        for m in models
+    ]
 
 
 def parse_records(data: bytes) -> list[GatewayRecord]:

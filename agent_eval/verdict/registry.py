@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from agent_eval.errors import ConfigError, EvidenceError
 from agent_eval.evidence_io import format_validation_error, write_bytes_atomic
+from agent_eval.gateway.host import recorded_upstreams
 from agent_eval.models import (
     ArchivesManifest,
     RecordedUpstream,
@@ -131,15 +132,7 @@ def _entry_of(config: RunnerConfig, reviewer: str, note: str, now: datetime) -> 
         runnerImage=config.runnerImage,
         verifierImage=config.verifierImage,
         gatewayImage=config.gatewayImage,
-        upstreams=[
-            RecordedUpstream(
-                name=m.name,
-                upstream=m.upstream,
-                credentialHeader=m.credentialHeader,
-                servedModels=list(m.servedModels),
-            )
-            for m in config.models
-        ],
+        upstreams=recorded_upstreams(config.models),
         reviewer=reviewer,
         reviewedAt=now,
         note=note,

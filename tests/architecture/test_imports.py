@@ -39,7 +39,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "report": LEAVES | {"verdict"},
     "images": LEAVES | {"engine"},
     "reference": LEAVES | {"engine", "images"},
-    "adapters": frozenset(),
+    "adapters": frozenset({"layout"}),
     "trial": LEAVES | {"engine", "images", "suite", "batch", "verdict", "verification"},
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__", "cli"}
