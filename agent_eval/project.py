@@ -43,6 +43,14 @@ class Project:
     registry: Path = Path("reviewed-runners.toml")
     """The reviewed-runner registry (a TOML file; it need not exist)."""
 
+    def guides(self) -> dict[str, Path]:
+        """Each library distribution's ``GUIDE.md``, by its directory name under packages/."""
+        return {
+            p.name: p / "GUIDE.md"
+            for p in sorted(self.packages.iterdir())
+            if (p / "GUIDE.md").is_file()
+        }
+
     def suite_digest(self) -> str:
         """Digest of every task file and the shared graders.
 

@@ -124,11 +124,6 @@ class Direct:
 
 def consumer(engine: ContainerEngine, project: Project, suite: Suite, work: Path) -> Path:
     archives = build_archives(project.packages, work / "archives")
-    guides = {
-        p.name: p / "GUIDE.md"
-        for p in sorted(project.packages.iterdir())
-        if (p / "GUIDE.md").is_file()
-    }
     prepared = prepare_consumer(
         engine,
         verifier_image=image_for_checkout(engine, project.root, "verifier"),
@@ -137,7 +132,7 @@ def consumer(engine: ContainerEngine, project: Project, suite: Suite, work: Path
         archives_dir=work / "archives",
         archives=archives,
         dependency_lock=project.packages / "requirements.lock",
-        guides=guides,
+        guides=project.guides(),
         tasks=[
             TaskMaterial(t.id, t.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), t.contract_text)
             for t in suite.tasks

@@ -191,11 +191,6 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
     task = load_suite(project.tasks, graders_dir=project.graders).task(TASK)
     archives = build_archives(ROOT / "packages", work / "archives")
     verifier = image_for_checkout(engine, ROOT, "verifier")
-    guides = {
-        p.name: p / "GUIDE.md"
-        for p in sorted(project.packages.iterdir())
-        if (p / "GUIDE.md").is_file()
-    }
     return prepare_consumer(
         engine,
         verifier_image=verifier,
@@ -204,7 +199,7 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
         archives_dir=work / "archives",
         archives=archives,
         dependency_lock=ROOT / "packages" / "requirements.lock",
-        guides=guides,
+        guides=project.guides(),
         tasks=[
             TaskMaterial(
                 task.id, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), task.contract_text

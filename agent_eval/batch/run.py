@@ -572,11 +572,6 @@ def _consumer(
     archives: list[ArchiveEntry],
     batch_id: str,
 ) -> PreparedConsumer:
-    guides = {
-        p.name: p / "GUIDE.md"
-        for p in sorted(project.packages.iterdir())
-        if (p / "GUIDE.md").is_file()
-    }
     lock = project.packages / "requirements.lock"
     docs = str(IN_CONTAINER_CONSUMER.docs)
     tasks = [TaskMaterial(t.id, t.render_prompt(docs), t.contract_text) for t in suite.tasks]
@@ -589,7 +584,7 @@ def _consumer(
             archives_dir=evidence.archives,
             archives=archives,
             dependency_lock=lock if lock.is_file() else None,
-            guides=guides,
+            guides=project.guides(),
             tasks=tasks,
             batch_id=batch_id,
         )
