@@ -499,15 +499,21 @@ class DockerEngine(ContainerEngine):
                 raise NotStartedError(str(exc)) from None
             raise
 
-    def _still_running(self, container_id: str) -> bool:
-        try:
-            state = _again(
+    def _state(self, container_id: str) -> dict[str, Any]:
+        """The container's ``State``, asked again while the engine is unreachable."""
+        return cast(
+            dict[str, Any],
+            _again(
                 f"inspecting container {container_id[:12]}",
                 lambda: self._api.inspect_container(container_id)["State"],
-            )
+            ),
+        )
+
+    def _still_running(self, container_id: str) -> bool:
+        try:
+            return bool(self._state(container_id).get("Running"))
         except (docker.errors.NotFound, InfrastructureError):
             return False
-        return bool(state.get("Running"))
 
     def _start_once(self, container_id: str) -> None:
         """Start a container unless it already started (a start whose answer was lost)."""
@@ -565,10 +571,7 @@ class DockerEngine(ContainerEngine):
                     raise
             if not self._wait_until(container_id, time.monotonic() + _KILL_WAIT_S)[0]:
                 raise InfrastructureError(f"container {short} survived its kill")
-        state = _again(
-            f"inspecting container {short}",
-            lambda: self._api.inspect_container(container_id)["State"],
-        )
+        state = self._state(container_id)
         if state.get("Error"):
             raise InfrastructureError(
                 f"the engine reported an error for container {short}: {state['Error']}"
