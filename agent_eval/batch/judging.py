@@ -63,7 +63,7 @@ class AttemptObservations:
     started_at: datetime
     duration_ms: int
     infrastructure_error: str | None = None
-    infrastructure_kind: Literal["engine", "provider", "disk", "stopped"] = "engine"
+    infrastructure_kind: Literal["engine", "provider", "disk", "stopped", "node"] = "engine"
     identity_problem: str | None = None
     """The gateway saw the provider serve a model outside the accepted set."""
     timed_out: bool = False

@@ -8,14 +8,35 @@ tests pass in-memory ones. Verification comes through
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from agent_eval.models import RunnerRequest, RunnerResources
+from agent_eval.batch.progress import ProgressEvent
+from agent_eval.models import (
+    ArchiveEntry,
+    Receipt,
+    RunnerConfig,
+    RunnerRequest,
+    RunnerResources,
+    RunRecord,
+)
+from agent_eval.project import Project
 
-__all__ = ["GatewayPort", "GatewayRoute", "RunnerOutcome", "RunnerPort"]
+if TYPE_CHECKING:
+    from agent_eval.batch.schedule import ExecutorFactory
+
+__all__ = [
+    "GatewayPort",
+    "GatewayRoute",
+    "RemoteContext",
+    "RemoteRuns",
+    "RunExecutor",
+    "RunnerOutcome",
+    "RunnerPort",
+]
 
 
 @dataclass(frozen=True)
@@ -93,4 +114,78 @@ class GatewayPort(Protocol[R]):
 
     def accepted_models(self) -> dict[str, frozenset[str]]:
         """The served model names each upstream may report."""
+        ...
+
+
+class RunExecutor(Protocol):
+    """Where whole scheduled runs execute: this machine's threads, or the nodes of a cluster.
+
+    An executor runs a run (its attempts, collection, verification, judging and
+    the repair) and gives back its record, the attempt directories' files
+    already in the batch's evidence; it decides nothing about the batch.
+    """
+
+    def slots(self) -> int:
+        """How many runs it can hold at once now (0: it can take no more)."""
+        ...
+
+    def submit(self, run_id: str) -> Future[RunRecord]:
+        """Start one run; its future never raises for what happened in the run."""
+        ...
+
+    def rule_stop(self) -> str | None:
+        """Why a rule stops the batch after the attempt that broke it, if one does."""
+        ...
+
+    def stop_everything(self, reason: str) -> list[str]:
+        """Stop every attempt in flight; what could not be stopped, as reasons."""
+        ...
+
+    def unfinished(self, run_id: str, reason: str) -> RunRecord:
+        """The record of a run the batch stopped before it came back."""
+        ...
+
+    def shutdown(self, *, wait: bool) -> None:
+        """Take no more runs; with *wait*, wait for those in flight."""
+        ...
+
+
+@dataclass(frozen=True)
+class RemoteContext:
+    """What a cluster needs to run a batch's runs on its nodes, once the driver's
+    preflight, archives and consumer are done."""
+
+    project: Project
+    config: RunnerConfig
+    environment: dict[str, str]
+    """The allowlisted variables every runner container gets."""
+    runner_image_id: str
+    verifier_image_id: str
+    archives_dir: Path
+    archives: list[ArchiveEntry]
+    archives_digest: str
+    lock_digest: str
+    """sha256 of the driver's consumer-lock.json: every node's must be the same."""
+    catalog_digest: str
+    gateway: bool
+    """Whether the batch has a model gateway (the runners' sockets are the driver's)."""
+    receipt: Receipt
+    """The receipt as opened."""
+    notice: Callable[[str], None]
+    progress: Callable[[ProgressEvent], None]
+
+
+class RemoteRuns(Protocol):
+    """A cluster a batch's runs execute on instead of this machine."""
+
+    def prepare(self, context: RemoteContext) -> ExecutorFactory:
+        """Prepare every node (checked against the driver's identities) before the first run.
+
+        Raises:
+            AgentEvalError: No node could be prepared, or one was found wrong.
+        """
+        ...
+
+    def close(self) -> list[str]:
+        """Remove what the nodes made for the batch; what could not be done, as reasons."""
         ...

@@ -22,11 +22,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent_eval.batch.lease import HeldLease, held
+from agent_eval.batch.ports import RemoteContext, RemoteRuns
 from agent_eval.batch.progress import ProgressEvent
 from agent_eval.batch.reaper import reap
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import (
     BatchPlan,
+    ExecutorFactory,
     ReceiptNotWritten,
     ScheduledTask,
     describe_failure,
@@ -57,7 +59,7 @@ from agent_eval.reference import self_test_reasons
 from agent_eval.suite.tasks import Suite, load_suite
 from agent_eval.verification.protocol import Verifier, VerifierContext, VerifierFactory
 
-__all__ = ["BatchOutcome", "is_self_test", "run_batch"]
+__all__ = ["BatchOutcome", "batch_consumer", "batch_plan", "is_self_test", "run_batch"]
 
 
 def is_self_test(config: RunnerConfig, gateway: GatewaySettings | None) -> bool:
@@ -120,11 +122,14 @@ def run_batch(
     progress: Callable[[ProgressEvent], None] = lambda _event: None,
     notice: Callable[[str], None] = lambda _line: None,
     only: Sequence[str] = (),
+    remote: RemoteRuns | None = None,
 ) -> BatchOutcome:
     """Run one whole batch and return where its receipt is; it never ends ``running``.
 
     With *only* (task ids or run ids), just those runs run: the receipt
-    records the selection and the batch can never qualify.
+    records the selection and the batch can never qualify. With *remote*, the
+    runs execute on a cluster's nodes, prepared after the driver's own
+    preflight; a node that cannot be prepared ends the batch ``not-run``.
 
     The batch holds a lease on its run directory for as long as it runs.
     Everything from connecting to the engine on runs inside one cleanup: the
@@ -150,6 +155,7 @@ def run_batch(
         work_dir=project.evidence / ".work" / batch_id,
         ports=_Ports(verifier_factory, connect, environ, clock, progress, notice),
         only=tuple(only),
+        remote=remote,
     )
     batch.evidence.root.mkdir(parents=True, exist_ok=False)
     with held(batch.evidence.root, batch_id, clock) as lease:
@@ -184,9 +190,12 @@ class _Prepared:
     consumer: PreparedConsumer
     verifier: Verifier
     concurrency: int
-    archives_digest: str
-    lock_digest: str
     gateway: BatchGateway | None
+    run_ids: list[str]
+    receipt: Receipt
+    """The receipt as opened, before the first run."""
+    executor: ExecutorFactory | None
+    """Where the runs execute (None: this machine's threads)."""
 
 
 @dataclass
@@ -202,6 +211,8 @@ class _Batch:
     ports: _Ports
     only: tuple[str, ...] = ()
     """The runs asked for (``--only``); empty: the whole schedule."""
+    remote: RemoteRuns | None = None
+    """The cluster the runs execute on (None: this machine)."""
     engine: ContainerEngine | None = None
     lease: HeldLease | None = None
     phases: dict[str, float] = field(default_factory=dict)
@@ -225,10 +236,10 @@ class _Batch:
                 f"{describe_failure(exc.cause, self.evidence.root)}"
             )
         try:
-            problems = _cleanup(self.engine, self.batch_id, self.work_dir)
+            problems = self._cleanup()
         except (Stop, KeyboardInterrupt):
             # The receipt is final; a signal only cut the cleanup short (later ones are counted).
-            problems = _cleanup(self.engine, self.batch_id, self.work_dir)
+            problems = self._cleanup()
         if problems and written:
             final, written = self._add_cleanup_problems(final, problems)
         self.evidence.reserve.unlink(missing_ok=True)
@@ -242,6 +253,10 @@ class _Batch:
             written,
         )
         return outcome, not problems
+
+    def _cleanup(self) -> list[str]:
+        problems = self.remote.close() if self.remote is not None else []
+        return problems + _cleanup(self.engine, self.batch_id, self.work_dir)
 
     def _run(self) -> Receipt:
         try:
@@ -311,32 +326,55 @@ class _Batch:
             project, config, evidence, archives, consumer, runner_image, verifier_image,
             gateway.settings() if gateway else None,
         )  # fmt: skip
-        return _Prepared(
-            config, environment, engine, runner_image, suite, consumer, verifier, concurrency,
-            archives_digest, lock_digest, gateway,
-        )  # fmt: skip
-
-    def _schedule(self, prepared: _Prepared) -> Receipt:
-        config, clock = prepared.config, self.ports.clock
-        selected = _selection(prepared.suite, self.only)
-        run_ids = prepared.suite.spec.run_ids() if selected is None else selected
+        selected = _selection(suite, self.only)
+        run_ids = suite.spec.run_ids() if selected is None else selected
         receipt = Receipt.opened(
             batch_id=self.batch_id,
             created_at=self.started,
-            self_test=is_self_test(
-                config, prepared.gateway.settings() if prepared.gateway else None
-            ),
-            suite_digest=self.project.suite_digest(),
+            self_test=is_self_test(config, gateway.settings() if gateway else None),
+            suite_digest=project.suite_digest(),
             evaluator_digest=evaluator_digest(),
-            archives_digest=prepared.archives_digest,
-            consumer_lock_digest=prepared.lock_digest,
+            archives_digest=archives_digest,
+            consumer_lock_digest=lock_digest,
             runner=config.expectedRunner,
             model=config.expectedModel,
             runner_image=config.runnerImage,
             verifier_image=config.verifierImage,
             scheduled_runs=len(run_ids),
             selection=None if selected is None else run_ids,
-        ).model_copy(update={"updatedAt": clock()})
+        ).model_copy(update={"updatedAt": ports.clock()})
+        executor = None
+        if self.remote is not None:
+            ports.progress(ProgressEvent("preparing the cluster's nodes"))
+            context = RemoteContext(
+                project=project,
+                config=config,
+                environment=environment,
+                runner_image_id=runner_image.image_id,
+                verifier_image_id=verifier_image.image_id,
+                archives_dir=evidence.archives,
+                archives=archives,
+                archives_digest=archives_digest,
+                lock_digest=lock_digest,
+                catalog_digest=consumer.catalog.digest(),
+                gateway=gateway is not None,
+                receipt=receipt,
+                notice=ports.notice,
+                progress=ports.progress,
+            )
+            try:
+                executor = self.remote.prepare(context)
+            except AgentEvalError as exc:
+                raise _NotRun([f"cluster: {exc}"]) from exc
+            self.lap("nodes")
+        return _Prepared(
+            config, environment, engine, runner_image, suite, consumer, verifier, concurrency,
+            gateway, run_ids, receipt, executor,
+        )  # fmt: skip
+
+    def _schedule(self, prepared: _Prepared) -> Receipt:
+        config, clock = prepared.config, self.ports.clock
+        run_ids, receipt = prepared.run_ids, prepared.receipt
         runner = ContainerRunner(
             prepared.engine,
             config=config,
@@ -349,32 +387,22 @@ class _Batch:
             },
             gateway_mounts=prepared.gateway.runner_mounts() if prepared.gateway else (),
         )
-        docs = str(IN_CONTAINER_CONSUMER.docs)
-        consumer_root = prepared.consumer.root
-        plan = BatchPlan(
+        plan = batch_plan(
+            config,
+            prepared.suite,
             batch_dir=self.evidence.root,
-            work_dir=self.work_dir / "runs",
+            work_dir=self.work_dir,
             run_ids=run_ids,
-            tasks={
-                t.id: ScheduledTask(t.spec, t.render_prompt(docs), t.starter_dir)
-                for t in prepared.suite.tasks
-            },
-            runner=config.expectedRunner,
-            model=config.expectedModel,
-            submission_timeout_s=config.submissionTimeoutMs / 1000,
-            batch_timeout_s=config.batchTimeoutMs / 1000,
             concurrency=prepared.concurrency,
-            consumer_dir_in_runner=CONSUMER_MOUNT,
-            output_dir_in_runner=SOLUTION_MOUNT,
-            protected_digest=lambda: _protected_digest(consumer_root),
+            consumer_root=prepared.consumer.root,
             receipt=receipt,
+            environment=prepared.environment,
             progress=self.ports.progress,
-            disk_problem=lambda: _disk_problem(self.work_dir),
             gateway=prepared.gateway,
-            token_budget=config.gateway.tokenBudget,
-            redactions={value: name for name, value in prepared.environment.items()},
         )
-        return run_schedule(plan, runner, prepared.verifier, clock=clock)
+        return run_schedule(
+            plan, runner, prepared.verifier, clock=clock, executor=prepared.executor
+        )
 
     def _closed_before_running(self, status: BatchStatus, reasons: list[str]) -> Receipt:
         """The receipt of a batch that ran nothing.
@@ -572,24 +600,85 @@ def _consumer(
     archives: list[ArchiveEntry],
     batch_id: str,
 ) -> PreparedConsumer:
+    try:
+        return batch_consumer(
+            engine, project, suite, verifier_image.image_id, evidence.archives, archives,
+            work_dir, batch_id,
+        )  # fmt: skip
+    except AgentEvalError as exc:
+        raise _NotRun([f"consumer: {exc}"]) from exc
+
+
+def batch_consumer(
+    engine: ContainerEngine,
+    project: Project,
+    suite: Suite,
+    verifier_image_id: str,
+    archives_dir: Path,
+    archives: list[ArchiveEntry],
+    work_dir: Path,
+    batch_id: str,
+) -> PreparedConsumer:
+    """The batch's consumer under *work_dir*, installed from *archives* in the verifier image.
+
+    Raises:
+        AgentEvalError: It could not be prepared.
+    """
     lock = project.packages / "requirements.lock"
     docs = str(IN_CONTAINER_CONSUMER.docs)
     tasks = [TaskMaterial(t.id, t.render_prompt(docs), t.contract_text) for t in suite.tasks]
-    try:
-        return prepare_consumer(
-            engine,
-            verifier_image=verifier_image.image_id,
-            root=work_dir / "consumer",
-            stage=work_dir / "consumer-stage",
-            archives_dir=evidence.archives,
-            archives=archives,
-            dependency_lock=lock if lock.is_file() else None,
-            guides=project.guides(),
-            tasks=tasks,
-            batch_id=batch_id,
-        )
-    except AgentEvalError as exc:
-        raise _NotRun([f"consumer: {exc}"]) from exc
+    return prepare_consumer(
+        engine,
+        verifier_image=verifier_image_id,
+        root=work_dir / "consumer",
+        stage=work_dir / "consumer-stage",
+        archives_dir=archives_dir,
+        archives=archives,
+        dependency_lock=lock if lock.is_file() else None,
+        guides=project.guides(),
+        tasks=tasks,
+        batch_id=batch_id,
+    )
+
+
+def batch_plan(
+    config: RunnerConfig,
+    suite: Suite,
+    *,
+    batch_dir: Path,
+    work_dir: Path,
+    run_ids: list[str],
+    concurrency: int,
+    consumer_root: Path,
+    receipt: Receipt,
+    environment: Mapping[str, str],
+    progress: Callable[[ProgressEvent], None] = lambda _event: None,
+    gateway: BatchGateway | None = None,
+) -> BatchPlan:
+    """The schedule's plan of a batch whose evidence goes to *batch_dir* (the same on a node)."""
+    docs = str(IN_CONTAINER_CONSUMER.docs)
+    return BatchPlan(
+        batch_dir=batch_dir,
+        work_dir=work_dir / "runs",
+        run_ids=run_ids,
+        tasks={
+            t.id: ScheduledTask(t.spec, t.render_prompt(docs), t.starter_dir) for t in suite.tasks
+        },
+        runner=config.expectedRunner,
+        model=config.expectedModel,
+        submission_timeout_s=config.submissionTimeoutMs / 1000,
+        batch_timeout_s=config.batchTimeoutMs / 1000,
+        concurrency=concurrency,
+        consumer_dir_in_runner=CONSUMER_MOUNT,
+        output_dir_in_runner=SOLUTION_MOUNT,
+        protected_digest=lambda: _protected_digest(consumer_root),
+        receipt=receipt,
+        progress=progress,
+        disk_problem=lambda: _disk_problem(work_dir),
+        gateway=gateway,
+        token_budget=config.gateway.tokenBudget,
+        redactions={value: name for name, value in environment.items()},
+    )
 
 
 def _verifier(factory: VerifierFactory[VerifierContext], context: VerifierContext) -> Verifier:

@@ -22,7 +22,13 @@ from typing import Any
 
 from agent_eval.batch.collection import collect_solution
 from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_feedback
-from agent_eval.batch.ports import GatewayPort, GatewayRoute, RunnerOutcome, RunnerPort
+from agent_eval.batch.ports import (
+    GatewayPort,
+    GatewayRoute,
+    RunExecutor,
+    RunnerOutcome,
+    RunnerPort,
+)
 from agent_eval.batch.progress import ProgressEvent, RunState, Tally
 from agent_eval.batch.response import ResponseVerdict, judge_response
 from agent_eval.batch.signals import Stop
@@ -47,7 +53,10 @@ from agent_eval.verification.protocol import Verifier
 
 __all__ = [
     "BatchPlan",
+    "ExecutorFactory",
+    "LocalExecutor",
     "ReceiptNotWritten",
+    "Schedule",
     "ScheduledTask",
     "describe_failure",
     "run_schedule",
@@ -185,8 +194,15 @@ def run_schedule(
     clock: Clock = lambda: datetime.now(UTC),
     monotonic: Callable[[], float] = time.monotonic,
     grace_s: float = 60.0,
+    executor: ExecutorFactory | None = None,
 ) -> Receipt:
     """Run every scheduled run with bounded concurrency and return the final receipt.
+
+    The runs execute on *executor* (made from the schedule), this machine's
+    threads by default. A run whose every failure is the loss of its cluster
+    node costs only that run: the batch goes on with the other nodes and ends
+    ``infrastructure-failure``; when no node is left, the runs not started are
+    recorded as such.
 
     Whatever ends the schedule leaves a final status, never ``running``: a
     signal (:class:`~agent_eval.batch.signals.Stop`, or KeyboardInterrupt)
@@ -202,7 +218,7 @@ def run_schedule(
     """
     book = _Book(plan, clock)
     book.close("running", [])
-    schedule = _Schedule(
+    schedule = Schedule(
         plan,
         runner,
         verifier,
@@ -211,25 +227,29 @@ def run_schedule(
         deadline=monotonic() + plan.batch_timeout_s,
     )
     pending = list(plan.run_ids)
-    plan.progress(
-        ProgressEvent(
-            f"{len(pending)} runs scheduled, {plan.concurrency} at a time",
-            scheduled=tuple(pending),
-        )
-    )
-    in_flight: dict[Future[RunRecord], str] = {}
     status: BatchStatus = "completed"
     reasons: list[str] = []
     done = 0
-    executor = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="run")
     stopped_by: str | None = None
+    in_flight: dict[Future[RunRecord], str] = {}
+    try:
+        # Inside: an executor that cannot be made is the harness's failure, with a receipt.
+        runs = (executor or LocalExecutor)(schedule)
+    except Exception as exc:
+        return book.close("infrastructure-failure", [describe_failure(exc, plan.batch_dir)])
+    plan.progress(
+        ProgressEvent(
+            f"{len(pending)} runs scheduled, {runs.slots()} at a time",
+            scheduled=tuple(pending),
+        )
+    )
     try:
         while pending or in_flight:
-            while pending and len(in_flight) < plan.concurrency and not schedule.stop.is_set():
+            while pending and len(in_flight) < runs.slots() and not schedule.stop.is_set():
                 if monotonic() >= schedule.deadline:
                     break
                 run_id = pending.pop(0)
-                in_flight[executor.submit(schedule.run, run_id)] = run_id
+                in_flight[runs.submit(run_id)] = run_id
             if not in_flight:
                 break
             finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -260,26 +280,35 @@ def run_schedule(
                         tally,
                     )
                 )
-                if infrastructure:
+                if infrastructure and _node_lost(record):
+                    # Only that node's runs are lost: the others go on elsewhere.
+                    status = "infrastructure-failure"
+                    reasons.append(
+                        f"infrastructure failure in {run_id}: the node running it was lost; "
+                        "the other runs went on"
+                    )
+                elif infrastructure:
                     status = "infrastructure-failure"
                     reason = f"infrastructure failure in {run_id}; the batch stopped"
                     reasons.append(reason)
                     schedule.stop.set()
                 elif status == "completed" and (
-                    schedule.rule_stop is not None
+                    runs.rule_stop() is not None
                     or any(a.failureCategory == "identity-mismatch" for a in record.attempts)
                 ):
                     # The first identity mismatch or a spent token budget: the other runs
                     # would spend tokens on a batch that cannot qualify.
                     status = "stopped"
-                    why = schedule.rule_stop or "the runner reported another identity"
+                    why = runs.rule_stop() or "the runner reported another identity"
                     reasons.append(f"{why} (in {run_id}); the batch stopped")
                     schedule.stop.set()
-        if pending and status == "completed":
-            reasons.append(
-                f"the batch time budget was spent; {len(pending)} run(s) not started: "
-                + ", ".join(pending)
+        if pending and not schedule.stop.is_set():
+            why = (
+                "the batch time budget was spent"
+                if runs.slots() > 0
+                else "no node is left to run them"
             )
+            reasons.append(f"{why}; {len(pending)} run(s) not started: " + ", ".join(pending))
             for run_id in pending:
                 book.add_run(_not_started(plan, run_id))
     except (Stop, KeyboardInterrupt) as exc:
@@ -290,17 +319,53 @@ def run_schedule(
         stopped_by = describe_failure(exc, plan.batch_dir)
     if stopped_by is not None:
         reasons.append(stopped_by)
-        reasons += schedule.stop_everything(stopped_by)
-        executor.shutdown(wait=False, cancel_futures=True)
+        reasons += runs.stop_everything(stopped_by)
+        runs.shutdown(wait=False)
         wait(in_flight, timeout=grace_s)
         for future, run_id in in_flight.items():
             if future.done() and not future.cancelled() and future.exception() is None:
                 book.add_run(future.result())
             else:
-                book.add_run(schedule.unfinished(run_id, stopped_by))
+                book.add_run(runs.unfinished(run_id, stopped_by))
     else:
-        executor.shutdown(wait=True)
+        runs.shutdown(wait=True)
     return book.close(status, reasons)
+
+
+def _node_lost(record: RunRecord) -> bool:
+    failed = [a for a in record.attempts if a.infrastructureStatus == "failed"]
+    return bool(failed) and all(a.infrastructureKind == "node" for a in failed)
+
+
+ExecutorFactory = Callable[["Schedule"], RunExecutor]
+"""Makes the executor a schedule's runs execute on, from the schedule."""
+
+
+class LocalExecutor:
+    """This machine's threads: *concurrency* runs at once, sharing its engine and gateway."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self._schedule = schedule
+        self._slots = schedule.plan.concurrency
+        self._pool = ThreadPoolExecutor(max_workers=self._slots, thread_name_prefix="run")
+
+    def slots(self) -> int:
+        return self._slots
+
+    def submit(self, run_id: str) -> Future[RunRecord]:
+        return self._pool.submit(self._schedule.run, run_id)
+
+    def rule_stop(self) -> str | None:
+        return self._schedule.rule_stop
+
+    def stop_everything(self, reason: str) -> list[str]:
+        return self._schedule.stop_everything(reason)
+
+    def unfinished(self, run_id: str, reason: str) -> RunRecord:
+        return self._schedule.unfinished(run_id, reason)
+
+    def shutdown(self, *, wait: bool) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
 
 def _not_started(plan: BatchPlan, run_id: str) -> RunRecord:
@@ -316,7 +381,7 @@ def _not_started(plan: BatchPlan, run_id: str) -> RunRecord:
 
 
 @dataclass
-class _Schedule:
+class Schedule:
     """What every run of one schedule shares: the plan, the ports, the clocks, the deadline."""
 
     plan: BatchPlan
@@ -388,6 +453,17 @@ class _Schedule:
             )
             attempts.append(judge_attempt(cut))
         return self._record(run_id, attempts)
+
+    def failed(self, run_id: str, error: str, *, node_lost: bool = False) -> RunRecord:
+        """A run that came back as nothing but an infrastructure failure (from elsewhere)."""
+        seen = AttemptObservations(
+            attempt=1,
+            started_at=self.clock(),
+            duration_ms=0,
+            infrastructure_error=error,
+            infrastructure_kind="node" if node_lost else "engine",
+        )
+        return self._record(run_id, [judge_attempt(seen)])
 
     @staticmethod
     def _record(run_id: str, attempts: list[AttemptRecord]) -> RunRecord:

@@ -16,6 +16,7 @@ from agent_eval.models.behaviour import (
     VerifierLimits,
 )
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
+from agent_eval.models.cluster import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
 from agent_eval.models.fixture import CorrectCase, NegativeCase
 from agent_eval.models.gateway import (
@@ -95,6 +96,9 @@ __all__ = [
     "ModelIdentity",
     "ModelUpstream",
     "NegativeCase",
+    "NodeAssignment",
+    "NodeReady",
+    "NodeRunResult",
     "PayloadFile",
     "ProtectedInputs",
     "QualificationResult",
@@ -113,6 +117,7 @@ __all__ = [
     "RunnerRequest",
     "RunnerResources",
     "RunnerResponse",
+    "ShippedFile",
     "SolutionFile",
     "SourceIdentity",
     "SourcePin",

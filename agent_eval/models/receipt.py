@@ -217,9 +217,10 @@ class AttemptRecord(WireModel):
     """Why it failed; None exactly when success is true."""
     infrastructureStatus: Literal["ok", "failed"]
     """failed: the engine or cleanup broke; the attempt says nothing about the agent."""
-    infrastructureKind: Literal["engine", "provider", "disk", "stopped"] | None = None
+    infrastructureKind: Literal["engine", "provider", "disk", "stopped", "node"] | None = None
     """With a failed infrastructure: the engine (or a verifier) failed, the model provider
-    or the gateway did, the disk filled, or the batch was stopped during the attempt."""
+    or the gateway did, the disk filled, the batch was stopped during the attempt, or the
+    cluster node running it was lost."""
     failureKind: Literal["refused", "budget", "provider", "error"] | None = None
     """What the runner said of its failure (its response's failureKind), as it said it."""
     gateway: GatewayUse | None = None
@@ -230,6 +231,8 @@ class AttemptRecord(WireModel):
     """Tokens and cost as the runner's CLI reported them (None: it did not)."""
     resources: RunnerResources | None = None
     """The runner container's limits and use (None: no container ran)."""
+    node: str | None = Field(default=None, max_length=200)
+    """The cluster node that ran it (None: the machine that ran the batch)."""
     transcriptDigest: Digest | None = None
     """sha256 of attempt-<k>/transcript.jsonl: the CLI's own events as its adapter kept
     them (bounded, redacted); None when the runner kept none. Diagnostics, not evidence."""

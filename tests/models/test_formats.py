@@ -136,6 +136,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "transcriptDigest",
         "resources",
         "reportedUsage",
+        "node",
     },
     "ReviewDecision": {"run", "attempt", "solutionDigest", "decision", "reviewer", "reviewedAt"},
     "ArchivesManifest": {
@@ -243,6 +244,25 @@ FIELD_SETS: dict[str, set[str]] = {
     "VerifierAttempt": {"schemaVersion", "analysis", "behaviour"},
     "AnalysisFailure": {"analysisError"},
     "AnalysisErrorDetail": {"kind", "message"},
+    "ShippedFile": {"path", "data"},
+    "NodeReady": {"node", "engine", "slots", "notices"},
+    "NodeRunResult": {"node", "record", "files"},
+    "NodeAssignment": {
+        "batchId",
+        "config",
+        "environment",
+        "runnerImageId",
+        "verifierImageId",
+        "archives",
+        "archiveFiles",
+        "archivesDigest",
+        "consumerLockDigest",
+        "apiCatalogDigest",
+        "suiteDigest",
+        "projectFiles",
+        "receipt",
+        "remainingS",
+    },
 }
 
 DOCUMENTS = {

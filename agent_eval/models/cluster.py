@@ -1,0 +1,93 @@
+"""What the driver of a batch and its cluster nodes send each other.
+
+A node is given everything it needs to run the batch's runs as the driver
+would (the config, the archives, the suite's files, the identities every
+copy is checked against) and sends back, per run, its record and the files
+of its attempt directories; the driver checks those against the record's
+digests before any of them becomes evidence.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field
+
+from agent_eval.models.archives import ArchiveEntry
+from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, WireModel
+from agent_eval.models.receipt import Receipt, RunRecord
+from agent_eval.models.runner_config import RunnerConfig
+
+__all__ = ["NodeAssignment", "NodeReady", "NodeRunResult", "ShippedFile"]
+
+MAX_SHIPPED_FILES = 4096
+
+
+class ShippedFile(WireModel):
+    """One file sent between the driver and a node."""
+
+    # Wheels and solutions are bytes: JSON carries them as base64, never as text.
+    model_config = ConfigDict(
+        **WireModel.model_config, ser_json_bytes="base64", val_json_bytes="base64"
+    )
+
+    path: RelativePath
+    """Where it goes, relative to the directory the message names."""
+    data: bytes = Field(max_length=64 * 1024 * 1024)
+    """Its bytes."""
+
+
+class NodeAssignment(WireModel):
+    """What a node needs before its first run of a batch."""
+
+    batchId: NonEmptyStr
+    """The batch's id: the label of every container the node starts for it."""
+    config: RunnerConfig
+    """The batch's runner config, as the driver validated it."""
+    environment: dict[str, str]
+    """The allowlisted variables every runner container gets."""
+    runnerImageId: Digest
+    """The runner image's id on the driver's engine: the node's must be the same."""
+    verifierImageId: Digest
+    """The verifier image's id on the driver's engine: the node's must be the same."""
+    archives: list[ArchiveEntry]
+    """The candidate wheels, as archives.json lists them."""
+    archiveFiles: list[ShippedFile] = Field(max_length=MAX_SHIPPED_FILES)
+    """The wheels' bytes, by file name."""
+    archivesDigest: Digest
+    """sha256 of the batch's archives.json (what the consumer lock is bound to)."""
+    consumerLockDigest: Digest
+    """sha256 of the driver's consumer-lock.json: the node's must be the same."""
+    apiCatalogDigest: Digest
+    """The driver's API catalog digest: the node's analysis must use the same catalog."""
+    suiteDigest: Digest
+    """The suite's digest on the driver: the node's copy must have the same."""
+    projectFiles: list[ShippedFile] = Field(max_length=MAX_SHIPPED_FILES)
+    """The suite's files (tasks/, graders/), the dependency lock and the guides (packages/)."""
+    receipt: Receipt
+    """The batch's opened receipt: the node keeps a copy beside its lease, so that its
+    reaper can close the node's part of a batch whose actor died."""
+    remainingS: float = Field(ge=0)
+    """Seconds left of the batch's time budget when the assignment was sent."""
+
+
+class NodeReady(WireModel):
+    """A node that checked everything and takes runs."""
+
+    node: NonEmptyStr
+    """The node's name (its label, or its host and Ray node id)."""
+    engine: NonEmptyStr
+    """The address of the node's local engine."""
+    slots: int = Field(ge=1)
+    """Runs the node takes at once."""
+    notices: list[str]
+    """What its reaper did before (batches of the node whose actor had died)."""
+
+
+class NodeRunResult(WireModel):
+    """One run as a node ran it."""
+
+    node: NonEmptyStr
+    """The node that ran it."""
+    record: RunRecord
+    """The run's record, as the node's schedule wrote it."""
+    files: list[ShippedFile] = Field(max_length=MAX_SHIPPED_FILES)
+    """Every file of the run's attempt directories, relative to the run's directory."""

@@ -1,0 +1,128 @@
+"""The schedule through its executor boundary: where runs execute is the executor's, what a
+run's record means for the batch is the schedule's.
+
+A node lost mid-batch costs only the runs it held and the batch goes on with
+the nodes left, ending ``infrastructure-failure``; with no node left the runs
+not started are recorded as such; any other infrastructure failure from an
+executor stops the batch as on one machine; an executor that cannot be made
+still closes the receipt."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+from agent_eval.batch.schedule import LocalExecutor, Schedule, run_schedule
+from agent_eval.models import RunRecord
+from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, saved, writes
+
+
+class NodeExecutor:
+    """Two 'nodes' of one slot each: runs on the local executor, except that the runs in
+    *lost_runs* come back as their node lost (and that node takes no more runs)."""
+
+    def __init__(
+        self, schedule: Schedule, lost_runs: set[str], *, other_failure: bool = False
+    ) -> None:
+        self.local = LocalExecutor(schedule)
+        self.schedule = schedule
+        self.lost_runs = lost_runs
+        self.other_failure = other_failure
+        self.alive = 2
+        self.submitted: list[str] = []
+        self.lock = threading.Lock()
+
+    def slots(self) -> int:
+        return self.alive
+
+    def submit(self, run_id: str) -> Future[RunRecord]:
+        self.submitted.append(run_id)
+        if run_id not in self.lost_runs:
+            return self.local.submit(run_id)
+        future: Future[RunRecord] = Future()
+        if self.other_failure:
+            future.set_result(self.schedule.failed(run_id, "node n1 sent a changed file"))
+        else:
+            with self.lock:
+                self.alive -= 1
+            record = self.schedule.failed(run_id, "node n1 was lost", node_lost=True)
+            future.set_result(record)
+        return future
+
+    def rule_stop(self) -> str | None:
+        return None
+
+    def stop_everything(self, reason: str) -> list[str]:
+        return self.local.stop_everything(reason)
+
+    def unfinished(self, run_id: str, reason: str) -> RunRecord:
+        return self.local.unfinished(run_id, reason)
+
+    def shutdown(self, *, wait: bool) -> None:
+        self.local.shutdown(wait=wait)
+
+
+def test_a_lost_node_costs_only_its_run_and_the_others_go_on(tmp_path: Path) -> None:
+    made: list[NodeExecutor] = []
+
+    def executor(schedule: Schedule) -> NodeExecutor:
+        made.append(NodeExecutor(schedule, {"forms-2"}))
+        return made[0]
+
+    receipt = run_schedule(
+        plan(tmp_path), FakeRunner(writes("GOOD")), FakeVerifier(), executor=executor
+    )
+    assert receipt.status == "infrastructure-failure"
+    assert len(receipt.runs) == 18 and receipt.finalSuccesses == 17
+    (lost,) = [r for r in receipt.runs if not r.finalSuccess]
+    assert lost.runId == "forms-2"
+    assert (lost.attempts[0].infrastructureStatus, lost.attempts[0].infrastructureKind) == (
+        "failed",
+        "node",
+    )
+    assert receipt.reasons == [
+        "infrastructure failure in forms-2: the node running it was lost; the other runs went on"
+    ]
+    assert made[0].submitted == [r.runId for r in receipt.runs]
+    assert saved(tmp_path) == receipt
+
+
+def test_with_no_node_left_the_runs_not_started_are_recorded_as_such(tmp_path: Path) -> None:
+    first_two = {"core-validation-1", "storage-hash-1"}  # both nodes' first runs
+
+    def executor(schedule: Schedule) -> NodeExecutor:
+        return NodeExecutor(schedule, first_two)
+
+    receipt = run_schedule(
+        plan(tmp_path), FakeRunner(writes("GOOD")), FakeVerifier(), executor=executor
+    )
+    assert receipt.status == "infrastructure-failure"
+    not_started = [r for r in receipt.runs if not r.attempts]
+    assert len(receipt.runs) == 18 and len(not_started) == 16
+    assert receipt.reasons[-1].startswith("no node is left to run them; 16 run(s) not started: ")
+
+
+def test_any_other_failure_an_executor_reports_stops_the_batch(tmp_path: Path) -> None:
+    def executor(schedule: Schedule) -> NodeExecutor:
+        return NodeExecutor(schedule, {"storage-hash-1"}, other_failure=True)
+
+    receipt = run_schedule(
+        plan(tmp_path, concurrency=1), FakeRunner(writes("GOOD")), FakeVerifier(),
+        executor=executor,
+    )  # fmt: skip
+    assert receipt.status == "infrastructure-failure"
+    assert receipt.reasons == ["infrastructure failure in storage-hash-1; the batch stopped"]
+    assert len(receipt.runs) < 18
+
+
+def test_an_executor_that_cannot_be_made_still_closes_the_receipt(tmp_path: Path) -> None:
+    def executor(schedule: Schedule) -> NodeExecutor:
+        raise RuntimeError("no cluster")
+
+    receipt = run_schedule(
+        plan(tmp_path), FakeRunner(writes("GOOD")), FakeVerifier(), executor=executor
+    )
+    assert (receipt.status, receipt.runs) == ("infrastructure-failure", [])
+    assert receipt.reasons == ["the harness failed: RuntimeError: no cluster"]
+    assert saved(tmp_path).status == "infrastructure-failure"
