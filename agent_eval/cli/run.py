@@ -9,10 +9,12 @@ from pathlib import Path
 
 import click
 
+from agent_eval.batch.ports import RemoteRuns
 from agent_eval.batch.run import BatchOutcome, run_batch
 from agent_eval.batch.signals import stopping_on_signals
 from agent_eval.cli.common import reported_errors
 from agent_eval.cli.progress import MODES, Mode, make_display
+from agent_eval.cluster.ray_cluster import RayCluster
 from agent_eval.errors import AgentEvalError
 from agent_eval.project import find_project
 from agent_eval.report.render import write_report
@@ -85,8 +87,35 @@ def report_outcome(
     help="How progress is shown on stderr: a bar updated in place, one line per event, or "
     "nothing (auto: the bar on a terminal, lines otherwise).",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the runs execute: this machine, or the nodes of a Ray cluster (each with "
+    "its own local engine holding the same images; see the README).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="HOST:PORT",
+    help="The Ray cluster's address (with --executor ray).",
+)
+@click.option(
+    "--ray-node-ip",
+    default=None,
+    metavar="IP",
+    help="This machine's address in the Ray cluster (with --executor ray; default: Ray's "
+    "own guess).",
+)
 def eval_agent_command(
-    runner_config: Path, project: Path | None, only: tuple[str, ...], progress: Mode
+    runner_config: Path,
+    project: Path | None,
+    only: tuple[str, ...],
+    progress: Mode,
+    executor: str,
+    ray_address: str | None,
+    ray_node_ip: str | None,
 ) -> None:
     """Run the 18 scheduled runs; print {"status","receipt","firstSuccesses","finalSuccesses"}.
 
@@ -98,6 +127,7 @@ def eval_agent_command(
     """
     with reported_errors():
         located = find_project(project)
+        remote = _remote(executor, ray_address, ray_node_ip)
     display = make_display(progress, sys.stderr, "eval-agent")
     with stopping_on_signals() as signals:
         try:
@@ -108,9 +138,20 @@ def eval_agent_command(
                 progress=display,
                 notice=display.say,
                 only=only,
+                remote=remote,
             )
         finally:
             display.close()
         signals.settle()
         report_outcome(outcome, located.root, display.say)
     sys.exit(outcome.exit_code)
+
+
+def _remote(executor: str, address: str | None, node_ip: str | None) -> RemoteRuns | None:
+    if executor == "local":
+        if address is not None or node_ip is not None:
+            raise click.UsageError("--ray-address and --ray-node-ip go with --executor ray")
+        return None
+    if not address:
+        raise click.UsageError("--executor ray needs --ray-address HOST:PORT")
+    return RayCluster(address, node_ip=node_ip)

@@ -41,6 +41,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset({"layout"}),
     "trial": LEAVES | {"engine", "images", "suite", "batch", "verdict", "verification"},
+    "cluster": LEAVES | {"engine", "suite", "batch", "verification"},
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__", "cli"}
 """Per package (the first name below ``agent_eval``), the other packages it may import."""
@@ -118,6 +119,16 @@ def test_only_the_docker_engine_imports_docker() -> None:
         if any(n == "docker" or n.startswith("docker.") for n in _runtime_imports(path, module))
     )
     assert importers == ["agent_eval.engine.docker_engine"]
+
+
+def test_only_the_ray_executor_imports_ray() -> None:
+    # The base install has no Ray: anything else importing it would break it.
+    importers = sorted(
+        module
+        for module, path in MODULES
+        if any(n == "ray" or n.startswith("ray.") for n in _runtime_imports(path, module))
+    )
+    assert importers == ["agent_eval.cluster.ray_cluster"]
 
 
 def test_verification_never_imports_the_batch() -> None:

@@ -33,7 +33,10 @@ class PrivateEngine:
     like a separately managed service, lives on meanwhile.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, netns: str | None = None) -> None:
+        # Inside *netns* when given (a network namespace the test made); nsenter changes the
+        # network namespace only (ip netns exec would remount /sys, hiding the cgroups).
+        self.prefix = ["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []
         # A short directory of its own: a Unix socket path has at most 107 bytes.
         self.root = Path(tempfile.mkdtemp(prefix="ae-engine-", dir="/tmp"))
         self.socket = self.root / "docker.sock"
@@ -59,7 +62,11 @@ class PrivateEngine:
     def _spawn(self, command: list[str], log_name: str) -> subprocess.Popen[bytes]:
         with (self.root / log_name).open("ab") as log:
             return subprocess.Popen(
-                command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+                [*self.prefix, *command],
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
 
     def start(self, timeout_s: float = 60.0) -> None:

@@ -1,0 +1,235 @@
+"""One cluster node's part of a batch: checked against the driver, then running whole runs.
+
+A node runs runs exactly as the driver would on its own machine: the same
+schedule code, against the node's own local engine, consumer and verifier.
+Before its first run it proves it holds what the driver holds: the runner
+and verifier images by id (nodes never pull), the suite by digest, and a
+consumer whose lock and API catalog have the driver's digests. Its evidence
+stays under its own root (beside a lease and a copy of the receipt, so that
+its reaper can close a batch whose actor died with the node) only until the
+driver has the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agent_eval.batch.lease import HeldLease, held
+from agent_eval.batch.reaper import reap
+from agent_eval.batch.run import batch_consumer, batch_plan
+from agent_eval.batch.runner_container import ContainerRunner
+from agent_eval.batch.schedule import Schedule
+from agent_eval.digests import file_sha256, regular_files
+from agent_eval.engine import ContainerEngine, remove_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.errors import AgentEvalError, ConfigError
+from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
+from agent_eval.layout import RunDirectory
+from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
+from agent_eval.project import Project
+from agent_eval.suite.tasks import load_suite
+from agent_eval.verification.container.verifier import batch_verifier_factory
+from agent_eval.verification.protocol import Verifier, VerifierContext
+
+__all__ = ["NodeWorker", "node_name", "write_shipped"]
+
+
+def node_name(label: str | None, node_id: str) -> str:
+    """A node's name in the evidence: its operator's label, else its host and node id."""
+    return label or f"{socket.gethostname()}/{node_id[:12]}"
+
+
+def write_shipped(root: Path, files: list[ShippedFile]) -> None:
+    """Write *files* under *root* (their paths are relative and checked by the model)."""
+    for shipped in files:
+        target = root / shipped.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(target, shipped.data)
+
+
+class NodeWorker:
+    """A node's side of one batch; its methods are called from several threads at once."""
+
+    def __init__(
+        self,
+        name: str,
+        root: Path,
+        slots: int,
+        *,
+        connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.name = name
+        self.root = root
+        self.slots = slots
+        self._connect = connect
+        self._clock = clock
+        self._stack = contextlib.ExitStack()
+        self._lease: HeldLease | None = None
+        self._engine: ContainerEngine | None = None
+        self._schedule: Schedule | None = None
+        self._batch_id: str | None = None
+
+    @property
+    def _evidence(self) -> RunDirectory:
+        assert self._batch_id is not None
+        return RunDirectory(self.root / self._batch_id)
+
+    @property
+    def _work(self) -> Path:
+        assert self._batch_id is not None
+        return self.root / ".work" / self._batch_id
+
+    def prepare(self, assignment: NodeAssignment) -> NodeReady:
+        """Check the node against the driver's identities and make it ready to run runs.
+
+        Raises:
+            AgentEvalError: Something differs from the driver, or cannot be prepared.
+        """
+        config = assignment.config
+        # The node's own engine (its DOCKER_HOST): the driver's runtimePath names the driver's.
+        self._engine = engine = self._connect(None)
+        self.root.mkdir(parents=True, exist_ok=True)
+        notices = []
+        for reaped in reap(self.root, engine, clock=self._clock):
+            notices.append(reaped.describe())
+            if not reaped.problems:
+                # The driver's run directory is the evidence; the node's copy was a staging area.
+                shutil.rmtree(reaped.run_dir, ignore_errors=True)
+        self._batch_id = assignment.batchId
+        self._evidence.root.mkdir(parents=True, exist_ok=False)
+        self._lease = self._stack.enter_context(
+            held(self._evidence.root, assignment.batchId, self._clock)
+        )
+        self._lease.bind_engine(engine.address)
+        write_model_atomic(self._evidence.receipt, assignment.receipt)
+        for what, reference, wanted in (
+            ("runnerImage", config.runnerImage, assignment.runnerImageId),
+            ("verifierImage", config.verifierImage, assignment.verifierImageId),
+        ):
+            found = engine.resolve_image(reference).image_id
+            if found != wanted:
+                raise ConfigError(
+                    f"{what} {reference} is {found} on node {self.name} but {wanted} on the "
+                    "driver; load the driver's image on the node (docker save | docker load)"
+                )
+        project = self._project(assignment)
+        if (digest := project.suite_digest()) != assignment.suiteDigest:
+            raise ConfigError(
+                f"the suite sent to node {self.name} has digest {digest}, not the driver's "
+                f"{assignment.suiteDigest}"
+            )
+        suite = load_suite(project.tasks, graders_dir=project.graders)
+        archives_dir = self._work / "archives"
+        write_shipped(archives_dir, assignment.archiveFiles)
+        consumer = batch_consumer(
+            engine, project, suite, assignment.verifierImageId, archives_dir,
+            assignment.archives, self._work, assignment.batchId,
+        )  # fmt: skip
+        write_model_atomic(self._evidence.consumer_lock, consumer.lock(assignment.archivesDigest))
+        if (lock := file_sha256(self._evidence.consumer_lock)) != assignment.consumerLockDigest:
+            raise ConfigError(
+                f"the consumer prepared on node {self.name} has lock {lock}, not the driver's "
+                f"{assignment.consumerLockDigest}: its verifier image or archives differ"
+            )
+        if (catalog := consumer.catalog.digest()) != assignment.apiCatalogDigest:
+            raise ConfigError(
+                f"the API catalog on node {self.name} is {catalog}, not the driver's "
+                f"{assignment.apiCatalogDigest}"
+            )
+        verifier: Verifier = batch_verifier_factory(project)(
+            VerifierContext(
+                engine=engine,
+                image_id=assignment.verifierImageId,
+                consumer_dir=consumer.root,
+                batch_id=assignment.batchId,
+                slots=self.slots,
+                work_dir=self._work / "verifier",
+            )
+        )
+        runner = ContainerRunner(
+            engine,
+            config=config,
+            image_id=assignment.runnerImageId,
+            consumer_dir=consumer.root,
+            batch_id=assignment.batchId,
+            environment=assignment.environment,
+        )
+        plan = batch_plan(
+            config,
+            suite,
+            batch_dir=self._evidence.root,
+            work_dir=self._work,
+            run_ids=[],
+            concurrency=self.slots,
+            consumer_root=consumer.root,
+            receipt=assignment.receipt,
+            environment=assignment.environment,
+        )
+        self._schedule = Schedule(
+            plan,
+            runner,
+            verifier,
+            clock=self._clock,
+            monotonic=time.monotonic,
+            deadline=time.monotonic() + assignment.remainingS,
+        )
+        return NodeReady(node=self.name, engine=engine.address, slots=self.slots, notices=notices)
+
+    def _project(self, assignment: NodeAssignment) -> Project:
+        root = self._work / "project"
+        write_shipped(root, assignment.projectFiles)
+        for part in ("packages", "tasks", "graders", "fixtures"):
+            (root / part).mkdir(parents=True, exist_ok=True)
+        return Project(
+            root=root,
+            packages=root / "packages",
+            tasks=root / "tasks",
+            graders=root / "graders",
+            fixtures=root / "fixtures",
+            evidence=self.root,
+        )
+
+    def run(self, run_id: str, remaining_s: float) -> NodeRunResult:
+        """Run one scheduled run and send back its record and its attempt directories."""
+        schedule = self._schedule
+        if schedule is None:
+            raise ConfigError(f"node {self.name} was given a run before it was prepared")
+        # The batch's deadline, as the driver sees it now (the clocks of two machines differ).
+        schedule.deadline = min(schedule.deadline, time.monotonic() + remaining_s)
+        record = schedule.run(run_id)
+        run_dir = self._evidence.root / "runs" / run_id
+        files = []
+        if run_dir.is_dir():
+            for rel in regular_files(run_dir):
+                files.append(ShippedFile(path=rel, data=(run_dir / rel).read_bytes()))
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return NodeRunResult(node=self.name, record=record, files=files)
+
+    def stop(self, reason: str) -> list[str]:
+        """Stop every attempt in flight on the node."""
+        return self._schedule.stop_everything(reason) if self._schedule is not None else []
+
+    def close(self) -> list[str]:
+        """Remove the batch's containers and files from the node; give its lease up if done."""
+        problems: list[str] = []
+        if self._engine is not None and self._batch_id is not None:
+            try:
+                remove_leftovers(self._engine, self._batch_id)
+            except AgentEvalError as exc:
+                problems.append(f"node {self.name}: {exc}")
+        if self._batch_id is not None:
+            shutil.rmtree(self._work, ignore_errors=True)
+            if self._work.exists():
+                problems.append(f"node {self.name}: could not remove {self._work}")
+        if self._lease is not None and not problems:
+            self._lease.release()
+            shutil.rmtree(self._evidence.root, ignore_errors=True)
+        self._stack.close()
+        return problems

@@ -1,0 +1,344 @@
+"""The Ray executor: a batch's runs on the nodes of a Ray cluster, one local engine per node.
+
+The driver (eval-agent) does the preflight, packing, its own consumer and
+every write of the receipt, as on one machine. Each node advertising
+:data:`RESOURCE` gets one actor, pinned to it, holding that node's engine,
+consumer and verifier (:class:`~agent_eval.cluster.node.NodeWorker`); the
+driver hands a run to a node only when the node has a free slot, so it
+always knows which runs a node had started and which were still queued.
+Nothing is ever retried by Ray (``max_restarts=0``, ``max_task_retries=0``):
+a run that may have started a container is never run twice. A node lost
+mid-run costs the runs it held, recorded as infrastructure failures naming
+it; the queued ones go to the other nodes. Ray is imported here only, so
+the base install does without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_eval.batch.ports import RemoteContext
+from agent_eval.batch.progress import ProgressEvent
+from agent_eval.batch.schedule import ExecutorFactory, Schedule
+from agent_eval.cluster.arrival import accept_run
+from agent_eval.cluster.node import NodeWorker, node_name
+from agent_eval.digests import regular_files
+from agent_eval.errors import AgentEvalError, ConfigError
+from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, RunRecord, ShippedFile
+from agent_eval.project import CACHE_DIRS
+
+__all__ = ["NODE_LABEL_ENV", "NODE_ROOT_ENV", "RESOURCE", "RayCluster", "assignment_for"]
+
+RESOURCE = "agent_eval_engine"
+"""The custom resource a node advertises for its local engine: its count is the runs it
+takes at once (``ray start --resources='{"agent_eval_engine": 2}'``)."""
+NODE_LABEL_ENV = "AGENT_EVAL_NODE"
+"""The node's name in the evidence, from the environment of its ``ray start``."""
+NODE_ROOT_ENV = "AGENT_EVAL_NODE_ROOT"
+"""Where the node keeps its part of a batch (default: /var/tmp/agent-eval-node)."""
+DEFAULT_NODE_ROOT = Path("/var/tmp/agent-eval-node")
+PREPARE_TIMEOUT_S = 900.0
+"""A node prepares its consumer and verifier in about the time the driver does."""
+CALL_TIMEOUT_S = 120.0
+"""Stopping or cleaning up a node's containers."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "the ray executor needs Ray, an optional extra: pip install 'agent-eval[ray]'"
+        ) from None
+    return ray
+
+
+class NodeActor:
+    """What runs on a node, inside Ray: a :class:`NodeWorker` behind JSON messages.
+
+    Answers are ``("ok", json)`` or ``("error", message)``: an error of the
+    harness travels as words, never as a pickled exception.
+    """
+
+    def __init__(self, slots: int) -> None:
+        ray = _ray()
+        node_id = ray.get_runtime_context().get_node_id()
+        root = Path(os.environ.get(NODE_ROOT_ENV) or DEFAULT_NODE_ROOT)
+        self._worker = NodeWorker(node_name(os.environ.get(NODE_LABEL_ENV), node_id), root, slots)
+
+    def prepare(self, assignment: bytes) -> tuple[str, str]:
+        try:
+            ready = self._worker.prepare(NodeAssignment.model_validate_json(assignment))
+        except AgentEvalError as exc:
+            return "error", f"node {self._worker.name}: {exc}"
+        return "ok", ready.model_dump_json()
+
+    def run(self, run_id: str, remaining_s: float) -> tuple[str, str]:
+        try:
+            return "ok", self._worker.run(run_id, remaining_s).model_dump_json()
+        except AgentEvalError as exc:
+            return "error", f"node {self._worker.name}: {exc}"
+
+    def stop(self, reason: str) -> list[str]:
+        return self._worker.stop(reason)
+
+    def close(self) -> list[str]:
+        return self._worker.close()
+
+
+@dataclass
+class _Node:
+    actor: Any
+    name: str
+    slots: int
+    busy: int = 0
+    lost: str | None = None
+    """Why the node is gone, once a call found it so."""
+    ready: bool = False
+
+
+@dataclass
+class RayCluster:
+    """A Ray cluster a batch's runs execute on (:class:`~agent_eval.batch.ports.RemoteRuns`)."""
+
+    address: str
+    """The cluster's GCS address (``host:port``)."""
+    node_ip: str | None = None
+    """The driver's own address in the cluster (otherwise Ray works it out itself, by
+    asking the network how it would reach an outside address)."""
+    _nodes: list[_Node] = field(default_factory=list)
+    _connected: bool = False
+
+    def prepare(self, context: RemoteContext) -> ExecutorFactory:
+        if context.gateway:
+            raise ConfigError(
+                "a runner with models cannot run on a cluster yet: its model gateway's "
+                "sockets are on the driver, and each node would need a gateway of its own; "
+                "run it with --executor local"
+            )
+        ray = _ray()
+        options: dict[str, Any] = {"address": self.address}
+        if self.node_ip is not None:
+            options["_node_ip_address"] = self.node_ip
+        try:
+            ray.init(
+                **options,
+                logging_level="warning",
+                log_to_driver=False,
+                namespace=f"agent-eval-{context.receipt.batchId}",
+            )
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError…
+            raise ConfigError(f"cannot join the Ray cluster at {self.address}: {exc}") from exc
+        self._connected = True
+        _errors_to(ray, context.notice)
+        self._start_actors(ray)
+        assignment = ray.put(assignment_for(context).model_dump_json().encode())
+        answers = [n.actor.prepare.remote(assignment) for n in self._nodes]
+        problems = []
+        for node, answer in zip(self._nodes, answers, strict=True):
+            try:
+                kind, payload = ray.get(answer, timeout=PREPARE_TIMEOUT_S)
+            except Exception as exc:
+                problems.append(f"node {node.name} could not be prepared: {_said(exc)}")
+                continue
+            if kind != "ok":
+                problems.append(payload)
+                continue
+            ready = NodeReady.model_validate_json(payload)
+            node.name, node.ready = ready.node, True
+            for line in ready.notices:
+                context.notice(f"node {ready.node}: {line}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+        names = ", ".join(sorted(f"{n.name} ({n.slots} at a time)" for n in self._nodes))
+        context.progress(ProgressEvent(f"nodes ready: {names}"))
+        return lambda schedule: _RayExecutor(ray, self._nodes, schedule, context)
+
+    def _start_actors(self, ray: Any) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get(RESOURCE, 0) >= 1]
+        if not nodes:
+            raise ConfigError(
+                f"no node of the Ray cluster at {self.address} advertises {RESOURCE}: start "
+                f"each node that has a local engine with --resources='{{\"{RESOURCE}\": 2}}'"
+            )
+        remote = ray.remote(NodeActor)
+        for found in sorted(nodes, key=lambda n: str(n["NodeID"])):
+            slots = int(found["Resources"][RESOURCE])
+            actor = remote.options(
+                num_cpus=0,
+                resources={RESOURCE: slots},
+                scheduling_strategy=NodeAffinitySchedulingStrategy(found["NodeID"], soft=False),
+                max_restarts=0,
+                max_task_retries=0,
+                max_concurrency=slots + 2,  # its runs, and a stop while they run
+            ).remote(slots)
+            self._nodes.append(_Node(actor, str(found["NodeID"])[:12], slots))
+
+    def close(self) -> list[str]:
+        if not self._connected:
+            return []
+        ray = _ray()
+        problems: list[str] = []
+        calls = [(n, n.actor.close.remote()) for n in self._nodes if n.lost is None]
+        for node, call in calls:
+            try:
+                problems += ray.get(call, timeout=CALL_TIMEOUT_S)
+            except Exception as exc:
+                node.lost = node.lost or _said(exc)
+        for node in self._nodes:
+            if node.lost is not None:
+                problems.append(
+                    f"node {node.name} was lost ({node.lost}): what it ran for this batch is "
+                    "removed by its reaper when it next prepares for a batch"
+                )
+            with contextlib.suppress(Exception):  # the actor may be gone with its node
+                ray.kill(node.actor)
+        ray.shutdown()
+        self._connected = False
+        return problems
+
+
+def _errors_to(ray: Any, notice: Callable[[str], None]) -> None:
+    """Send what the cluster reports to the driver (a node that died, …) to *notice*.
+
+    Ray prints those messages on the driver's stdout, where eval-agent owes
+    its caller exactly one JSON line; the hook is its module-level printer.
+    """
+    worker = getattr(getattr(ray, "_private", None), "worker", None)
+    if worker is None or not hasattr(worker, "print_to_stdstream"):
+        raise ConfigError(
+            f"this Ray ({ray.__version__}) prints the cluster's messages where eval-agent "
+            "writes its result; install the version agent-eval[ray] names"
+        )
+
+    def forward(data: dict[str, Any], ignore_prefix: bool) -> None:
+        for line in data.get("lines", []):
+            notice(f"ray ({data.get('pid', '?')}): {str(line).strip()[:2000]}")
+
+    worker.print_to_stdstream = forward
+
+
+def _said(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+
+
+def assignment_for(context: RemoteContext) -> NodeAssignment:
+    """What every node is sent: the config, the archives, the suite and the identities."""
+    project = context.project
+    files: list[ShippedFile] = []
+    for prefix, root in (("tasks", project.tasks), ("graders", project.graders)):
+        for rel in regular_files(root, skip_dirs=CACHE_DIRS, skip_suffixes=(".pyc", ".pyo")):
+            files.append(ShippedFile(path=f"{prefix}/{rel}", data=(root / rel).read_bytes()))
+    lock = project.packages / "requirements.lock"
+    if lock.is_file():
+        files.append(ShippedFile(path="packages/requirements.lock", data=lock.read_bytes()))
+    for name, guide in project.guides().items():
+        files.append(ShippedFile(path=f"packages/{name}/GUIDE.md", data=guide.read_bytes()))
+    archives = [
+        ShippedFile(path=a.filename, data=(context.archives_dir / a.filename).read_bytes())
+        for a in context.archives
+    ]
+    return NodeAssignment(
+        batchId=context.receipt.batchId,
+        config=context.config,
+        environment=context.environment,
+        runnerImageId=context.runner_image_id,
+        verifierImageId=context.verifier_image_id,
+        archives=context.archives,
+        archiveFiles=archives,
+        archivesDigest=context.archives_digest,
+        consumerLockDigest=context.lock_digest,
+        apiCatalogDigest=context.catalog_digest,
+        suiteDigest=project.suite_digest(),
+        projectFiles=files,
+        receipt=context.receipt,
+        remainingS=context.config.batchTimeoutMs / 1000,
+    )
+
+
+class _RayExecutor:
+    """Hands each run to a node with a free slot and waits for it on a driver thread."""
+
+    def __init__(
+        self, ray: Any, nodes: list[_Node], schedule: Schedule, context: RemoteContext
+    ) -> None:
+        self._ray = ray
+        self._nodes = nodes
+        self._schedule = schedule
+        self._progress: Callable[[ProgressEvent], None] = context.progress
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(
+            max_workers=sum(n.slots for n in nodes), thread_name_prefix="node-run"
+        )
+
+    def slots(self) -> int:
+        with self._lock:
+            return sum(n.slots for n in self._nodes if n.lost is None)
+
+    def submit(self, run_id: str) -> Future[RunRecord]:
+        with self._lock:
+            free = [n for n in self._nodes if n.lost is None and n.busy < n.slots]
+            if not free:
+                raise RuntimeError("a run was submitted with no free slot on any node")
+            node = min(free, key=lambda n: n.busy / n.slots)
+            node.busy += 1
+        remaining = max(0.0, self._schedule.deadline - self._schedule.monotonic())
+        call = node.actor.run.remote(run_id, remaining)
+        self._progress(ProgressEvent(f"{run_id}: started on node {node.name}", run_id, "running"))
+        return self._pool.submit(self._arrival, node, run_id, call)
+
+    def _arrival(self, node: _Node, run_id: str, call: Any) -> RunRecord:
+        exceptions = self._ray.exceptions
+        try:
+            kind, payload = self._ray.get(call)
+        except (exceptions.RayActorError, exceptions.NodeDiedError) as exc:
+            with self._lock:
+                node.lost = node.lost or _said(exc)
+            return self._schedule.failed(
+                run_id,
+                f"node {node.name} was lost during this run ({_said(exc)}); the attempts it "
+                "ran there are lost with it",
+                node_lost=True,
+            )
+        except Exception as exc:  # the node's harness failed: stop, as on one machine
+            return self._schedule.failed(run_id, f"node {node.name} failed: {_said(exc)}")
+        finally:
+            with self._lock:
+                node.busy -= 1
+        if kind != "ok":
+            return self._schedule.failed(run_id, payload)
+        try:
+            result = NodeRunResult.model_validate_json(payload)
+            return accept_run(result, run_id, self._schedule.plan.batch_dir)
+        except (AgentEvalError, ValueError) as exc:
+            return self._schedule.failed(run_id, f"node {node.name}: {exc}")
+
+    def rule_stop(self) -> str | None:
+        return None  # no gateway on a cluster yet: no served model or token budget to judge
+
+    def stop_everything(self, reason: str) -> list[str]:
+        self._schedule.stop_everything(reason)
+        calls = [(n, n.actor.stop.remote(reason)) for n in self._nodes if n.lost is None]
+        problems: list[str] = []
+        for node, call in calls:
+            try:
+                problems += self._ray.get(call, timeout=CALL_TIMEOUT_S)
+            except Exception as exc:
+                problems.append(f"stopping the runs on node {node.name}: {_said(exc)}")
+        return problems
+
+    def unfinished(self, run_id: str, reason: str) -> RunRecord:
+        return self._schedule.unfinished(run_id, reason)
+
+    def shutdown(self, *, wait: bool) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)

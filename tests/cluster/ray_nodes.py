@@ -1,0 +1,243 @@
+"""A Ray cluster on this machine that cannot reach anything else: a head and worker nodes,
+each worker with a container engine of its own, all in a network namespace with only a
+loopback interface.
+
+Ray looks outward unless told not to (usage statistics, the cloud-metadata
+address, outside name lookups); every switch known to stop that is set here,
+and the namespace stops whatever a missed one would still send. Its control
+services require a token. Each node is a ``ray start --block`` in a session
+of its own; it is stopped by signalling exactly the processes of that
+session, never by ``ray stop`` (which stops every Ray process of the machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.faults.engines import PrivateEngine
+
+BIN = Path(sys.executable).parent
+RESOURCE = "agent_eval_engine"
+HEAD_PORT = 6379
+
+
+def ray_environment(home: Path, token: str) -> dict[str, str]:
+    """What every process of the cluster, and its driver, runs with."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    return env | {
+        "HOME": str(home),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/",
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": token,
+    }
+
+
+def session_members(leader: int) -> list[int]:
+    """Every process of the session *leader* started (its own pid included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            # A zombie has ended; only its parent's wait removes it.
+            if int(fields[3]) == leader and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def stop_session(leader: int, timeout_s: float = 30.0, sig: int = signal.SIGTERM) -> None:
+    """Signal every process of *leader*'s session; SIGKILL those left after *timeout_s*."""
+    for pid in session_members(leader):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    deadline = time.monotonic() + timeout_s
+    while session_members(leader) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in session_members(leader):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while session_members(leader) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+@dataclass
+class Worker:
+    """A worker node: its engine, its directory, and its ``ray start`` once started."""
+
+    name: str
+    engine: PrivateEngine
+    root: Path
+    slots: int
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def socket(self) -> str:
+        return str(self.engine.socket)
+
+
+@dataclass
+class RayCluster:
+    """A head and workers in namespace *netns*; :meth:`close` stops what it started."""
+
+    netns: str
+    root: Path
+    token: str = field(default_factory=lambda: secrets.token_hex(32))
+    head: subprocess.Popen[bytes] | None = None
+    workers: list[Worker] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{HEAD_PORT}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return ray_environment(self.root / "home", self.token)
+
+    def in_netns(self, *command: str) -> list[str]:
+        # The network namespace only: `ip netns exec` would also remount /sys.
+        return ["nsenter", f"--net=/run/netns/{self.netns}", "--", *command]
+
+    def _start(self, command: list[str], log: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with (self.root / log).open("ab") as out:
+            return subprocess.Popen(
+                self.in_netns(*command),
+                stdout=out,
+                stderr=out,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+
+    def start_head(self) -> None:
+        # fmt: off
+        self.head = self._start(
+            [
+                str(BIN / "ray"), "start", "--head", "--block",
+                "--node-ip-address=127.0.0.1", f"--port={HEAD_PORT}",
+                "--include-dashboard=false", "--disable-usage-stats",
+                "--num-cpus=0", "--memory=500000000", "--object-store-memory=100000000",
+                "--dashboard-agent-listen-port=52365",
+                f"--temp-dir={self.root / 'ray'}",
+            ],
+            "head.log",
+            self.env,
+        )
+        # fmt: on
+        self.wait_for_nodes(0)
+
+    def start_worker(self, worker: Worker) -> None:
+        """Start *worker*'s node (again, after a kill) and wait until the head sees it."""
+        index = self.workers.index(worker) + 1
+        env = self.env | {
+            "DOCKER_HOST": f"unix://{worker.socket}",
+            "AGENT_EVAL_NODE": worker.name,
+            "AGENT_EVAL_NODE_ROOT": str(worker.root),
+        }
+        alive = self.alive_workers()
+        # fmt: off
+        worker.process = self._start(
+            [
+                str(BIN / "ray"), "start", "--block", f"--address={self.address}",
+                "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                f'--resources={{"{RESOURCE}": {worker.slots}}}',
+                "--memory=1000000000", "--object-store-memory=100000000",
+                f"--dashboard-agent-listen-port={52365 + index}",
+            ],
+            f"{worker.name}.log",
+            env,
+        )
+        # fmt: on
+        self.wait_for_nodes(alive + 1)
+
+    def kill_worker(self, worker: Worker) -> None:
+        """The node is lost: every process of it killed at once (its engine lives on)."""
+        assert worker.process is not None
+        stop_session(worker.process.pid, timeout_s=0, sig=signal.SIGKILL)
+        worker.process.wait(timeout=30)
+
+    def alive_workers(self) -> int:
+        script = (
+            f"import ray; ray.init(address='{self.address}', logging_level='error', "
+            "log_to_driver=False); print(sum(1 for n in ray.nodes() "
+            f"if n['Alive'] and n['Resources'].get('{RESOURCE}')))"
+        )
+        done = subprocess.run(
+            self.in_netns(str(BIN / "python"), "-c", script),
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+            check=False,
+        )
+        lines = done.stdout.strip().splitlines()
+        return int(lines[-1]) if done.returncode == 0 and lines else -1
+
+    def wait_for_nodes(self, count: int, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.alive_workers() == count:
+                return
+            for process, log in [(self.head, "head.log")] + [
+                (w.process, f"{w.name}.log") for w in self.workers
+            ]:
+                if process is not None and process.poll() is not None and process is self.head:
+                    raise RuntimeError(f"the head exited: {self.log(log)}")
+            time.sleep(0.5)
+        raise RuntimeError(f"{count} worker(s) did not join: {self.log('head.log')}")
+
+    def log(self, name: str) -> str:
+        with contextlib.suppress(OSError):
+            return (self.root / name).read_text(errors="replace")[-3000:]
+        return ""
+
+    def close(self) -> None:
+        for process in [*(w.process for w in self.workers), self.head]:
+            if process is not None:
+                stop_session(process.pid)
+                process.wait(timeout=30)
+        for worker in self.workers:
+            worker.engine.close()
+        subprocess.run(["ip", "netns", "delete", self.netns], check=False, capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def ray_cluster(images: list[str], workers: int = 2, slots: int = 1) -> Iterator[RayCluster]:
+    """A head and *workers* nodes, each worker's engine holding *images* (by id)."""
+    root = Path(tempfile.mkdtemp(prefix="ae-ray-", dir="/tmp"))
+    netns = f"ae-ray-{secrets.token_hex(4)}"
+    subprocess.run(["ip", "netns", "add", netns], check=True, capture_output=True)
+    cluster = RayCluster(netns, root)
+    try:
+        subprocess.run(
+            cluster.in_netns("ip", "link", "set", "lo", "up"), check=True, capture_output=True
+        )
+        home = root / "home"
+        home.mkdir()
+        # With no bootstrap config, Ray asks the cloud-metadata address where it runs.
+        (home / "ray_bootstrap_config.yaml").write_text("{}\n")
+        for index in range(1, workers + 1):
+            engine = PrivateEngine(netns)
+            cluster.workers.append(Worker(f"worker-{index}", engine, root / f"node-{index}", slots))
+            engine.start()
+            engine.load_images(images)
+        cluster.start_head()
+        for worker in cluster.workers:
+            cluster.start_worker(worker)
+        yield cluster
+    finally:
+        cluster.close()

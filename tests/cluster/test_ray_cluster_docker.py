@@ -1,0 +1,183 @@
+"""Whole batches on a Ray cluster of this machine: a head and two workers, one engine each.
+
+Everything runs inside a network namespace with only a loopback interface
+(tests/cluster/ray_nodes.py), the driver included: eval-agent joins the
+cluster with its token, hands runs to the nodes' actors, and writes every
+piece of evidence itself. The oracle batch runs on both workers and verifies
+like one run on one machine; a worker killed mid-batch costs only the run it
+held, its containers are reaped when it takes work again, and nothing is
+left on any engine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
+from agent_eval.images.build import image_for_checkout
+from agent_eval.models import Receipt
+from tests.batches import BIN, check, project_copy, write_config
+from tests.cluster.ray_nodes import RayCluster, Worker, ray_cluster, session_members
+from tests.faults.engines import containers_of
+from tests.faults.test_faults_docker import OUTCOME_RULES, slow_oracle
+from tests.paths import REPO
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
+    connected = connect_local_engine()
+    yield connected
+    connected.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(engine: ContainerEngine) -> Iterator[RayCluster]:
+    images = [image_for_checkout(engine, REPO, name) for name in ("reference-runner", "verifier")]
+    with ray_cluster(images, workers=2, slots=1) as started:
+        yield started
+    # Every process the cluster started is gone with it (stopped by session, not by name).
+    leaders = [started.head, *(w.process for w in started.workers)]
+    assert all(session_members(p.pid) == [] for p in leaders if p is not None)
+
+
+class ClusterBatch:
+    """One eval-agent on the cluster, run in its namespace with its token."""
+
+    def __init__(self, cluster: RayCluster, project: Path, config: Path, *extra: str) -> None:
+        self.project = project
+        self.process = subprocess.Popen(
+            cluster.in_netns(
+                *(str(BIN / "eval-agent"), "--runner-config", str(config)),
+                *("--project", str(project), "--executor", "ray"),
+                *("--ray-address", cluster.address, "--ray-node-ip", "127.0.0.1"),
+                *("--progress", "lines", *extra),
+            ),
+            env=cluster.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.stderr = ""
+
+    def run_dirs(self) -> list[Path]:
+        return sorted(p for p in (self.project / "evidence").glob("*") if p.name[0] != ".")
+
+    def receipt(self) -> Receipt:
+        (run_dir,) = self.run_dirs()
+        return Receipt.model_validate_json((run_dir / "receipt.json").read_bytes())
+
+    def runs_recorded(self) -> int:
+        try:
+            (run_dir,) = self.run_dirs()
+            return len(json.loads((run_dir / "receipt.json").read_text())["runs"])
+        except (OSError, ValueError):
+            return 0
+
+    def finish(self, timeout_s: float = 900) -> tuple[int, dict[str, Any]]:
+        try:
+            out, self.stderr = self.process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.terminate()
+            out, self.stderr = self.process.communicate(timeout=180)
+            raise AssertionError(f"the batch did not finish: {self.stderr[-3000:]}") from None
+        assert "Traceback" not in self.stderr, self.stderr
+        assert out.count("\n") == 1, (out, self.stderr)
+        return self.process.returncode, json.loads(out)
+
+
+def nothing_left(engine: ContainerEngine, cluster: RayCluster, batch_id: str) -> None:
+    assert list_leftovers(engine, batch_id) == []
+    for worker in cluster.workers:
+        assert containers_of(worker.socket, f"{LABEL_BATCH}={batch_id}") == [], worker.name
+        left = [p.name for p in worker.root.glob("*")] if worker.root.exists() else []
+        assert batch_id not in left, (worker.name, left)
+
+
+def test_the_oracle_batch_runs_on_both_nodes_and_verifies_as_on_one_machine(
+    engine: ContainerEngine, cluster: RayCluster, tmp_path: Path
+) -> None:
+    batch = ClusterBatch(
+        cluster, project_copy(tmp_path), write_config(engine, tmp_path / "runner.json", "oracle")
+    )
+    code, line = batch.finish()
+    assert (code, line["status"], line["firstSuccesses"], line["finalSuccesses"]) == (
+        0, "completed", 18, 18,
+    ), batch.stderr  # fmt: skip
+    receipt = batch.receipt()
+    by_node: dict[str | None, int] = {}
+    for run in receipt.runs:
+        for attempt in run.attempts:
+            by_node[attempt.node] = by_node.get(attempt.node, 0) + 1
+    assert set(by_node) == {"worker-1", "worker-2"}, by_node
+    assert "nodes ready: worker-1 (1 at a time), worker-2 (1 at a time)" in batch.stderr
+    # Every file the nodes sent is checked again, by the checker, from the run directory.
+    code, decision = check(batch.run_dirs()[0] / "receipt.json")
+    assert [r.split(":")[0] for r in decision["reasons"]] == ["not-self-test"], decision
+    code, decision = check(batch.run_dirs()[0] / "receipt.json", "--reverify")
+    assert [r.split(":")[0] for r in decision["reasons"]] == ["not-self-test"], decision
+    nothing_left(engine, cluster, receipt.batchId)
+
+
+def _runner_running_on(worker: Worker, batch: ClusterBatch) -> bool:
+    return any(
+        c["State"] == "running"
+        for c in containers_of(worker.socket, f"{LABEL_ROLE}=runner")
+        if batch.run_dirs() and c["Labels"].get(LABEL_BATCH) == batch.run_dirs()[0].name
+    )
+
+
+def test_a_node_lost_mid_batch_costs_only_its_run_and_is_reaped_when_it_returns(
+    engine: ContainerEngine, cluster: RayCluster, tmp_path: Path
+) -> None:
+    lost, survivor = cluster.workers
+    project = project_copy(tmp_path)
+    config = write_config(engine, tmp_path / "runner.json", "oracle", args=slow_oracle(2))
+    batch = ClusterBatch(cluster, project, config)
+    deadline = time.monotonic() + 600
+    while not (batch.runs_recorded() >= 2 and _runner_running_on(lost, batch)):
+        assert batch.process.poll() is None, batch.process.communicate()
+        assert time.monotonic() < deadline, "worker-1 never ran a runner"
+        time.sleep(0.1)
+    cluster.kill_worker(lost)
+    code, line = batch.finish()
+    assert (code, line["status"]) == (1, "infrastructure-failure"), batch.stderr
+    receipt = batch.receipt()
+    assert len(receipt.runs) == 18, "every run is recorded: the queued ones ran elsewhere"
+    failed = [r for r in receipt.runs if not r.finalSuccess]
+    assert len(failed) == 1, [r.runId for r in failed]
+    (attempt,) = failed[0].attempts
+    assert (attempt.infrastructureStatus, attempt.infrastructureKind) == ("failed", "node")
+    assert any("node worker-1 was lost" in d.message for d in attempt.diagnostics)
+    assert line["finalSuccesses"] == 17
+    # Scheduled in order: every run after the lost one was running on worker-2 or queued.
+    after = receipt.runs[receipt.runs.index(failed[0]) + 1 :]
+    assert after and all(a.node == "worker-2" for r in after for a in r.attempts)
+    assert any("the node running it was lost" in r for r in receipt.reasons), receipt.reasons
+    assert any("node worker-1 was lost" in r for r in receipt.reasons), receipt.reasons
+    code, decision = check(batch.run_dirs()[0] / "receipt.json")
+    assert code == 1 and {r.split(":")[0] for r in decision["reasons"]} <= OUTCOME_RULES
+    # The lost node's runner outlived it: still there, until the node takes work again.
+    assert containers_of(lost.socket, f"{LABEL_BATCH}={receipt.batchId}") != []
+    assert list_leftovers(engine, receipt.batchId) == []
+    assert containers_of(survivor.socket, f"{LABEL_BATCH}={receipt.batchId}") == []
+
+    cluster.start_worker(lost)
+    again = ClusterBatch(cluster, project, config, "--only", f"{receipt.runs[0].taskId}-1")
+    code, line = again.finish()
+    assert line["finalSuccesses"] == 1, again.stderr
+    assert f"node worker-1: reaped batch {receipt.batchId}: " in again.stderr, again.stderr
+    nothing_left(engine, cluster, receipt.batchId)
+    for run_dir in again.run_dirs():
+        nothing_left(engine, cluster, run_dir.name)
