@@ -167,8 +167,6 @@ class RemoteContext:
     lock_digest: str
     """sha256 of the driver's consumer-lock.json: every node's must be the same."""
     catalog_digest: str
-    gateway: bool
-    """Whether the batch has a model gateway (the runners' sockets are the driver's)."""
     receipt: Receipt
     """The receipt as opened."""
     notice: Callable[[str], None]
@@ -177,6 +175,14 @@ class RemoteContext:
 
 class RemoteRuns(Protocol):
     """A cluster a batch's runs execute on instead of this machine."""
+
+    def connect(self, batch_id: str, notice: Callable[[str], None]) -> None:
+        """Join the cluster and find its nodes, before the batch packs anything.
+
+        Raises:
+            AgentEvalError: The cluster cannot be joined, or has no node for runs.
+        """
+        ...
 
     def prepare(self, context: RemoteContext) -> ExecutorFactory:
         """Prepare every node (checked against the driver's identities) before the first run.

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from agent_eval.batch.lease import HeldLease, held
 from agent_eval.batch.ports import RemoteContext, RemoteRuns
@@ -39,7 +40,7 @@ from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare
 from agent_eval.digests import file_sha256, solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
-from agent_eval.errors import AgentEvalError
+from agent_eval.errors import AgentEvalError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.gateway.host import BatchGateway
 from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT, RunDirectory
@@ -51,13 +52,19 @@ from agent_eval.models import (
     ImageRecord,
     Receipt,
     RunnerConfig,
+    TaskSpec,
     Toolchain,
 )
 from agent_eval.packing import build_archives
 from agent_eval.project import Project, evaluator_digest, source_identity
 from agent_eval.reference import self_test_reasons
 from agent_eval.suite.tasks import Suite, load_suite
-from agent_eval.verification.protocol import Verifier, VerifierContext, VerifierFactory
+from agent_eval.verification.protocol import (
+    Verification,
+    Verifier,
+    VerifierContext,
+    VerifierFactory,
+)
 
 __all__ = ["BatchOutcome", "batch_consumer", "batch_plan", "is_self_test", "run_batch"]
 
@@ -293,6 +300,20 @@ class _Batch:
         )
         suite = _suite(project)
         _selection(suite, self.only)
+        if self.remote is not None and gateway is not None:
+            raise _NotRun(
+                [
+                    "cluster: a runner with models cannot run on a cluster yet: the model "
+                    "gateway's sockets are files of this machine, and each node would need a "
+                    "gateway of its own; run it with --executor local"
+                ]
+            )
+        if self.remote is not None:
+            ports.progress(ProgressEvent("joining the cluster"))
+            try:
+                self.remote.connect(self.batch_id, ports.notice)
+            except AgentEvalError as exc:
+                raise _NotRun([f"cluster: {exc}"]) from exc
         self.lap("preflight")
         ports.progress(ProgressEvent("packing the candidate archives"))
         archives = _pack(project, evidence)
@@ -303,18 +324,20 @@ class _Batch:
             self.batch_id,
         )  # fmt: skip
         concurrency = config.concurrency or _default_concurrency()
-        ports.progress(ProgressEvent("preparing the verifier"))
-        verifier = _verifier(
-            ports.verifier_factory,
-            VerifierContext(
-                engine=engine,
-                image_id=verifier_image.image_id,
-                consumer_dir=consumer.root,
-                batch_id=self.batch_id,
-                slots=concurrency,
-                work_dir=self.work_dir / "verifier",
-            ),
-        )
+        verifier: Verifier = _OnTheNodes()
+        if self.remote is None:  # on a cluster every node verifies what it ran
+            ports.progress(ProgressEvent("preparing the verifier"))
+            verifier = _verifier(
+                ports.verifier_factory,
+                VerifierContext(
+                    engine=engine,
+                    image_id=verifier_image.image_id,
+                    consumer_dir=consumer.root,
+                    batch_id=self.batch_id,
+                    slots=concurrency,
+                    work_dir=self.work_dir / "verifier",
+                ),
+            )
         self.lap("consumer")
         if gateway is not None:
             ports.progress(
@@ -357,7 +380,6 @@ class _Batch:
                 archives_digest=archives_digest,
                 lock_digest=lock_digest,
                 catalog_digest=consumer.catalog.digest(),
-                gateway=gateway is not None,
                 receipt=receipt,
                 notice=ports.notice,
                 progress=ports.progress,
@@ -445,6 +467,21 @@ class _Batch:
             )
             return receipt, False
         return closed, True
+
+
+class _OnTheNodes:
+    """The driver's verifier when the runs execute on a cluster: it verifies nothing."""
+
+    name = "on-the-nodes"
+
+    def api_catalog(self) -> Mapping[str, Any]:
+        return {}
+
+    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        raise InfrastructureError(f"{run_id}: the driver verifies nothing; its nodes do")
+
+    def cancel_all(self) -> None:
+        pass
 
 
 def _check_free_space(evidence_dir: Path) -> None:

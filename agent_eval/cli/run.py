@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -154,4 +156,21 @@ def _remote(executor: str, address: str | None, node_ip: str | None) -> RemoteRu
         return None
     if not address:
         raise click.UsageError("--executor ray needs --ray-address HOST:PORT")
+    host, _, port = address.rpartition(":")
+    if not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(
+            f"{address!r} is not HOST:PORT (a host name or an IP address, and a port "
+            "from 1 to 65535)",
+            param_hint="--ray-address",
+        )
+    if node_ip is not None:
+        try:
+            ipaddress.ip_address(node_ip)
+        except ValueError:
+            raise click.BadParameter(
+                f"{node_ip!r} is not an IP address", param_hint="--ray-node-ip"
+            ) from None
     return RayCluster(address, node_ip=node_ip)
+
+
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\]")

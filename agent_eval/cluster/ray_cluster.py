@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +45,10 @@ NODE_LABEL_ENV = "AGENT_EVAL_NODE"
 NODE_ROOT_ENV = "AGENT_EVAL_NODE_ROOT"
 """Where the node keeps its part of a batch (default: /var/tmp/agent-eval-node)."""
 DEFAULT_NODE_ROOT = Path("/var/tmp/agent-eval-node")
+PROBE_TIMEOUT_S = 5.0
+"""An address where nothing accepts a connection within this is refused."""
+JOIN_TIMEOUT_S = 60.0
+"""Joining a cluster that answers takes a second or two."""
 PREPARE_TIMEOUT_S = 900.0
 """A node prepares its consumer and verifier in about the time the driver does."""
 CALL_TIMEOUT_S = 120.0
@@ -116,29 +121,25 @@ class RayCluster:
     _nodes: list[_Node] = field(default_factory=list)
     _connected: bool = False
 
-    def prepare(self, context: RemoteContext) -> ExecutorFactory:
-        if context.gateway:
-            raise ConfigError(
-                "a runner with models cannot run on a cluster yet: its model gateway's "
-                "sockets are on the driver, and each node would need a gateway of its own; "
-                "run it with --executor local"
-            )
+    def connect(self, batch_id: str, notice: Callable[[str], None]) -> None:
         ray = _ray()
         options: dict[str, Any] = {"address": self.address}
         if self.node_ip is not None:
             options["_node_ip_address"] = self.node_ip
-        try:
-            ray.init(
-                **options,
-                logging_level="warning",
-                log_to_driver=False,
-                namespace=f"agent-eval-{context.receipt.batchId}",
-            )
-        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError…
-            raise ConfigError(f"cannot join the Ray cluster at {self.address}: {exc}") from exc
+        options |= {
+            "logging_level": "warning",
+            "log_to_driver": False,
+            "namespace": f"agent-eval-{batch_id}",
+        }
+        _join(ray, self.address, options)
         self._connected = True
-        _errors_to(ray, context.notice)
+        _errors_to(ray, notice)
         self._start_actors(ray)
+
+    def prepare(self, context: RemoteContext) -> ExecutorFactory:
+        ray = _ray()
+        if not self._connected:
+            self.connect(context.receipt.batchId, context.notice)
         assignment = ray.put(assignment_for(context).model_dump_json().encode())
         answers = [n.actor.prepare.remote(assignment) for n in self._nodes]
         problems = []
@@ -205,6 +206,47 @@ class RayCluster:
         ray.shutdown()
         self._connected = False
         return problems
+
+
+def _join(ray: Any, address: str, options: dict[str, Any]) -> None:
+    """Join the cluster, or say why not within :data:`JOIN_TIMEOUT_S`.
+
+    ``ray.init`` waits without end for a head that does not answer (and no
+    signal is handled meanwhile): an address where nothing listens is refused
+    at once, and the join itself runs on a thread of its own that the batch
+    waits for, bounded, and can be interrupted while it does.
+    """
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"nothing answers at the Ray cluster's address {address}: "
+            f"{exc.strerror or type(exc).__name__}"
+        ) from None
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            ray.init(**options)
+        except BaseException as exc:  # handed to the waiting thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=join, name="ray-join", daemon=True).start()
+    if not done.wait(JOIN_TIMEOUT_S):
+        raise ConfigError(
+            f"the Ray cluster at {address} did not let this driver join within "
+            f"{JOIN_TIMEOUT_S:g} s: is it a Ray head, and is RAY_AUTH_TOKEN its token?"
+        )
+    if failed:
+        raise ConfigError(
+            f"cannot join the Ray cluster at {address}: {_said(failed[0])} (a RAY_AUTH_TOKEN "
+            "that is not the cluster's fails so too)"
+        )
 
 
 def _errors_to(ray: Any, notice: Callable[[str], None]) -> None:

@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 
 from agent_eval.batch.lease import this_process
+from agent_eval.batch.ports import RemoteContext
 from agent_eval.batch.run import BatchOutcome, run_batch
+from agent_eval.batch.schedule import ExecutorFactory, Schedule
 from agent_eval.digests import sha256_bytes
 from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeEngine, Outcome
@@ -43,6 +45,7 @@ from agent_eval.models import (
 from agent_eval.project import Project, find_project
 from agent_eval.verdict.qualification import current_anchors, qualify_files
 from agent_eval.verification.protocol import Verification, Verifier, VerifierContext
+from tests.batch.test_executor import NodeExecutor
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = RunnerIdentity(name="scripted", version="1")
@@ -379,3 +382,73 @@ def test_a_batch_whose_containers_are_on_another_engine_keeps_its_lease(batch: F
     assert len(batch.engine.list_containers("old-batch")) == 1
     assert (dead_dir / "lease.json").exists()
     assert "--runtime-path /run/other-engine.sock" in notices[0]
+
+
+class FakeCluster:
+    """A RemoteRuns whose steps can fail; every node it 'has' is lost at its first run."""
+
+    def __init__(self, fail_at: str | None = None) -> None:
+        self.fail_at = fail_at
+        self.steps: list[str] = []
+
+    def connect(self, batch_id: str, notice: Callable[[str], None]) -> None:
+        self.steps.append("connect")
+        if self.fail_at == "connect":
+            raise ConfigError("nothing answers at the Ray cluster's address 127.0.0.1:1")
+
+    def prepare(self, context: RemoteContext) -> ExecutorFactory:
+        self.steps.append("prepare")
+        assert context.lock_digest == context.receipt.consumerLockDigest
+        if self.fail_at == "prepare":
+            raise ConfigError("runnerImage r is sha256:aa on node n-1 but sha256:bb on the driver")
+
+        def lost(schedule: Schedule) -> NodeExecutor:
+            return NodeExecutor(schedule, set(FIXED_SUITE.run_ids()))
+
+        return lost
+
+    def close(self) -> list[str]:
+        self.steps.append("close")
+        return []
+
+
+def never_prepared(context: VerifierContext) -> Verifier:
+    raise AssertionError("on a cluster the driver prepares no verifier of its own")
+
+
+@pytest.mark.parametrize("step", ["connect", "prepare"])
+def test_a_cluster_that_cannot_take_the_batch_ends_it_not_run_and_is_closed(
+    batch: Fixture, step: str
+) -> None:
+    cluster = FakeCluster(fail_at=step)
+    batch.engine.script(Outcome(on_start=install_consumer))
+    outcome = run_batch(
+        batch.config, batch.project, verifier_factory=never_prepared,
+        connect=lambda _path: batch.engine, environ={}, clock=lambda: NOW, remote=cluster,
+    )  # fmt: skip
+    assert (outcome.status, outcome.exit_code) == ("not-run", 2)
+    (reason,) = batch.receipt().reasons
+    assert reason.startswith("cluster: ") and ("127.0.0.1:1" in reason or "node n-1" in reason)
+    assert cluster.steps == (["connect", "close"] if step == "connect" else [
+        "connect", "prepare", "close",
+    ])  # fmt: skip
+    if step == "connect":  # refused before anything was packed or installed
+        assert batch.engine.containers == {}
+    batch.assert_nothing_left()
+
+
+def test_on_a_cluster_the_runs_are_the_nodes_and_the_driver_verifies_nothing(
+    batch: Fixture,
+) -> None:
+    cluster = FakeCluster()
+    batch.engine.script(Outcome(on_start=install_consumer))
+    outcome = run_batch(
+        batch.config, batch.project, verifier_factory=never_prepared,
+        connect=lambda _path: batch.engine, environ={}, clock=lambda: NOW, remote=cluster,
+    )  # fmt: skip
+    assert outcome.status == "infrastructure-failure"
+    receipt = batch.receipt()
+    assert len(receipt.runs) == 18 and receipt.reasons[-1].startswith("no node is left")
+    assert cluster.steps == ["connect", "prepare", "close"]
+    assert "nodes" in outcome.phase_seconds
+    batch.assert_nothing_left()

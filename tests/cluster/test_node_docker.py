@@ -60,7 +60,6 @@ def assignment(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory
         archives_digest=sha256_bytes(b"archives.json"),
         lock_digest=OTHER,  # what the node's consumer lock cannot have
         catalog_digest=OTHER,
-        gateway=False,
         receipt=Receipt.opened(batch_id="node-check", created_at=datetime.now(UTC)),
         notice=lambda _line: None,
         progress=lambda _event: None,

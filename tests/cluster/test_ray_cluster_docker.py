@@ -12,6 +12,7 @@ left on any engine.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -55,16 +56,24 @@ def cluster(engine: ContainerEngine) -> Iterator[RayCluster]:
 class ClusterBatch:
     """One eval-agent on the cluster, run in its namespace with its token."""
 
-    def __init__(self, cluster: RayCluster, project: Path, config: Path, *extra: str) -> None:
+    def __init__(
+        self,
+        cluster: RayCluster,
+        project: Path,
+        config: Path,
+        *extra: str,
+        address: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.project = project
         self.process = subprocess.Popen(
             cluster.in_netns(
                 *(str(BIN / "eval-agent"), "--runner-config", str(config)),
                 *("--project", str(project), "--executor", "ray"),
-                *("--ray-address", cluster.address, "--ray-node-ip", "127.0.0.1"),
+                *("--ray-address", address or cluster.address, "--ray-node-ip", "127.0.0.1"),
                 *("--progress", "lines", *extra),
             ),
-            env=cluster.env,
+            env=env or cluster.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -181,3 +190,53 @@ def test_a_node_lost_mid_batch_costs_only_its_run_and_is_reaped_when_it_returns(
     nothing_left(engine, cluster, receipt.batchId)
     for run_dir in again.run_dirs():
         nothing_left(engine, cluster, run_dir.name)
+
+
+@pytest.mark.parametrize("fault", ["nothing listens", "another token"])
+def test_a_cluster_that_cannot_be_joined_ends_the_batch_not_run_before_packing(
+    engine: ContainerEngine, cluster: RayCluster, tmp_path: Path, fault: str
+) -> None:
+    address, env = cluster.address, cluster.env
+    if fault == "nothing listens":
+        address = "127.0.0.1:6390"
+    else:
+        env = env | {"RAY_AUTH_TOKEN": "0" * 64}
+    config = write_config(engine, tmp_path / "runner.json", "oracle")
+    batch = ClusterBatch(cluster, project_copy(tmp_path), config, address=address, env=env)
+    code, line = batch.finish(timeout_s=180)
+    assert (code, line["status"]) == (2, "not-run"), batch.stderr
+    (reason,) = batch.receipt().reasons
+    assert reason.startswith("cluster: ") and address in reason, reason
+    if fault == "another token":
+        assert "RAY_AUTH_TOKEN" in reason
+    assert "packing the candidate archives" not in batch.stderr
+    assert not (batch.run_dirs()[0] / "archives").exists()
+
+
+def test_an_interrupted_cluster_batch_stops_every_node_and_leaves_a_truthful_receipt(
+    engine: ContainerEngine, cluster: RayCluster, tmp_path: Path
+) -> None:
+    project = project_copy(tmp_path)
+    config = write_config(engine, tmp_path / "runner.json", "oracle", args=slow_oracle(2))
+    batch = ClusterBatch(cluster, project, config)
+    deadline = time.monotonic() + 600
+    while not (
+        batch.runs_recorded() >= 2 and all(_runner_running_on(w, batch) for w in cluster.workers)
+    ):
+        assert batch.process.poll() is None, batch.process.communicate()
+        assert time.monotonic() < deadline, "the runners never ran on both workers at once"
+        time.sleep(0.1)
+    batch.process.send_signal(signal.SIGINT)
+    code, line = batch.finish()
+    assert (code, line["status"]) == (1, "interrupted"), batch.stderr
+    receipt = batch.receipt()
+    cut = [
+        r for r in receipt.runs if r.attempts and r.attempts[-1].infrastructureStatus == "failed"
+    ]
+    assert {a.node for r in cut for a in r.attempts[-1:]} <= {"worker-1", "worker-2", None}
+    assert len(cut) >= 2, [r.runId for r in receipt.runs]
+    for run in cut:
+        assert "the batch stopped" in run.attempts[-1].diagnostics[0].message
+    code, decision = check(batch.run_dirs()[0] / "receipt.json")
+    assert code == 1 and {r.split(":")[0] for r in decision["reasons"]} <= OUTCOME_RULES
+    nothing_left(engine, cluster, receipt.batchId)

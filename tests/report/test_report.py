@@ -658,3 +658,19 @@ def test_model_use_totals_the_gateways_counts_and_the_costs_the_clis_reported() 
     assert (use.reported, use.reported_cost_usd) == (2, 0.25)
     nothing = model_use(Receipt.model_validate(receipt()))
     assert (nothing.through_gateway, nothing.reported_cost_usd) == (0, None)
+
+
+def test_the_cluster_node_of_an_attempt_is_shown_as_text_and_only_when_known(
+    tmp_path: Path,
+) -> None:
+    ids = FIXED_SUITE.run_ids()
+    placed = attempt(ids[0])
+    placed["node"] = "worker-1 <b>x</b>"
+    lost = infrastructure_failure(ids[1])
+    lost.update(infrastructureKind="node", node="worker-2")
+    runs = [run(ids[0], [placed]), run(ids[1], [lost]), *(run(r) for r in ids[2:])]
+    doc = report(write_batch(tmp_path, receipt(runs)))
+    first = attempt_section(doc, runs[0]["runId"], 1)
+    assert "worker-1 <b>x</b>" in first.text and first.find("b") is None
+    assert "failed (node)" in attempt_section(doc, runs[1]["runId"], 1).text
+    assert "cluster node" not in attempt_section(doc, runs[2]["runId"], 1).text
