@@ -18,6 +18,8 @@ import docker
 import docker.errors
 import pytest
 
+from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
+
 # The image every project image is built FROM. scripts/setup builds it under
 # the same reference (BASE_IMAGE there); change both together.
 BASE_IMAGE = "agent-eval/base:bookworm"
@@ -107,3 +109,12 @@ def pytest_runtest_makereport(
         report.outcome = "failed"
         report.longrepr = f"docker tests may not be skipped in CI: {_skip_reason(report)}"
     return report
+
+
+@pytest.fixture(scope="module")
+def engine(docker_client: docker.DockerClient) -> Iterator[DockerEngine]:
+    """The local engine through the harness's own port, one connection per module
+    (docker_client has already checked that it answers)."""
+    connected = connect_local_engine()
+    yield connected
+    connected.close()

@@ -156,6 +156,13 @@ class RayCluster:
             node.name, node.ready = ready.node, True
             for line in ready.notices:
                 context.notice(f"node {ready.node}: {line}")
+        named = [n.name for n in self._nodes]
+        problems += [
+            f"{named.count(name)} nodes call themselves {name}: the evidence could not tell "
+            f"them apart (give each its own {NODE_LABEL_ENV})"
+            for name in sorted(set(named))
+            if named.count(name) > 1
+        ]
         if problems:
             raise ConfigError("; ".join(problems))
         names = ", ".join(sorted(f"{n.name} ({n.slots} at a time)" for n in self._nodes))

@@ -13,26 +13,16 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
 from agent_eval.engine import ContainerEngine, list_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.models import Receipt
 from tests.batches import BIN, check, eval_agent, project_copy, receipt_of, write_config
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 @pytest.fixture

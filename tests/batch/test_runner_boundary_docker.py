@@ -5,12 +5,11 @@ leaves no container behind. The consumer stays untouched (it is mounted read-onl
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
 from agent_eval.batch.runner_container import ContainerRunner
@@ -18,7 +17,6 @@ from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
 from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ResourceLimits, list_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.layout import CONSUMER_MOUNT, SOLUTION_MOUNT
 from agent_eval.models import Receipt, TaskSpec
 from agent_eval.packing import build_archives
@@ -31,13 +29,6 @@ from tests.paths import REPO
 pytestmark = pytest.mark.docker
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,9 @@ work directory nor a lease behind.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import docker
 import pytest
 
 from agent_eval.batch.ports import RemoteContext
@@ -21,7 +19,6 @@ from agent_eval.cluster.node import NodeWorker
 from agent_eval.cluster.ray_cluster import assignment_for
 from agent_eval.digests import sha256_bytes
 from agent_eval.engine import ContainerEngine, list_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import ConfigError
 from agent_eval.evidence_io import read_model
 from agent_eval.models import NodeAssignment, Receipt, RunnerConfig
@@ -32,13 +29,6 @@ from tests.batches import project_copy, write_config
 pytestmark = pytest.mark.docker
 
 OTHER = sha256_bytes(b"another")
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 @pytest.fixture(scope="module")

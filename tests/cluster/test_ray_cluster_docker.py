@@ -19,11 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
 from agent_eval.engine import ContainerEngine, list_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
 from agent_eval.images.build import image_for_checkout
 from agent_eval.models import Receipt
@@ -34,13 +32,6 @@ from tests.faults.test_faults_docker import OUTCOME_RULES, slow_oracle
 from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from agent_eval.engine import (
     remove_leftovers,
     run_container,
 )
-from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
+from agent_eval.engine.docker_engine import DockerEngine
 from agent_eval.errors import InfrastructureError
 from agent_eval.images.build import BuiltImages, build_images
 from agent_eval.project import find_project
@@ -92,14 +91,6 @@ print(json.dumps({
 
 def batch() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[DockerEngine]:
-    # docker_client (conftest) has already checked that a local engine answers.
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 @pytest.fixture(scope="module")

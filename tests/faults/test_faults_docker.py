@@ -26,11 +26,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
 from agent_eval.engine import ContainerEngine, list_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
 from agent_eval.images.build import image_for_checkout
 from agent_eval.models import Receipt
@@ -62,13 +60,6 @@ def slow_oracle(seconds: float) -> list[str]:
         "runpy.run_path('/opt/agent-eval/reference_runner.py', run_name='__main__')",
         "oracle",
     ]
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from click.testing import CliRunner
 
 from agent_eval.cli import main
 from agent_eval.engine import ContainerSpec, run_container
-from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
+from agent_eval.engine.docker_engine import DockerEngine
 from agent_eval.errors import InfrastructureError
 from agent_eval.images.build import IMAGE_LABEL, image_for_checkout
 from tests.paths import REPO
@@ -40,13 +40,6 @@ pytestmark = pytest.mark.docker
 
 REGISTRY_BINARY = "docker-registry"
 READY_SECONDS = 15
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[DockerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 def _free_loopback_port() -> int:

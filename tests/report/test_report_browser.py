@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import pytest
 
 from agent_eval.engine import ContainerEngine
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.grading.dom import Document, parse_html
 from agent_eval.models import Receipt
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
@@ -171,13 +168,6 @@ def test_a_screenshot_of_the_report_is_written(
 
 
 # --- A real batch -----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[ContainerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 @pytest.mark.docker

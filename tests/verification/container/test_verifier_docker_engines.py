@@ -15,17 +15,15 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
 from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import list_leftovers
-from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
+from agent_eval.engine.docker_engine import DockerEngine
 from agent_eval.images.build import build_images
 from agent_eval.project import find_project
 from agent_eval.suite.tasks import load_suite
@@ -38,13 +36,6 @@ from agent_eval.verification.protocol import Verifier
 from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="module")
-def engine(docker_client: docker.DockerClient) -> Iterator[DockerEngine]:
-    connected = connect_local_engine()
-    yield connected
-    connected.close()
 
 
 @pytest.fixture(scope="module")
