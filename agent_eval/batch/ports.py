@@ -161,6 +161,8 @@ class RemoteContext:
     """The allowlisted variables every runner container gets."""
     runner_image_id: str
     verifier_image_id: str
+    gateway_image_id: str | None
+    """The gateway image's id when the runner has models (each node starts a gateway)."""
     archives_dir: Path
     archives: list[ArchiveEntry]
     archives_digest: str

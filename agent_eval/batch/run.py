@@ -42,7 +42,7 @@ from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import AgentEvalError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
-from agent_eval.gateway.host import BatchGateway
+from agent_eval.gateway.host import BatchGateway, gateway_settings
 from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT, RunDirectory
 from agent_eval.models import (
     ArchiveEntry,
@@ -295,19 +295,19 @@ class _Batch:
         for reaped in reap(project.evidence, engine, clock=ports.clock):
             ports.notice(reaped.describe())
         runner_image, verifier_image, gateway_image = _images(engine, config)
-        gateway = _gateway(
-            engine, config, gateway_image, self.work_dir, self.batch_id, ports.environ
-        )
+        gateway: BatchGateway | None = None
+        settings: GatewaySettings | None = None
+        if self.remote is None:
+            gateway = _gateway(
+                engine, config, gateway_image, self.work_dir, self.batch_id, ports.environ
+            )
+            settings = gateway.settings() if gateway else None
+        elif config.models and gateway_image is not None:
+            # Each node starts a gateway of its own, with the credentials of its own
+            # environment: none of them is needed here, or sent anywhere.
+            settings = gateway_settings(config, gateway_image.image_id)
         suite = _suite(project)
         _selection(suite, self.only)
-        if self.remote is not None and gateway is not None:
-            raise _NotRun(
-                [
-                    "cluster: a runner with models cannot run on a cluster yet: the model "
-                    "gateway's sockets are files of this machine, and each node would need a "
-                    "gateway of its own; run it with --executor local"
-                ]
-            )
         if self.remote is not None:
             ports.progress(ProgressEvent("joining the cluster"))
             try:
@@ -347,14 +347,14 @@ class _Batch:
             self.lap("gateway")
         archives_digest, lock_digest = _write_bindings(
             project, config, evidence, archives, consumer, runner_image, verifier_image,
-            gateway.settings() if gateway else None,
+            settings,
         )  # fmt: skip
         selected = _selection(suite, self.only)
         run_ids = suite.spec.run_ids() if selected is None else selected
         receipt = Receipt.opened(
             batch_id=self.batch_id,
             created_at=self.started,
-            self_test=is_self_test(config, gateway.settings() if gateway else None),
+            self_test=is_self_test(config, settings),
             suite_digest=project.suite_digest(),
             evaluator_digest=evaluator_digest(),
             archives_digest=archives_digest,
@@ -375,6 +375,7 @@ class _Batch:
                 environment=environment,
                 runner_image_id=runner_image.image_id,
                 verifier_image_id=verifier_image.image_id,
+                gateway_image_id=gateway_image.image_id if settings and gateway_image else None,
                 archives_dir=evidence.archives,
                 archives=archives,
                 archives_digest=archives_digest,

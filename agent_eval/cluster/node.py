@@ -13,10 +13,11 @@ driver has the files.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,10 +27,11 @@ from agent_eval.batch.run import batch_consumer, batch_plan
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import Schedule
 from agent_eval.digests import file_sha256, regular_files
-from agent_eval.engine import ContainerEngine, remove_leftovers
+from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
+from agent_eval.gateway.host import BatchGateway
 from agent_eval.layout import RunDirectory
 from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
 from agent_eval.project import Project
@@ -64,12 +66,16 @@ class NodeWorker:
         *,
         connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        environ: Mapping[str, str] = os.environ,
     ) -> None:
+        """*environ* holds the credentials the node's gateway needs (models[].credentialEnv):
+        they are the node's own, never sent by the driver."""
         self.name = name
         self.root = root
         self.slots = slots
         self._connect = connect
         self._clock = clock
+        self._environ = environ
         self._stack = contextlib.ExitStack()
         self._lease: HeldLease | None = None
         self._engine: ContainerEngine | None = None
@@ -109,16 +115,28 @@ class NodeWorker:
         )
         self._lease.bind_engine(engine.address)
         write_model_atomic(self._evidence.receipt, assignment.receipt)
+        images: dict[str, ImageIdentity] = {}
         for what, reference, wanted in (
             ("runnerImage", config.runnerImage, assignment.runnerImageId),
             ("verifierImage", config.verifierImage, assignment.verifierImageId),
+            ("gatewayImage", config.gatewayImage, assignment.gatewayImageId),
         ):
-            found = engine.resolve_image(reference).image_id
-            if found != wanted:
+            if reference is None or wanted is None:
+                continue
+            images[what] = engine.resolve_image(reference)
+            if (found := images[what].image_id) != wanted:
                 raise ConfigError(
                     f"{what} {reference} is {found} on node {self.name} but {wanted} on the "
                     "driver; load the driver's image on the node (docker save | docker load)"
                 )
+        if config.models and "gatewayImage" not in images:
+            raise ConfigError(f"node {self.name} was sent models without a gateway image")
+        # The node's gateway and schedule spend only the node's share of the budget.
+        config = config.model_copy(
+            update={
+                "gateway": config.gateway.model_copy(update={"tokenBudget": assignment.tokenBudget})
+            }
+        )
         project = self._project(assignment)
         if (digest := project.suite_digest()) != assignment.suiteDigest:
             raise ConfigError(
@@ -153,13 +171,26 @@ class NodeWorker:
                 work_dir=self._work / "verifier",
             )
         )
+        gateway = None
+        if config.models:
+            gateway = BatchGateway(
+                engine, config, images["gatewayImage"], work_dir=self._work / "gateway",
+                batch_id=assignment.batchId, environ=self._environ,
+            )  # fmt: skip
+            gateway.start()
+            if reasons := gateway.preflight():
+                raise ConfigError(f"on node {self.name}: " + "; ".join(reasons))
         runner = ContainerRunner(
             engine,
             config=config,
             image_id=assignment.runnerImageId,
             consumer_dir=consumer.root,
             batch_id=assignment.batchId,
-            environment=assignment.environment,
+            environment={
+                **assignment.environment,
+                **(gateway.runner_environment() if gateway else {}),
+            },
+            gateway_mounts=gateway.runner_mounts() if gateway else (),
         )
         plan = batch_plan(
             config,
@@ -171,6 +202,7 @@ class NodeWorker:
             consumer_root=consumer.root,
             receipt=assignment.receipt,
             environment=assignment.environment,
+            gateway=gateway,
         )
         self._schedule = Schedule(
             plan,
@@ -210,7 +242,14 @@ class NodeWorker:
             for rel in regular_files(run_dir):
                 files.append(ShippedFile(path=rel, data=(run_dir / rel).read_bytes()))
         shutil.rmtree(run_dir, ignore_errors=True)
-        return NodeRunResult(node=self.name, record=record, files=files)
+        return NodeRunResult(
+            node=self.name, record=record, files=files, ruleStop=schedule.rule_stop
+        )
+
+    def halt(self) -> None:
+        """Start no further attempt (a rule stopped the batch); those running finish."""
+        if self._schedule is not None:
+            self._schedule.stop.set()
 
     def stop(self, reason: str) -> list[str]:
         """Stop every attempt in flight on the node."""

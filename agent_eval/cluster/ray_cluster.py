@@ -91,6 +91,9 @@ class NodeActor:
         except AgentEvalError as exc:
             return "error", f"node {self._worker.name}: {exc}"
 
+    def halt(self) -> None:
+        self._worker.halt()
+
     def stop(self, reason: str) -> list[str]:
         return self._worker.stop(reason)
 
@@ -140,7 +143,7 @@ class RayCluster:
         ray = _ray()
         if not self._connected:
             self.connect(context.receipt.batchId, context.notice)
-        assignment = ray.put(assignment_for(context).model_dump_json().encode())
+        assignment = ray.put(assignment_for(context, len(self._nodes)).model_dump_json().encode())
         answers = [n.actor.prepare.remote(assignment) for n in self._nodes]
         problems = []
         for node, answer in zip(self._nodes, answers, strict=True):
@@ -281,8 +284,16 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
 
 
-def assignment_for(context: RemoteContext) -> NodeAssignment:
-    """What every node is sent: the config, the archives, the suite and the identities."""
+def assignment_for(context: RemoteContext, nodes: int = 1) -> NodeAssignment:
+    """What each of *nodes* nodes is sent: the config, the archives, the suite, the
+    identities, and its share of the token budget.
+
+    Raises:
+        ConfigError: The token budget cannot be shared out (fewer tokens than nodes).
+    """
+    budget = context.config.gateway.tokenBudget
+    if budget is not None and budget < nodes:
+        raise ConfigError(f"gateway.tokenBudget {budget} cannot be shared among {nodes} nodes")
     project = context.project
     files: list[ShippedFile] = []
     for prefix, root in (("tasks", project.tasks), ("graders", project.graders)):
@@ -303,6 +314,8 @@ def assignment_for(context: RemoteContext) -> NodeAssignment:
         environment=context.environment,
         runnerImageId=context.runner_image_id,
         verifierImageId=context.verifier_image_id,
+        gatewayImageId=context.gateway_image_id,
+        tokenBudget=None if budget is None else budget // nodes,
         archives=context.archives,
         archiveFiles=archives,
         archivesDigest=context.archives_digest,
@@ -326,6 +339,8 @@ class _RayExecutor:
         self._schedule = schedule
         self._progress: Callable[[ProgressEvent], None] = context.progress
         self._lock = threading.Lock()
+        self._tokens = 0
+        self._rule_stop: str | None = None
         self._pool = ThreadPoolExecutor(
             max_workers=sum(n.slots for n in nodes), thread_name_prefix="node-run"
         )
@@ -368,12 +383,37 @@ class _RayExecutor:
             return self._schedule.failed(run_id, payload)
         try:
             result = NodeRunResult.model_validate_json(payload)
-            return accept_run(result, run_id, self._schedule.plan.batch_dir)
+            record = accept_run(result, run_id, self._schedule.plan.batch_dir)
         except (AgentEvalError, ValueError) as exc:
             return self._schedule.failed(run_id, f"node {node.name}: {exc}")
+        with self._lock:
+            self._tokens += sum(
+                a.gateway.inputTokens + a.gateway.outputTokens
+                for a in record.attempts
+                if a.gateway is not None
+            )
+            if result.ruleStop is not None and self._rule_stop is None:
+                self._rule_stop = f"on node {result.node}: {result.ruleStop}"
+        if self.rule_stop() is not None:
+            self._halt()
+        return record
+
+    def _halt(self) -> None:
+        """As on one machine: after a rule stop no node starts another attempt."""
+        for node in self._nodes:
+            if node.lost is None:
+                node.actor.halt.remote()
 
     def rule_stop(self) -> str | None:
-        return None  # no gateway on a cluster yet: no served model or token budget to judge
+        """A node's rule stop, or the batch's whole token budget spent across the nodes."""
+        budget = self._schedule.plan.token_budget
+        with self._lock:
+            if self._rule_stop is None and budget is not None and self._tokens >= budget:
+                self._rule_stop = (
+                    f"the batch's token budget of {budget} is spent ({self._tokens} used "
+                    "across the nodes)"
+                )
+            return self._rule_stop
 
     def stop_everything(self, reason: str) -> list[str]:
         self._schedule.stop_everything(reason)

@@ -55,6 +55,7 @@ __all__ = [
     "TOKEN_ENV",
     "BatchGateway",
     "Route",
+    "gateway_settings",
     "parse_records",
     "recorded_upstreams",
     "summarise",
@@ -159,14 +160,7 @@ class BatchGateway:
 
     def settings(self) -> GatewaySettings:
         """What archives.json records of this gateway (never a credential)."""
-        options = self.config.gateway
-        return GatewaySettings(
-            image=self.config.gatewayImage or self.image.image_id,
-            upstreams=recorded_upstreams(self.config.models),
-            network=options.network,
-            privateUpstreams=options.privateUpstreams,
-            tokenBudget=options.tokenBudget,
-        )
+        return gateway_settings(self.config, self.image.image_id)
 
     def _gateway_json(self) -> dict[str, object]:
         return {
@@ -344,6 +338,18 @@ class BatchGateway:
         if self.container_id is not None:
             self.engine.remove(self.container_id)
             self.container_id = None
+
+
+def gateway_settings(config: RunnerConfig, image_id: str) -> GatewaySettings:
+    """What archives.json records of *config*'s gateway (never a credential)."""
+    options = config.gateway
+    return GatewaySettings(
+        image=config.gatewayImage or image_id,
+        upstreams=recorded_upstreams(config.models),
+        network=options.network,
+        privateUpstreams=options.privateUpstreams,
+        tokenBudget=options.tokenBudget,
+    )
 
 
 def recorded_upstreams(models: Sequence[ModelUpstream]) -> list[RecordedUpstream]:

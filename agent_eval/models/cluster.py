@@ -48,6 +48,12 @@ class NodeAssignment(WireModel):
     """The runner image's id on the driver's engine: the node's must be the same."""
     verifierImageId: Digest
     """The verifier image's id on the driver's engine: the node's must be the same."""
+    gatewayImageId: Digest | None
+    """The gateway image's id on the driver's engine when the runner has models: the node
+    starts a gateway of its own from an image with the same id."""
+    tokenBudget: int | None = Field(ge=1)
+    """The node's share of the batch's token budget (the shares add up to at most the
+    budget: no node can spend what another may need)."""
     archives: list[ArchiveEntry]
     """The candidate wheels, as archives.json lists them."""
     archiveFiles: list[ShippedFile] = Field(max_length=MAX_SHIPPED_FILES)
@@ -91,3 +97,6 @@ class NodeRunResult(WireModel):
     """The run's record, as the node's schedule wrote it."""
     files: list[ShippedFile] = Field(max_length=MAX_SHIPPED_FILES)
     """Every file of the run's attempt directories, relative to the run's directory."""
+    ruleStop: str | None = None
+    """Why a rule stops the batch, as the node's schedule found it so far (a served model
+    outside the accepted set, the node's share of the token budget spent)."""

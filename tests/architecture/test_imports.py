@@ -41,7 +41,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset({"layout"}),
     "trial": LEAVES | {"engine", "images", "suite", "batch", "verdict", "verification"},
-    "cluster": LEAVES | {"engine", "suite", "batch", "verification"},
+    "cluster": LEAVES | {"engine", "suite", "batch", "verification", "gateway"},
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__", "cli"}
 """Per package (the first name below ``agent_eval``), the other packages it may import."""

@@ -96,6 +96,8 @@ class RayCluster:
     netns: str
     root: Path
     token: str = field(default_factory=lambda: secrets.token_hex(32))
+    node_env: dict[str, str] = field(default_factory=dict)
+    """What every worker's environment holds besides (its model credentials, say)."""
     head: subprocess.Popen[bytes] | None = None
     workers: list[Worker] = field(default_factory=list)
 
@@ -142,11 +144,15 @@ class RayCluster:
     def start_worker(self, worker: Worker) -> None:
         """Start *worker*'s node (again, after a kill) and wait until the head sees it."""
         index = self.workers.index(worker) + 1
-        env = self.env | {
-            "DOCKER_HOST": f"unix://{worker.socket}",
-            "AGENT_EVAL_NODE": worker.name,
-            "AGENT_EVAL_NODE_ROOT": str(worker.root),
-        }
+        env = (
+            self.env
+            | self.node_env
+            | {
+                "DOCKER_HOST": f"unix://{worker.socket}",
+                "AGENT_EVAL_NODE": worker.name,
+                "AGENT_EVAL_NODE_ROOT": str(worker.root),
+            }
+        )
         alive = self.alive_workers()
         # fmt: off
         worker.process = self._start(
@@ -216,12 +222,18 @@ class RayCluster:
 
 
 @contextlib.contextmanager
-def ray_cluster(images: list[str], workers: int = 2, slots: int = 1) -> Iterator[RayCluster]:
-    """A head and *workers* nodes, each worker's engine holding *images* (by id)."""
+def ray_cluster(
+    images: list[str],
+    workers: int = 2,
+    slots: int = 1,
+    node_env: dict[str, str] | None = None,
+) -> Iterator[RayCluster]:
+    """A head and *workers* nodes, each worker's engine holding *images* (by id) and its
+    environment *node_env*."""
     root = Path(tempfile.mkdtemp(prefix="ae-ray-", dir="/tmp"))
     netns = f"ae-ray-{secrets.token_hex(4)}"
     subprocess.run(["ip", "netns", "add", netns], check=True, capture_output=True)
-    cluster = RayCluster(netns, root)
+    cluster = RayCluster(netns, root, node_env=dict(node_env or {}))
     try:
         subprocess.run(
             cluster.in_netns("ip", "link", "set", "lo", "up"), check=True, capture_output=True

@@ -45,6 +45,7 @@ def assignment(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory
         environment={},
         runner_image_id=engine.resolve_image(config.runnerImage).image_id,
         verifier_image_id=engine.resolve_image(config.verifierImage).image_id,
+        gateway_image_id=None,
         archives_dir=archives_dir,
         archives=build_archives(project.packages, archives_dir),
         archives_digest=sha256_bytes(b"archives.json"),

@@ -12,6 +12,8 @@ left on any engine.
 from __future__ import annotations
 
 import json
+import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -23,8 +25,11 @@ import pytest
 
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
+from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.images.build import image_for_checkout
-from agent_eval.models import Receipt
+from agent_eval.models import GatewayOptions, Receipt, RunnerConfig
+from agent_eval.project import find_project
+from agent_eval.trial.run import KEY_ENV, UPSTREAM_HOST, UPSTREAM_PORT, scripted_answers
 from tests.batches import BIN, check, project_copy, write_config
 from tests.cluster.ray_nodes import RayCluster, Worker, ray_cluster, session_members
 from tests.faults.engines import containers_of
@@ -34,10 +39,15 @@ from tests.paths import REPO
 pytestmark = pytest.mark.docker
 
 
+MODEL_KEY = f"trial-{secrets.token_hex(16)}"
+"""The scripted model's credential: in each worker's environment, never the driver's."""
+IMAGES = ("reference-runner", "verifier", "gateway", "runner-claude-code")
+
+
 @pytest.fixture(scope="module")
 def cluster(engine: ContainerEngine) -> Iterator[RayCluster]:
-    images = [image_for_checkout(engine, REPO, name) for name in ("reference-runner", "verifier")]
-    with ray_cluster(images, workers=2, slots=1) as started:
+    images = [image_for_checkout(engine, REPO, name) for name in IMAGES]
+    with ray_cluster(images, workers=2, slots=1, node_env={KEY_ENV: MODEL_KEY}) as started:
         yield started
     # Every process the cluster started is gone with it (stopped by session, not by name).
     leaders = [started.head, *(w.process for w in started.workers)]
@@ -231,3 +241,101 @@ def test_an_interrupted_cluster_batch_stops_every_node_and_leaves_a_truthful_rec
     code, decision = check(batch.run_dirs()[0] / "receipt.json")
     assert code == 1 and {r.split(":")[0] for r in decision["reasons"]} <= OUTCOME_RULES
     nothing_left(engine, cluster, receipt.batchId)
+
+
+SUBNET, MODEL_IP = "10.213.7.0/24", "10.213.7.10"
+"""The scripted model's network on every worker's engine: the same address on each, so one
+runner config serves the whole cluster."""
+
+
+def _docker(worker: Worker, *args: str) -> str:
+    done = subprocess.run(
+        ["docker", "-H", f"unix://{worker.socket}", *args],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return done.stdout
+
+
+def test_a_real_agent_reaches_its_model_through_a_gateway_on_each_node(
+    engine: ContainerEngine, cluster: RayCluster, tmp_path: Path
+) -> None:
+    """Claude Code in its runner image on both workers, each attempt through the gateway its
+    node started (with the node's own credential), against a scripted model on each node's
+    own internal network; the records come back with every run and verify."""
+    project_dir = project_copy(tmp_path)
+    example = read_model(
+        REPO / "examples" / "runners" / "claude-code.json", RunnerConfig, what="runner config"
+    )
+    upstream = example.models[0]
+    served = upstream.servedModels[0]
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    shutil.copyfile(REPO / "agent_eval" / "trial" / "oracle_model.py", srv / "oracle_model.py")
+    answers = scripted_answers(find_project(project_dir), served)
+    (srv / "answers.json").write_text(json.dumps(answers))
+    for path in (srv, *srv.iterdir()):  # read by the image's unprivileged user
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    network = f"ae-model-{secrets.token_hex(4)}"
+    gateway_image = image_for_checkout(engine, REPO, "gateway")
+    try:
+        for worker in cluster.workers:
+            _docker(worker, "network", "create", "--internal", "--subnet", SUBNET, network)
+            _docker(
+                worker, "run", "-d", "--name", network, "--network", network, "--ip", MODEL_IP,
+                "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                "-v", f"{srv}:/srv:ro", gateway_image,
+                "/usr/bin/python3", "-B", "/srv/oracle_model.py", "/srv/answers.json",
+            )  # fmt: skip
+        for worker in cluster.workers:
+            deadline = time.monotonic() + 60
+            while "listening" not in _docker(worker, "logs", network):
+                assert time.monotonic() < deadline, _docker(worker, "logs", network)
+                time.sleep(0.2)
+        config = example.model_copy(
+            update={
+                "runnerImage": image_for_checkout(engine, REPO, "runner-claude-code"),
+                "verifierImage": image_for_checkout(engine, REPO, "verifier"),
+                "gatewayImage": gateway_image,
+                "models": [
+                    upstream.model_copy(
+                        update={
+                            "upstream": f"http://{UPSTREAM_HOST}:{UPSTREAM_PORT}",
+                            "credentialEnv": KEY_ENV,
+                        }
+                    )
+                ],
+                "gateway": GatewayOptions(
+                    network=network,
+                    hosts={UPSTREAM_HOST: MODEL_IP},
+                    privateUpstreams=True,
+                    tokenBudget=example.gateway.tokenBudget,
+                ),
+            }
+        )
+        config_path = tmp_path / "runner.json"
+        write_model_atomic(config_path, RunnerConfig.model_validate(config.model_dump()))
+        assert KEY_ENV not in cluster.env  # the driver never holds the credential
+        batch = ClusterBatch(cluster, project_dir, config_path)
+        code, line = batch.finish()
+        assert (code, line["status"], line["firstSuccesses"], line["finalSuccesses"]) == (
+            0, "completed", 18, 18,
+        ), batch.stderr  # fmt: skip
+        receipt = batch.receipt()
+        attempts = [a for r in receipt.runs for a in r.attempts]
+        assert {a.node for a in attempts} == {"worker-1", "worker-2"}
+        for attempt in attempts:
+            assert attempt.gateway is not None and attempt.gateway.answered >= 1, attempt
+            assert attempt.gateway.servedModels == [served]
+        code, decision = check(batch.run_dirs()[0] / "receipt.json")
+        assert [r.split(":")[0] for r in decision["reasons"]] == ["not-self-test"], decision
+        nothing_left(engine, cluster, receipt.batchId)
+    finally:
+        for worker in cluster.workers:
+            subprocess.run(
+                ["docker", "-H", f"unix://{worker.socket}", "rm", "-f", network],
+                capture_output=True, timeout=120, check=False,
+            )  # fmt: skip
+            subprocess.run(
+                ["docker", "-H", f"unix://{worker.socket}", "network", "rm", network],
+                capture_output=True, timeout=120, check=False,
+            )  # fmt: skip

@@ -1,23 +1,38 @@
-"""How the driver takes its nodes' answers before the first run, with Ray replaced by a fake
-(the real cluster is in test_ray_cluster_docker.py): every node must be ready, each under a
-name of its own, and what their reapers did reaches the operator."""
+"""How the driver takes its nodes' answers, with Ray replaced by a fake (the real cluster is
+in test_ray_cluster_docker.py): before the first run every node must be ready, each under a
+name of its own, and what their reapers did reaches the operator; afterwards a rule stop
+on one node, or the whole token budget spent across them, stops the batch and halts every
+node."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from agent_eval.batch.ports import RemoteContext
+from agent_eval.batch.schedule import Schedule
 from agent_eval.cluster import ray_cluster
-from agent_eval.cluster.ray_cluster import RayCluster, _Node
+from agent_eval.cluster.ray_cluster import RayCluster, _Node, _RayExecutor
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import ConfigError
 from agent_eval.evidence_io import read_model
-from agent_eval.models import NodeReady, Receipt, RunnerConfig
+from agent_eval.models import (
+    GatewayUse,
+    NodeAssignment,
+    NodeReady,
+    NodeRunResult,
+    Receipt,
+    RunnerConfig,
+    ShippedFile,
+)
 from agent_eval.project import find_project
+from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, writes
+from tests.cluster.test_arrival import node_result
 from tests.paths import REPO
 
 DIGEST = sha256_bytes(b"x")
@@ -42,6 +57,13 @@ class Actor:
 
 
 class FakeRay:
+    class exceptions:
+        class RayActorError(Exception):
+            pass
+
+        class NodeDiedError(Exception):
+            pass
+
     def put(self, value: Any) -> Ref:
         return Ref(value)
 
@@ -55,7 +77,7 @@ def ready(name: str, notices: tuple[str, ...] = ()) -> tuple[str, str]:
 
 
 def prepared(
-    monkeypatch: pytest.MonkeyPatch, answers: list[tuple[str, str]]
+    monkeypatch: pytest.MonkeyPatch, answers: list[tuple[str, str]], budget: int | None = None
 ) -> tuple[RayCluster, list[str]]:
     monkeypatch.setattr(ray_cluster, "_ray", FakeRay)
     cluster = RayCluster("127.0.0.1:6379")
@@ -63,9 +85,13 @@ def prepared(
     cluster._nodes = [_Node(Actor(a), f"id-{i}", 1) for i, a in enumerate(answers)]
     notices: list[str] = []
     config = read_model(REPO / "examples/runners/codex.json", RunnerConfig, what="config")
+    if budget is not None:
+        options = config.gateway.model_copy(update={"tokenBudget": budget})
+        config = config.model_copy(update={"gateway": options})
     context = RemoteContext(
         project=find_project(REPO), config=config, environment={},
-        runner_image_id=DIGEST, verifier_image_id=DIGEST, archives_dir=REPO, archives=[],
+        runner_image_id=DIGEST, verifier_image_id=DIGEST, gateway_image_id=None,
+        archives_dir=REPO, archives=[],
         archives_digest=DIGEST, lock_digest=DIGEST, catalog_digest=DIGEST,
         receipt=Receipt.opened(batch_id="b", created_at=datetime.now(UTC)),
         notice=notices.append, progress=lambda _event: None,
@@ -82,6 +108,18 @@ def test_ready_nodes_are_named_and_their_reapers_are_heard(monkeypatch: pytest.M
     assert notices == ["node n-1: reaped batch old: removed 1 container(s)"]
 
 
+def test_each_node_is_sent_its_share_of_the_token_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[NodeAssignment] = []
+    monkeypatch.setattr(FakeRay, "put", lambda self, value: sent.append(
+        NodeAssignment.model_validate_json(value)) or Ref(value))  # fmt: skip
+    prepared(monkeypatch, [ready("n-1"), ready("n-2"), ready("n-3")], budget=100)
+    assert [a.tokenBudget for a in sent] == [33]
+    with pytest.raises(ConfigError, match="tokenBudget 2 cannot be shared among 3 nodes"):
+        prepared(monkeypatch, [ready("n-1"), ready("n-2"), ready("n-3")], budget=2)
+
+
 def test_two_nodes_under_one_name_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="2 nodes call themselves n-1"):
         prepared(monkeypatch, [ready("n-1"), ready("n-1")])
@@ -93,3 +131,71 @@ def test_one_node_that_refuses_refuses_the_batch_and_says_why(
     refusal = ("error", "node n-2: runnerImage r is sha256:aa on node n-2 but sha256:bb")
     with pytest.raises(ConfigError, match="on node n-2 but"):
         prepared(monkeypatch, [ready("n-1"), refusal])
+
+
+class RunActor:
+    """A node's actor that answers every run with *result* and counts its halts."""
+
+    def __init__(self, result: NodeRunResult) -> None:
+        self.halts = 0
+        outer = self
+
+        class Run:
+            def remote(self, run_id: str, remaining: float) -> Ref:
+                return Ref(("ok", result.model_dump_json()))
+
+        class Halt:
+            def remote(self) -> Ref:
+                outer.halts += 1
+                return Ref(None)
+
+        self.run, self.halt = Run(), Halt()
+
+
+def executor_with(tmp_path: Path, result: NodeRunResult, **plan_changes: Any) -> tuple[Any, Any]:
+    (tmp_path / "driver").mkdir()
+    driver_plan = plan(tmp_path / "driver", **plan_changes)
+    schedule = Schedule(
+        driver_plan, FakeRunner(writes("GOOD")), FakeVerifier(),
+        clock=lambda: driver_plan.receipt.createdAt, monotonic=lambda: 0.0, deadline=3600.0,
+    )  # fmt: skip
+    actors = [RunActor(result), RunActor(result)]
+    nodes = [_Node(a, f"n-{i}", 1) for i, a in enumerate(actors, 1)]
+    context = cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
+    return _RayExecutor(FakeRay(), nodes, schedule, context), actors
+
+
+def test_a_rule_stop_on_one_node_stops_the_batch_and_halts_every_node(tmp_path: Path) -> None:
+    result = node_result(tmp_path).model_copy(update={"ruleStop": "identity mismatch: m"})
+    executor, actors = executor_with(tmp_path, result)
+    record = executor.submit("forms-1").result()
+    assert [a.node for a in record.attempts] == ["node-1"]
+    assert executor.rule_stop() == "on node node-1: identity mismatch: m"
+    assert [a.halts for a in actors] == [1, 1]
+    executor.shutdown(wait=True)
+
+
+def test_the_tokens_recorded_across_nodes_are_held_to_the_whole_budget(tmp_path: Path) -> None:
+    result = node_result(tmp_path)
+    (attempt,) = result.record.attempts
+    use = GatewayUse(
+        requests=2, answered=2, servedModels=["m"], inputTokens=60, outputTokens=10,
+        failures=[], recordDigest=DIGEST,
+    )  # fmt: skip
+    spent = attempt.model_copy(update={"gateway": use})
+    records = {"attempt-1/gateway.jsonl": b"x"}
+    files = [*result.files, *(ShippedFile(path=p, data=d) for p, d in records.items())]
+    use = use.model_copy(update={"recordDigest": sha256_bytes(b"x")})
+    spent = spent.model_copy(update={"gateway": use})
+    result = result.model_copy(
+        update={"record": result.record.model_copy(update={"attempts": [spent]}), "files": files}
+    )
+    executor, actors = executor_with(tmp_path, result, token_budget=100)
+    executor.submit("forms-1").result()
+    assert executor.rule_stop() is None and [a.halts for a in actors] == [0, 0]
+    executor.submit("forms-1").result()
+    assert executor.rule_stop() == (
+        "the batch's token budget of 100 is spent (140 used across the nodes)"
+    )
+    assert [a.halts for a in actors] == [1, 1]
+    executor.shutdown(wait=True)
