@@ -40,6 +40,7 @@ __all__ = [
     "TRIAL_AGENTS",
     "Trial",
     "TrialOutcome",
+    "aimed_at_scripted_model",
     "scripted_answers",
     "scripted_upstream",
     "try_agent",
@@ -152,29 +153,12 @@ def scripted_upstream(engine: ContainerEngine, project: Project, agent: str) -> 
         )
         engine.start(container)
         _wait_listening(engine, container, trial_id)
-        address = engine.address_on(container, network)
-        config = example.model_copy(
-            update={
-                "runtimePath": engine.address,
-                "runnerImage": runner_image,
-                "verifierImage": verifier_image,
-                "gatewayImage": gateway_image,
-                "models": [
-                    ModelUpstream(
-                        name=upstream.name,
-                        upstream=f"http://{UPSTREAM_HOST}:{UPSTREAM_PORT}",
-                        credentialEnv=KEY_ENV,
-                        credentialHeader=upstream.credentialHeader,
-                        servedModels=upstream.servedModels,
-                    )
-                ],
-                "gateway": GatewayOptions(
-                    network=network,
-                    hosts={UPSTREAM_HOST: address},
-                    privateUpstreams=True,
-                    tokenBudget=example.gateway.tokenBudget,
-                ),
-            }
+        config = aimed_at_scripted_model(
+            example,
+            network=network,
+            address=engine.address_on(container, network),
+            images=(runner_image, verifier_image, gateway_image),
+            runtime_path=engine.address,
         )
         config_path = home / "runner.json"
         write_model_atomic(config_path, RunnerConfig.model_validate(config.model_dump()))
@@ -187,6 +171,43 @@ def scripted_upstream(engine: ContainerEngine, project: Project, agent: str) -> 
         finally:
             engine.remove_network(network)
             shutil.rmtree(srv, ignore_errors=True)
+
+
+def aimed_at_scripted_model(
+    example: RunnerConfig,
+    *,
+    network: str,
+    address: str,
+    images: tuple[str, str, str],
+    runtime_path: str,
+) -> RunnerConfig:
+    """*example* with these images (runner, verifier, gateway) and its one upstream replaced by
+    the scripted model at *address* on *network*, under the name ``model.test``."""
+    upstream = example.models[0]
+    runner_image, verifier_image, gateway_image = images
+    return example.model_copy(
+        update={
+            "runtimePath": runtime_path,
+            "runnerImage": runner_image,
+            "verifierImage": verifier_image,
+            "gatewayImage": gateway_image,
+            "models": [
+                ModelUpstream(
+                    name=upstream.name,
+                    upstream=f"http://{UPSTREAM_HOST}:{UPSTREAM_PORT}",
+                    credentialEnv=KEY_ENV,
+                    credentialHeader=upstream.credentialHeader,
+                    servedModels=upstream.servedModels,
+                )
+            ],
+            "gateway": GatewayOptions(
+                network=network,
+                hosts={UPSTREAM_HOST: address},
+                privateUpstreams=True,
+                tokenBudget=example.gateway.tokenBudget,
+            ),
+        }
+    )
 
 
 def try_agent(

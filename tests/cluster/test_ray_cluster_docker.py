@@ -27,9 +27,9 @@ from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.images.build import image_for_checkout
-from agent_eval.models import GatewayOptions, Receipt, RunnerConfig
+from agent_eval.models import Receipt, RunnerConfig
 from agent_eval.project import find_project
-from agent_eval.trial.run import KEY_ENV, UPSTREAM_HOST, UPSTREAM_PORT, scripted_answers
+from agent_eval.trial.run import KEY_ENV, aimed_at_scripted_model, scripted_answers
 from tests.batches import BIN, check, project_copy, write_config
 from tests.cluster.ray_nodes import RayCluster, Worker, ray_cluster, session_members
 from tests.faults.engines import containers_of
@@ -291,26 +291,16 @@ def test_a_real_agent_reaches_its_model_through_a_gateway_on_each_node(
             while "listening" not in _docker(worker, "logs", network):
                 assert time.monotonic() < deadline, _docker(worker, "logs", network)
                 time.sleep(0.2)
-        config = example.model_copy(
-            update={
-                "runnerImage": image_for_checkout(engine, REPO, "runner-claude-code"),
-                "verifierImage": image_for_checkout(engine, REPO, "verifier"),
-                "gatewayImage": gateway_image,
-                "models": [
-                    upstream.model_copy(
-                        update={
-                            "upstream": f"http://{UPSTREAM_HOST}:{UPSTREAM_PORT}",
-                            "credentialEnv": KEY_ENV,
-                        }
-                    )
-                ],
-                "gateway": GatewayOptions(
-                    network=network,
-                    hosts={UPSTREAM_HOST: MODEL_IP},
-                    privateUpstreams=True,
-                    tokenBudget=example.gateway.tokenBudget,
-                ),
-            }
+        config = aimed_at_scripted_model(
+            example,
+            network=network,
+            address=MODEL_IP,
+            images=(
+                image_for_checkout(engine, REPO, "runner-claude-code"),
+                image_for_checkout(engine, REPO, "verifier"),
+                gateway_image,
+            ),
+            runtime_path="/var/run/docker.sock",
         )
         config_path = tmp_path / "runner.json"
         write_model_atomic(config_path, RunnerConfig.model_validate(config.model_dump()))
