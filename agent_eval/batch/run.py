@@ -307,7 +307,7 @@ class _Batch:
             # environment: none of them is needed here, or sent anywhere.
             settings = gateway_settings(config, gateway_image.image_id)
         suite = _suite(project)
-        _selection(suite, self.only)
+        selected = _selection(suite, self.only)
         if self.remote is not None:
             ports.progress(ProgressEvent("joining the cluster"))
             try:
@@ -349,7 +349,6 @@ class _Batch:
             project, config, evidence, archives, consumer, runner_image, verifier_image,
             settings,
         )  # fmt: skip
-        selected = _selection(suite, self.only)
         run_ids = suite.spec.run_ids() if selected is None else selected
         receipt = Receipt.opened(
             batch_id=self.batch_id,

@@ -109,7 +109,6 @@ class _Node:
     busy: int = 0
     lost: str | None = None
     """Why the node is gone, once a call found it so."""
-    ready: bool = False
 
 
 @dataclass
@@ -156,7 +155,7 @@ class RayCluster:
                 problems.append(payload)
                 continue
             ready = NodeReady.model_validate_json(payload)
-            node.name, node.ready = ready.node, True
+            node.name = ready.node
             for line in ready.notices:
                 context.notice(f"node {ready.node}: {line}")
         named = [n.name for n in self._nodes]
@@ -341,6 +340,7 @@ class _RayExecutor:
         self._lock = threading.Lock()
         self._tokens = 0
         self._rule_stop: str | None = None
+        self._halted = False
         self._pool = ThreadPoolExecutor(
             max_workers=sum(n.slots for n in nodes), thread_name_prefix="node-run"
         )
@@ -399,7 +399,11 @@ class _RayExecutor:
         return record
 
     def _halt(self) -> None:
-        """As on one machine: after a rule stop no node starts another attempt."""
+        """As on one machine: after a rule stop no node starts another attempt (once)."""
+        with self._lock:
+            if self._halted:
+                return
+            self._halted = True
         for node in self._nodes:
             if node.lost is None:
                 node.actor.halt.remote()

@@ -197,11 +197,8 @@ class RayCluster:
         while time.monotonic() < deadline:
             if self.alive_workers() == count:
                 return
-            for process, log in [(self.head, "head.log")] + [
-                (w.process, f"{w.name}.log") for w in self.workers
-            ]:
-                if process is not None and process.poll() is not None and process is self.head:
-                    raise RuntimeError(f"the head exited: {self.log(log)}")
+            if self.head is not None and self.head.poll() is not None:
+                raise RuntimeError(f"the head exited: {self.log('head.log')}")
             time.sleep(0.5)
         raise RuntimeError(f"{count} worker(s) did not join: {self.log('head.log')}")
 

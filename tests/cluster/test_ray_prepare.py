@@ -172,6 +172,8 @@ def test_a_rule_stop_on_one_node_stops_the_batch_and_halts_every_node(tmp_path: 
     assert [a.node for a in record.attempts] == ["node-1"]
     assert executor.rule_stop() == "on node node-1: identity mismatch: m"
     assert [a.halts for a in actors] == [1, 1]
+    executor.submit("forms-1").result()  # a run in flight comes back: nodes are halted once
+    assert [a.halts for a in actors] == [1, 1]
     executor.shutdown(wait=True)
 
 
