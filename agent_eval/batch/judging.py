@@ -80,6 +80,8 @@ class AttemptObservations:
     runner_log_digest: str | None = None
     transcript_digest: str | None = None
     resources: RunnerResources | None = None
+    verification_retries: tuple[str, ...] = ()
+    """Why earlier verifications of the solution were repeated (see Verification.retried)."""
     redactions: dict[str, str] = field(default_factory=dict)
     """Values of this attempt only (its gateway token) to replace by their names."""
 
@@ -185,6 +187,7 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         runnerLogDigest=obs.runner_log_digest,
         transcriptDigest=obs.transcript_digest,
         resources=obs.resources,
+        verificationRetries=list(obs.verification_retries),
         reportedUsage=(
             obs.response.response.usage
             if obs.response is not None and obs.response.response is not None

@@ -699,6 +699,7 @@ class Schedule:
             seen.infrastructure_error, seen.infrastructure_kind = problem, "disk"
             return observed()
         write_bytes_atomic(evidence.analysis, verification.analysis_json)
+        seen.verification_retries = verification.retried
         seen.analysis = verification.analysis
         seen.analysis_digest = sha256_bytes(verification.analysis_json)
         seen.behaviour = verification.behaviour

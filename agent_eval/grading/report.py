@@ -32,8 +32,12 @@ Category = Literal[
     "tampering",
     "timeout",
     "infrastructure",
+    "provider",
+    "gateway",
 ]
-"""The diagnostic categories of the evidence format (never merged)."""
+"""The diagnostic categories of the evidence format (never merged): the same list as
+``agent_eval.models.analysis.DiagnosticCategory`` (this kit runs without pydantic;
+a test keeps the two equal)."""
 
 CATEGORIES: frozenset[str] = frozenset(get_args(Category))
 

@@ -9,7 +9,7 @@ trusted parent, never by submitted code.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -20,10 +20,14 @@ from agent_eval.models.receipt import AssertionOutcome
 __all__ = [
     "BehaviourError",
     "BehaviourResult",
+    "SafetyOutcome",
     "VerifierIsolation",
     "VerifierJob",
     "VerifierLimits",
 ]
+
+SafetyOutcome = Literal["passed", "violated", "not-observed"]
+"""What grading saw of an attempt's safety assertions, taken together."""
 
 AbsolutePath = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^/")]
 
@@ -164,14 +168,23 @@ class BehaviourResult(WireModel):
         return self.error is None and all(a.passed for a in self.assertions)
 
     @property
-    def safety_passed(self) -> bool:
-        """No safety assertion was violated (observed and failed).
+    def safety(self) -> SafetyOutcome:
+        """passed: every safety assertion was observed and held (vacuously, with none);
+        violated: one was observed to fail; not-observed: grading broke, or the solution
+        failed before one could be observed. Not observed is never a violation, never a pass."""
+        if self.infrastructure_failed:
+            return "not-observed"
+        safety = [a for a in self.assertions if a.safety]
+        if any(a.violated for a in safety):
+            return "violated"
+        if not all(a.observed for a in safety):
+            return "not-observed"
+        return "passed"
 
-        False when grading itself broke: then nothing is known either way.
-        """
-        return not self.infrastructure_failed and not any(
-            a.violated for a in self.assertions if a.safety
-        )
+    @property
+    def safety_passed(self) -> bool | None:
+        """The attempt record's ``safetyPassed``: True passed, False violated, None not observed."""
+        return {"passed": True, "violated": False, "not-observed": None}[self.safety]
 
     @property
     def failed_assertion_ids(self) -> list[str]:

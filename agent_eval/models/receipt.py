@@ -10,13 +10,14 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from agent_eval.models.analysis import Diagnostic
+from agent_eval.models.analysis import Diagnostic, DiagnosticCategory
 from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, SchemaVersion, WireModel
 from agent_eval.models.gateway import GatewayUse
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.runner_protocol import RepairFeedback, ReportedUsage
 
 __all__ = [
+    "FAILURE_DIAGNOSTICS",
     "AssertionOutcome",
     "AttemptRecord",
     "BatchStatus",
@@ -93,6 +94,30 @@ FailureCategory = Literal[
     "budget-exhausted",
     "infrastructure",
 ]
+
+
+FAILURE_DIAGNOSTICS: dict[FailureCategory, frozenset[DiagnosticCategory]] = {
+    "syntax": frozenset({"syntax"}),
+    "type-check": frozenset({"type-error", "wrong-arguments"}),
+    "contract-mismatch": frozenset({"contract-mismatch"}),
+    "missing-dependency": frozenset({"missing-dependency"}),
+    "unsupported-api": frozenset({"unsupported-api"}),
+    "integration": frozenset({"integration"}),
+    "behaviour": frozenset({"behaviour", "timeout"}),
+    "safety": frozenset({"safety"}),
+    "no-submission": frozenset({"collection"}),
+    "refused": frozenset({"runner"}),
+    "invalid-response": frozenset({"runner"}),
+    "identity-mismatch": frozenset({"gateway"}),
+    "timeout": frozenset({"timeout"}),
+    "runner-error": frozenset({"runner"}),
+    "tampering": frozenset({"tampering"}),
+    "collection": frozenset({"collection"}),
+    "budget-exhausted": frozenset({"timeout"}),
+    "infrastructure": frozenset({"infrastructure", "provider", "gateway"}),
+}
+"""The one bridge between the two vocabularies: which diagnostic categories explain an
+attempt that failed for each failure category (a test holds it total and exact)."""
 
 
 class SolutionFile(WireModel):
@@ -204,7 +229,9 @@ class AttemptRecord(WireModel):
     assertions: list[AssertionOutcome]
     """Behavioural assertions recorded by the trusted grader."""
     safetyPassed: bool | None
-    """No safety assertion was violated (observed and failed); None when nothing was graded."""
+    """True: every safety assertion was observed and held; False: one was observed to be
+    violated (unsafe); None: not observed (nothing graded, grading broke, or the solution
+    failed before one could be observed) - never a violation and never a pass."""
     needsReview: bool
     """The grader or analysis asks a reviewer to look at the exact solution."""
     diagnostics: list[Diagnostic] = Field(max_length=200)
@@ -233,15 +260,21 @@ class AttemptRecord(WireModel):
     """The runner container's limits and use (None: no container ran)."""
     node: str | None = Field(default=None, max_length=200)
     """The cluster node that ran it (None: the machine that ran the batch)."""
+    verificationRetries: list[Annotated[str, Field(max_length=500)]] = Field(
+        default_factory=list, max_length=8
+    )
+    """Why verifications of this attempt's solution failed on the harness's side (the
+    machine starved it, the verifier broke) and were repeated in a fresh container
+    before the recorded one: the verification took ``len + 1`` tries."""
     transcriptDigest: Digest | None = None
     """sha256 of attempt-<k>/transcript.jsonl: the CLI's own events as its adapter kept
     them (bounded, redacted); None when the runner kept none. Diagnostics, not evidence."""
 
     @property
     def unsafe(self) -> bool:
-        """Submitted, and safety did not pass or a safety assertion was violated."""
-        return self.submitted and not (
-            self.safetyPassed is True and not any(a.violated for a in self.assertions if a.safety)
+        """Submitted, and a safety violation was observed (never for safety not observed)."""
+        return self.submitted and (
+            self.safetyPassed is False or any(a.violated for a in self.assertions if a.safety)
         )
 
     @model_validator(mode="after")

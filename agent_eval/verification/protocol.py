@@ -38,6 +38,9 @@ class Verification:
     """analysis.json exactly as the verifier wrote it (the evidence bytes)."""
     behaviour: BehaviourResult
     """The trusted grader's result."""
+    retried: tuple[str, ...] = ()
+    """Why earlier verifications of the same solution failed on the harness's side and
+    were repeated (empty: the first try gave this result)."""
 
 
 class Verifier(Protocol):
@@ -108,7 +111,7 @@ def code_failure_category(
     """
     if analysis is None or behaviour is None or behaviour.infrastructure_failed:
         return "infrastructure"
-    if not behaviour.safety_passed:
+    if behaviour.safety == "violated":
         return "safety"
     if not analysis.syntaxOk:
         return "syntax"

@@ -172,7 +172,17 @@ def test_an_unsafe_behaviour_outranks_any_analysis_finding() -> None:
 
 def test_a_solution_that_died_before_observation_failed_but_was_not_unsafe() -> None:
     record = judge_attempt(replace(GOOD, behaviour=behaviour(observed=False)))
-    assert record.failureCategory == "behaviour" and record.safetyPassed is True
+    # Not observed: neither a pass (no success) nor a violation (not unsafe).
+    assert record.failureCategory == "behaviour" and record.safetyPassed is None
+    assert not record.success and not record.unsafe
+
+
+def test_safety_is_passed_violated_or_not_observed() -> None:
+    assert behaviour().safety == "passed" and behaviour().safety_passed is True
+    assert behaviour(safe=False).safety == "violated"
+    assert behaviour(safe=False).safety_passed is False
+    assert behaviour(observed=False).safety == "not-observed"
+    assert behaviour(observed=False).safety_passed is None
 
 
 def test_a_broken_grader_is_an_infrastructure_failure_not_the_agents() -> None:
@@ -189,6 +199,8 @@ def test_a_broken_grader_is_an_infrastructure_failure_not_the_agents() -> None:
     record = judge_attempt(replace(GOOD, behaviour=broken))
     assert record.failureCategory == "infrastructure" and record.infrastructureStatus == "failed"
     assert repair_feedback(record) is None
+    # Nothing was observed, so nothing was violated: never called unsafe.
+    assert broken.safety == "not-observed" and not record.unsafe
 
 
 def test_a_repair_attempt_is_never_repaired_again() -> None:

@@ -134,6 +134,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "gateway",
         "runnerLogDigest",
         "transcriptDigest",
+        "verificationRetries",
         "resources",
         "reportedUsage",
         "node",

@@ -8,6 +8,7 @@ from agent_eval.engine import ResourceLimits
 from agent_eval.errors import ConfigError
 from agent_eval.models.behaviour import VerifierLimits
 from agent_eval.verification.runtime.attempt import ANALYSIS_GRACE_S
+from agent_eval.verification.runtime.clock import backstop_s
 
 __all__ = ["CHILD_UID_BASE", "MAX_SLOTS", "VerificationLimits"]
 
@@ -46,10 +47,16 @@ class VerificationLimits:
 
     @property
     def deadline_s(self) -> float:
-        """When the container is killed from outside, counted from its start."""
+        """When the container is killed from outside, counted from its start.
+
+        A wall-clock backstop only: the grading inside is limited on the
+        solution's own clock, which a crowded machine slows down, so the
+        grading gets the backstop of its total limit (a container killed here
+        was starved, and its verification is repeated).
+        """
         return (
             self.analysis_timeout_s
             + ANALYSIS_GRACE_S
-            + self.behaviour.totalTimeoutMs / 1000
+            + backstop_s(self.behaviour.totalTimeoutMs / 1000)
             + self.grace_s
         )

@@ -38,6 +38,7 @@ from agent_eval.verification.container.run import (
     verify_in_container,
 )
 from agent_eval.verification.protocol import Verification, VerifierContext, VerifierFactory
+from agent_eval.verification.retry import verify_with_retries
 
 __all__ = [
     "ContainerVerifier",
@@ -86,13 +87,22 @@ class ContainerVerifier:
             InfrastructureError: No trusted result could be produced.
             CleanupError: A container's removal was not confirmed.
         """
-        slot = self._slots.get()
-        try:
-            return verify_in_container(
-                self.setup, task, self._tasks_dir / task.id, solution_dir, run_id=run_id, slot=slot
-            ).as_verification()
-        finally:
-            self._slots.put(slot)
+
+        def once() -> Verification:
+            slot = self._slots.get()
+            try:
+                return verify_in_container(
+                    self.setup,
+                    task,
+                    self._tasks_dir / task.id,
+                    solution_dir,
+                    run_id=run_id,
+                    slot=slot,
+                ).as_verification()
+            finally:
+                self._slots.put(slot)
+
+        return verify_with_retries(once)
 
     def cancel_all(self) -> None:
         """Remove every verifier container still running (each removal confirmed).

@@ -45,7 +45,8 @@ from .isolation import (
 
 __all__ = ["main"]
 
-_START_TIMEOUT_S = 30.0
+# Only a parent that is gone is given up on; a starved one sends start late, not never.
+_START_TIMEOUT_S = 600.0
 _PROTOCOL_EXIT = 3
 
 

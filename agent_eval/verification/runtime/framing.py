@@ -22,6 +22,7 @@ __all__ = [
     "FrameError",
     "FrameInvalid",
     "FrameReader",
+    "FrameStarved",
     "FrameTimeout",
     "FrameTooLarge",
     "encode_frame",
@@ -33,6 +34,8 @@ _HEADER = struct.Struct(">I")
 _CHUNK = 64 * 1024
 # How often a waiting reader asks ``still_alive`` whether the peer process lives.
 _LIVENESS_SLICE_S = 0.05
+# How often a reader whose deadline is on another clock than the wall reads it again.
+_CLOCK_SLICE_S = 0.1
 
 
 class FrameError(Exception):
@@ -41,6 +44,10 @@ class FrameError(Exception):
 
 class FrameTimeout(FrameError):
     """The deadline passed before a whole frame arrived (or could be written)."""
+
+
+class FrameStarved(FrameError):
+    """The wall-clock backstop passed while the deadline's own clock had time left."""
 
 
 class FrameClosed(FrameError):
@@ -68,10 +75,30 @@ def encode_frame(message: dict[str, Any], max_bytes: int = DEFAULT_MAX_FRAME_BYT
     return _HEADER.pack(len(data)) + data
 
 
-def _remaining(deadline: float | None) -> float | None:
+Clock = Callable[[], float]
+"""What a deadline is measured on (monotonic seconds); the wall clock by default."""
+
+
+def _remaining(deadline: float | None, clock: Clock = time.monotonic) -> float | None:
     if deadline is None:
         return None
-    return deadline - time.monotonic()
+    return deadline - clock()
+
+
+def _wait_s(remaining: float | None, backstop: float | None, slice_s: float | None) -> float | None:
+    """How long one poll may wait: never past the deadline, the backstop or the slice."""
+    waits = [w for w in (remaining, slice_s) if w is not None]
+    if backstop is not None:
+        waits.append(backstop - time.monotonic())
+    return None if not waits else max(0.0, min(waits))
+
+
+def _check_time(deadline: float | None, backstop: float | None, clock: Clock, what: str) -> None:
+    remaining = _remaining(deadline, clock)
+    if remaining is not None and remaining <= 0:
+        raise FrameTimeout(f"deadline passed {what}")
+    if backstop is not None and time.monotonic() >= backstop:
+        raise FrameStarved(f"the wall-clock backstop passed {what} with time left on the clock")
 
 
 def write_frame(
@@ -80,20 +107,24 @@ def write_frame(
     *,
     deadline: float | None,
     max_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    clock: Clock = time.monotonic,
+    backstop: float | None = None,
 ) -> None:
-    """Write one frame to *fd* before the monotonic *deadline* (None: no deadline).
+    """Write one frame to *fd* before *deadline* on *clock* (None: no deadline).
 
     Works on blocking and non-blocking descriptors; on a non-blocking one a
-    full pipe is waited on with poll, never longer than the deadline.
+    full pipe is waited on with poll, never longer than the deadline, and
+    never past the monotonic wall-clock *backstop* (then :class:`FrameStarved`).
     """
     data = memoryview(encode_frame(message, max_bytes))
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
     while data:
-        remaining = _remaining(deadline)
-        if remaining is not None and remaining <= 0:
-            raise FrameTimeout("deadline passed while writing a frame")
-        timeout_ms = None if remaining is None else max(1, int(remaining * 1000))
+        _check_time(deadline, backstop, clock, "while writing a frame")
+        wait = _wait_s(
+            _remaining(deadline, clock), backstop, None if clock is time.monotonic else 0.1
+        )
+        timeout_ms = None if wait is None else max(1, int(wait * 1000))
         events = poller.poll(timeout_ms)
         if not events:
             continue
@@ -118,6 +149,7 @@ class FrameReader:
         on_idle: Called with no arguments whenever the reader has waited a
             short slice without a whole frame; lets a caller drain another
             pipe or notice that the peer exited (by raising).
+        clock: What deadlines are measured on (the wall clock by default).
     """
 
     def __init__(
@@ -126,10 +158,12 @@ class FrameReader:
         *,
         max_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         on_idle: Callable[[], None] | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.fd = fd
         self.max_bytes = max_bytes
         self._on_idle = on_idle
+        self._clock = clock
         self._buffer = bytearray()
         self._eof = False
         os.set_blocking(fd, False)
@@ -182,30 +216,40 @@ class FrameReader:
         self._fill()
         return self._take_frame()
 
-    def read(self, deadline: float | None) -> dict[str, Any]:
-        """Return the next frame, waiting at most until the monotonic *deadline*.
+    def read(self, deadline: float | None, backstop: float | None = None) -> dict[str, Any]:
+        """Return the next frame, waiting at most until *deadline* on the reader's clock.
+
+        A frame already in the pipe is always taken, however late: a reader that
+        was itself kept waiting for a CPU must not blame the writer.
 
         Raises:
             FrameTimeout: The deadline passed first.
+            FrameStarved: The monotonic wall-clock *backstop* passed first.
             FrameClosed: The pipe reached end-of-file mid-way or before a frame.
             FrameTooLarge: The announced frame exceeds ``max_bytes``.
             FrameInvalid: The body is not a UTF-8 JSON object.
         """
         poller = select.poll()
         poller.register(self.fd, select.POLLIN)
+        slice_s = _LIVENESS_SLICE_S if self._on_idle is not None else None
+        if self._clock is not time.monotonic and slice_s is None:
+            slice_s = _CLOCK_SLICE_S
         while True:
             frame = self._take_frame()
             if frame is not None:
                 return frame
             if self._eof:
                 raise FrameClosed("the writing end of the pipe is closed")
-            remaining = _remaining(deadline)
-            if remaining is not None and remaining <= 0:
-                raise FrameTimeout("deadline passed before a whole frame arrived")
-            slice_s = _LIVENESS_SLICE_S if self._on_idle is not None else remaining
-            if remaining is not None and slice_s is not None:
-                slice_s = min(slice_s, remaining)
-            timeout_ms = None if slice_s is None else max(1, int(slice_s * 1000))
+            try:
+                _check_time(deadline, backstop, self._clock, "before a whole frame arrived")
+            except FrameError:
+                self._fill()
+                frame = self._take_frame()
+                if frame is not None:
+                    return frame
+                raise
+            wait = _wait_s(_remaining(deadline, self._clock), backstop, slice_s)
+            timeout_ms = None if wait is None else max(1, int(wait * 1000))
             if poller.poll(timeout_ms):
                 self._fill()
             elif self._on_idle is not None:

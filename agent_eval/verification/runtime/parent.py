@@ -38,26 +38,33 @@ from agent_eval.grading.grader import Grader
 from agent_eval.grading.report import Category, Finding, GradeReport, bounded
 from agent_eval.grading.session import Dispatch, Session
 
+from .clock import SolutionClock, backstop_s, namespace_pids, session_pids, wall_clock
 from .codec import EXCEPTION_ATTRIBUTES
 from .framing import (
+    Clock,
     FrameClosed,
     FrameError,
     FrameInvalid,
     FrameReader,
+    FrameStarved,
     FrameTimeout,
     FrameTooLarge,
     write_frame,
 )
 from .job import Job
 
-__all__ = ["run_and_write", "write_bytes"]
+__all__ = ["STARVED", "run_and_write", "write_bytes"]
+
+STARVED = "starved"
+"""How an infrastructure finding of a verification the machine starved begins."""
 
 _BOOTSTRAP = (
     "import sys,importlib;r=sys.argv[1];sys.path.insert(0,r);"
     "m=importlib.import_module(sys.argv[2]);sys.path.remove(r);"
     "sys.exit(m.main(sys.argv[3:]))"
 )
-_REAP_TIMEOUT_S = 5.0
+# Killing and reaping is the harness's work: on a crowded machine it may take long.
+_REAP_TIMEOUT_S = 60.0
 _EXIT_GRACE_S = 0.5
 _MAX_LATE_FRAMES = 64
 _OUTPUT_IN_MESSAGE = 1000
@@ -93,10 +100,13 @@ def _str(value: Any, limit: int) -> str | None:
 class ChildProcess:
     """One scenario's solution process: the verifier's implementation of ``Transport``."""
 
-    def __init__(self, job: Job, module: str, workdir: Path) -> None:
+    def __init__(self, job: Job, module: str, workdir: Path, clock: Clock = wall_clock) -> None:
         self.job = job
         self.module = module
         self.workdir = workdir
+        self.clock = clock
+        """What every deadline of this process is measured on (the solution's own time)."""
+        self._backstop: float | None = None
         self.import_failed = False
         self._failure: SolutionFailed | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -129,7 +139,10 @@ class ChildProcess:
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         self._write_fd, self._out_fd = to_child_w, out_r
         self._reader = FrameReader(
-            to_parent_r, max_bytes=limits.max_message_bytes, on_idle=self._on_idle
+            to_parent_r,
+            max_bytes=limits.max_message_bytes,
+            on_idle=self._on_idle,
+            clock=self.clock,
         )
         os.set_blocking(to_child_w, False)
         os.set_blocking(out_r, False)
@@ -185,8 +198,11 @@ class ChildProcess:
             "uid": isolation.child_uid,
             "gid": isolation.child_gid,
             "maxMessageBytes": limits.max_message_bytes,
-            "idleTimeoutS": limits.scenario_timeout_ms / 1000 + 5,
+            # The child only gives up on a parent that is gone; a parent kept
+            # waiting for a CPU is not gone, so it waits as long as any backstop.
+            "idleTimeoutS": backstop_s(limits.scenario_timeout_ms / 1000) + 60,
         }
+        self._start_operation(deadline)
         try:
             self._send(start, deadline, "starting")
             message = self._receive(deadline, "starting")
@@ -198,6 +214,7 @@ class ChildProcess:
             self._kill()
             raise VerifierBroken(f"the solution process could not isolate itself: {detail}")
         what = f"importing the solution module {self.module!r}"
+        self._start_operation(deadline)
         message = self._receive(deadline, what)
         op = message.get("op")
         if op == "ready":
@@ -231,6 +248,7 @@ class ChildProcess:
             raise self._failure
         call_id = next(self._call_ids)
         what = f"calling {function}"
+        self._start_operation(deadline)
         request = {
             "op": "call",
             "id": call_id,
@@ -270,6 +288,20 @@ class ChildProcess:
             self._stop()
 
     # -- internals ---------------------------------------------------------------------
+
+    def _start_operation(self, deadline: float | None) -> None:
+        """Set the wall-clock backstop of one operation (start, import, call)."""
+        if deadline is None:
+            self._backstop = None
+            return
+        self._backstop = time.monotonic() + backstop_s(max(0.0, deadline - self.clock()))
+
+    def _starved(self, what: str) -> VerifierBroken:
+        self._kill()
+        return VerifierBroken(
+            f"{STARVED}: {what}: the machine kept the solution waiting for a CPU past the "
+            f"wall-clock backstop while it had time left on its own clock (re-verified)"
+        )
 
     def _answer_effect(
         self, message: dict[str, Any], dispatch: Dispatch, deadline: float | None, what: str
@@ -336,7 +368,11 @@ class ChildProcess:
                 message,
                 deadline=deadline,
                 max_bytes=self.job.limits.max_message_bytes,
+                clock=self.clock,
+                backstop=self._backstop,
             )
+        except FrameStarved:
+            raise self._starved(what) from None
         except FrameTooLarge as exc:
             raise GraderError(f"{what}: the arguments are too large ({exc})") from None
         except FrameTimeout:
@@ -348,7 +384,9 @@ class ChildProcess:
     def _receive(self, deadline: float | None, what: str) -> dict[str, Any]:
         assert self._reader is not None
         try:
-            return self._reader.read(deadline)
+            return self._reader.read(deadline, self._backstop)
+        except FrameStarved:
+            raise self._starved(what) from None
         except FrameTimeout:
             limit = "" if deadline is None else " within its time limit"
             raise self._fail(SolutionFailed("timeout", f"{what}: no answer{limit}")) from None
@@ -521,6 +559,17 @@ class ChildOpener:
         self.module = module
         self.started = 0
         self._import_failure: SolutionFailed | None = None
+        self._current: ChildProcess | None = None
+        self.clock = SolutionClock(self.solution_pids)
+        """The solution's own time: every limit of the grading is measured on it."""
+
+    def solution_pids(self) -> list[int]:
+        """The processes of the current scenario's solution."""
+        if self.job.isolation.kill_all_on_cleanup:
+            # PID-namespace root: every process but this one and init is the solution's.
+            return namespace_pids()
+        proc = self._current._proc if self._current is not None else None
+        return [] if proc is None else session_pids(proc.pid)
 
     def __call__(self, scenario: str, deadline: float | None) -> ChildProcess:
         if self._import_failure is not None:
@@ -530,7 +579,10 @@ class ChildOpener:
         # An unguessable name: an earlier scenario's process could otherwise have
         # planted this one's directory (the scratch root is shared with it).
         workdir = self.job.scratch_dir / f"scenario-{self.started}-{secrets.token_hex(8)}"
-        process = ChildProcess(self.job, self.module, workdir)
+        # An earlier scenario's processes are gone: their PIDs may come back as new ones.
+        self.clock.forget()
+        process = ChildProcess(self.job, self.module, workdir, self.clock)
+        self._current = process
         try:
             process.start(deadline)
         except SolutionFailed as failure:
@@ -620,12 +672,14 @@ def run_job(job: Job) -> GradeReport:
     except GraderError as exc:
         return _infrastructure_report(job.task_id, f"grader error: {exc}")
     limits = job.limits
+    opener = ChildOpener(job, module)
     session = Session(
         grader,
-        ChildOpener(job, module),
+        opener,
         call_timeout=limits.call_timeout_ms / 1000,
         scenario_timeout=limits.scenario_timeout_ms / 1000,
         total_timeout=limits.total_timeout_ms / 1000,
+        clock=opener.clock,
     )
     return session.grade()
 

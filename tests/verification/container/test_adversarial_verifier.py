@@ -552,6 +552,28 @@ CASES: dict[str, Case] = {
         """,
         None,
     ),
+    "shadows-the-standard-library-wherever-it-can-write": Case(
+        # At import time: modules named like the standard library's (and like what
+        # Python runs at start-up) in every place it can write, so that a later
+        # scenario's process would import them. Each scenario must still start.
+        """
+        _SHADOWS = ("json", "typing", "os", "site", "sitecustomize", "usercustomize",
+                    "encodings", "codecs", "io", "abc", "selectors", "struct", "importlib")
+        for _where in {os.getcwd(), os.path.dirname(os.path.abspath(__file__)),
+                       os.environ.get("HOME", "/tmp"), os.environ.get("TMPDIR", "/tmp"),
+                       "/tmp", "/dev/shm", *[p for p in sys.path if p]}:
+            for _name in _SHADOWS:
+                try:
+                    with open(os.path.join(_where, _name + ".py"), "w") as _handle:
+                        _handle.write("import os\\nos._exit(9)\\n")
+                except OSError:
+                    pass
+
+        def probe():
+            return "planted"
+        """,
+        None,
+    ),
     "imports-forever": Case(
         """
         while True:

@@ -1,0 +1,122 @@
+"""A crowded machine on demand: busy loops that every container must share the CPU with.
+
+Busy loops on the host do not starve containers (the kernel shares the CPU
+between the host's tasks and the engine's cgroup as a whole). Placed in the
+engine's parent cpu cgroup (cgroup v1: ``/sys/fs/cgroup/cpu/docker``), each
+loop weighs as much as a whole container, so every runner and verifier
+container competes with all of them while the harness on the host stays
+responsive: with N loops and two containers busy, each container gets about
+``cores / (N + 2)`` of the machine.
+
+Every loop is ``timeout SECONDS sh -c 'while :; do :; done'``: bounded in time
+even if this process dies, started and ended by its own pid, never by name.
+
+    with LoadRig(loops=40):
+        ...  # every container here runs on a crowded machine
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["CPU_PRESSURE", "ENGINE_CPU_CGROUP", "LoadRig", "cpu_pressure_total_us", "rig_available"]
+
+ENGINE_CPU_CGROUP = Path("/sys/fs/cgroup/cpu/docker")
+"""The engine's parent cpu cgroup (cgroup v1, the ``cgroupfs`` driver)."""
+CPU_PRESSURE = Path("/proc/pressure/cpu")
+DEFAULT_BOUND_S = 3600
+
+
+def rig_available(cgroup: Path = ENGINE_CPU_CGROUP) -> str | None:
+    """None when loops can be placed in the engine's cgroup, else why not."""
+    if os.geteuid() != 0:
+        return "the load rig needs root to place processes in the engine's cgroup"
+    if not (cgroup / "cgroup.procs").is_file():
+        return f"{cgroup} does not exist (no cgroup v1 cpu controller, or no container ran yet)"
+    return None
+
+
+def cpu_pressure_total_us() -> int | None:
+    """The host's cumulative CPU pressure (``some`` total, µs); None without PSI."""
+    try:
+        for line in CPU_PRESSURE.read_text(encoding="ascii").splitlines():
+            if line.startswith("some "):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class LoadRig:
+    """*loops* busy loops in *cgroup*, each ended after *bound_s* seconds at the latest."""
+
+    def __init__(
+        self, loops: int, *, cgroup: Path = ENGINE_CPU_CGROUP, bound_s: int = DEFAULT_BOUND_S
+    ) -> None:
+        if not 0 <= loops <= 400:
+            raise ValueError(f"loops {loops} is not in [0, 400]")
+        self.loops = loops
+        self.cgroup = cgroup
+        self.bound_s = bound_s
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        if self.loops and (reason := rig_available(self.cgroup)) is not None:
+            raise RuntimeError(reason)
+        try:
+            for _ in range(self.loops):
+                proc = subprocess.Popen(
+                    ["timeout", "-s", "KILL", str(self.bound_s), "sh", "-c", "while :; do :; done"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+                self._procs.append(proc)
+                # The shell (timeout's child) may not exist yet; move timeout itself
+                # first: a child forked after the move starts in the same cgroup.
+                (self.cgroup / "cgroup.procs").write_text(f"{proc.pid}\n", encoding="ascii")
+            time.sleep(0.2)
+            for proc in self._procs:
+                for child in _children(proc.pid):
+                    with contextlib.suppress(OSError):
+                        (self.cgroup / "cgroup.procs").write_text(f"{child}\n", encoding="ascii")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """End every loop by its process group (the loop and its ``timeout``), then reap."""
+        for proc in self._procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        for proc in self._procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        self._procs.clear()
+
+    def __enter__(self) -> LoadRig:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="ascii")
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
