@@ -50,8 +50,11 @@ FLAGS = (
     "--disable-domain-reliability",
     "--no-pings",
     "--metrics-recording-only",
-    # The network-time fetch is not covered by --disable-background-networking.
-    "--disable-features=NetworkTimeServiceQuerying",
+    # --disable-background-networking covers none of these: the network-time
+    # fetch, the omnibox's AI-mode eligibility request and the preconnects to
+    # the default search engine (Chromium 150 makes both at start-up).
+    "--disable-features=NetworkTimeServiceQuerying,AimEnabled,AimServerRequestOnStartupEnabled,"
+    "PreconnectToSearch,SearchEnginePreconnect2",
 )
 # The on-device model manifest is fetched by an on-demand component update that
 # --disable-component-update does not stop; a local (empty) manifest override
