@@ -178,8 +178,8 @@ class MarkingGateway:
         self.records[attempt] = parse_records(data)
         return data
 
-    def problem(self) -> str | None:
-        return self.gateway.problem()
+    def problem(self, *, probe: bool = False) -> str | None:
+        return self.gateway.problem(probe=probe)
 
     def accepted_models(self) -> dict[str, frozenset[str]]:
         return self.gateway.accepted_models()

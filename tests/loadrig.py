@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from agent_eval.engine.pressure import CPU_PRESSURE, cpu_pressure_total_us
+
 __all__ = ["CPU_PRESSURE", "ENGINE_CPU_CGROUP", "LoadRig", "cpu_pressure_total_us", "rig_available"]
 
 ENGINE_CPU_CGROUP = Path("/sys/fs/cgroup/cpu/docker")
 """The engine's parent cpu cgroup (cgroup v1, the ``cgroupfs`` driver)."""
-CPU_PRESSURE = Path("/proc/pressure/cpu")
 DEFAULT_BOUND_S = 3600
 
 
@@ -39,17 +40,6 @@ def rig_available(cgroup: Path = ENGINE_CPU_CGROUP) -> str | None:
         return "the load rig needs root to place processes in the engine's cgroup"
     if not (cgroup / "cgroup.procs").is_file():
         return f"{cgroup} does not exist (no cgroup v1 cpu controller, or no container ran yet)"
-    return None
-
-
-def cpu_pressure_total_us() -> int | None:
-    """The host's cumulative CPU pressure (``some`` total, µs); None without PSI."""
-    try:
-        for line in CPU_PRESSURE.read_text(encoding="ascii").splitlines():
-            if line.startswith("some "):
-                return int(line.rsplit("total=", 1)[1])
-    except (OSError, ValueError, IndexError):
-        return None
     return None
 
 

@@ -116,6 +116,18 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
     elif obs.timed_out:
         category = "timeout"
         diagnostics.append(_diag("timeout", "the runner did not finish within its time budget"))
+        if obs.resources is not None and obs.resources.starved:
+            used = obs.resources
+            cpu = "an unmeasured" if used.cpuSeconds is None else f"{used.cpuSeconds:.1f}"
+            diagnostics.append(
+                _diag(
+                    "timeout",
+                    "the machine starved the runner: the host's CPU pressure was "
+                    f"{(used.hostCpuPressure or 0) * 100:.0f} % over its "
+                    f"{used.wallSeconds or 0:.0f} s, in which it got {cpu} s of CPU; "
+                    "lower the batch's concurrency or use a quieter machine",
+                )
+            )
     elif verdict is None or verdict.problem is not None:
         category = verdict.problem if verdict and verdict.problem else "invalid-response"
         diagnostics.append(_diag("runner", verdict.message if verdict else "no response"))

@@ -55,6 +55,9 @@ class RunnerOutcome:
     transcript: bytes | None = None
     """What the runner left as its transcript (bounded just past the limit the
     schedule cuts at, ``layout.MAX_TRANSCRIPT_BYTES``), or None."""
+    engine_lost: bool = False
+    """The engine could not be reached at some point while the runner ran (it may have
+    restarted): what it collected of the runner's output may be incomplete."""
 
 
 class RunnerPort(Protocol):
@@ -108,8 +111,12 @@ class GatewayPort(Protocol[R]):
         """Revoke the token; the attempt's records (gateway.jsonl) as written."""
         ...
 
-    def problem(self) -> str | None:
-        """Why the gateway is not serving, or None while it runs."""
+    def problem(self, *, probe: bool = False) -> str | None:
+        """Why the gateway is not serving, or None while it runs.
+
+        *probe*: also ask it for an answer (its own, never the upstream's), not
+        only whether its container runs.
+        """
         ...
 
     def accepted_models(self) -> dict[str, frozenset[str]]:

@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from agent_eval.engine import (
     remove_leftovers,
     run_container,
 )
+from agent_eval.engine.pressure import STARVED_PRESSURE, PressureWindow
 from agent_eval.errors import InfrastructureError
 from agent_eval.layout import (
     CONSUMER_MOUNT,
@@ -107,6 +109,8 @@ class ContainerRunner:
             # No network at all: its only way out is the gateway's sockets.
             stdin=True,
         )
+        pressure = PressureWindow.open()
+        began = time.monotonic()
         try:
             done = run_container(
                 self._engine,
@@ -120,6 +124,8 @@ class ContainerRunner:
         finally:
             transcript = _read_transcript(transcripts / TRANSCRIPT_FILE)
             shutil.rmtree(transcripts, ignore_errors=True)
+        wall_s = time.monotonic() - began
+        crowded = pressure.share(wall_s)
         limits = spec.limits
         return RunnerOutcome(
             stdout=done.output.stdout,
@@ -134,8 +140,13 @@ class ContainerRunner:
                 tmpBytes=limits.tmp_bytes,
                 peakMemoryBytes=done.wait.peak_memory_bytes,
                 oomKilled=done.wait.oom_killed,
+                cpuSeconds=done.wait.cpu_seconds,
+                wallSeconds=round(wall_s, 3),
+                hostCpuPressure=crowded,
+                starved=done.wait.timed_out and (crowded or 0.0) >= STARVED_PRESSURE,
             ),
             transcript=transcript,
+            engine_lost=done.wait.engine_lost,
         )
 
     def cancel_all(self) -> None:

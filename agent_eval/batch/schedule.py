@@ -509,7 +509,9 @@ class Schedule:
             seen.budget_exhausted = "budget" in seen.gateway.failures
             seen.budget_message = f"the batch's token budget of {budget} is spent ({spent} used)"
             self.rule_stop = self.rule_stop or seen.budget_message
-        problem = gateway.problem()
+        # An attempt the gateway answered nothing for is judged only once the
+        # gateway is known to answer: a dead or frozen one is never the agent's.
+        problem = gateway.problem(probe=seen.gateway.answered == 0)
         if problem is not None:
             return f"the model gateway stopped serving: {problem}"
         return provider_problem(records)
@@ -667,6 +669,14 @@ class Schedule:
                 provider or f"the runner reports its model provider failed: {message}"
             )
             seen.infrastructure_kind = "provider"
+            return observed()
+        if outcome.engine_lost and not outcome.timed_out and not completed:
+            # The engine collects the runner's output: while it was away, that output
+            # (and the exit status it reports) may be lost, so nothing here is the agent's.
+            seen.infrastructure_error = (
+                "the engine could not be reached while the runner ran and the runner left "
+                "no completed response: its output may have been lost with the engine"
+            )
             return observed()
         if outcome.timed_out:
             seen.timed_out, seen.budget_exhausted = not budget_bound, budget_bound

@@ -159,6 +159,12 @@ class WaitResult:
     peak_memory_bytes: int | None = None
     """The container's peak memory use (page cache included) as last sampled while it
     ran, a lower bound of the true peak; None when the engine's cgroups were not readable."""
+    cpu_seconds: float | None = None
+    """CPU time its processes used, as last sampled while it ran (a lower bound);
+    None when the engine's cgroups were not readable."""
+    engine_lost: bool = False
+    """The engine could not be reached at some point while it ran: what the engine
+    collected of it (its output above all) may be incomplete."""
 
 
 @dataclass(frozen=True)

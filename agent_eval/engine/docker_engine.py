@@ -267,25 +267,54 @@ _PEAK_FILES = (
     "docker/{id}/memory.peak",  # v2, cgroupfs driver
     "system.slice/docker-{id}.scope/memory.peak",  # v2, systemd
 )
-_MEMORY_SAMPLE_S = 0.25
+_CPU_FILES = (
+    ("cpuacct/docker/{id}/cpuacct.usage", 1e-9),  # v1, cgroupfs driver: nanoseconds
+    ("cpuacct/system.slice/docker-{id}.scope/cpuacct.usage", 1e-9),  # v1, systemd
+    ("docker/{id}/cpu.stat", 1e-6),  # v2: usage_usec
+    ("system.slice/docker-{id}.scope/cpu.stat", 1e-6),
+)
+_SAMPLE_S = 0.25
 
 
-class _MemoryWatch:
-    """Samples a running container's peak memory from its cgroup (gone once it exits).
+def _read_counter(path: Path) -> int | None:
+    """A cgroup counter: the file's number, or cpu.stat's ``usage_usec``."""
+    try:
+        text = path.read_text(encoding="ascii")
+    except OSError:
+        return None
+    if path.name == "cpu.stat":
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                text = value
+                break
+        else:
+            return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
 
-    The kernel keeps the peak itself, so the last sample misses only what the
-    container used after it: the result is a lower bound. An engine whose
-    cgroups are elsewhere (rootless, another parent) gives None, never a guess.
+
+class _UsageWatch:
+    """Samples a running container's peak memory and CPU time from its cgroup.
+
+    The cgroup is gone once the container exits, so both are as last sampled:
+    lower bounds that miss only what the container used after the last
+    sample. An engine whose cgroups are elsewhere (rootless, another parent)
+    gives None, never a guess.
     """
 
     def __init__(self, container_id: str) -> None:
         self.container_id = container_id
         self.peak: int | None = None
+        self.cpu_s: float | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True, name="memory")
-        self._path: Path | None = None
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="usage")
+        self._memory: Path | None = None
+        self._cpu: tuple[Path, float] | None = None
 
-    def __enter__(self) -> _MemoryWatch:
+    def __enter__(self) -> _UsageWatch:
         self._thread.start()
         return self
 
@@ -296,23 +325,33 @@ class _MemoryWatch:
     def _sample(self) -> None:
         while True:
             self._read()
-            if self._stop.wait(_MEMORY_SAMPLE_S):
+            if self._stop.wait(_SAMPLE_S):
                 return
 
     def _read(self) -> None:
-        candidates = (
-            [self._path]
-            if self._path
+        memory = (
+            [self._memory]
+            if self._memory
             else [_CGROUP_ROOT / pattern.format(id=self.container_id) for pattern in _PEAK_FILES]
         )
-        for path in candidates:
-            try:
-                value = int(path.read_text(encoding="ascii").strip())
-            except (OSError, ValueError):
-                continue
-            self._path = path
-            self.peak = max(self.peak or 0, value)
-            return
+        for path in memory:
+            if (value := _read_counter(path)) is not None:
+                self._memory = path
+                self.peak = max(self.peak or 0, value)
+                break
+        cpu = (
+            [self._cpu]
+            if self._cpu
+            else [
+                (_CGROUP_ROOT / pattern.format(id=self.container_id), unit)
+                for pattern, unit in _CPU_FILES
+            ]
+        )
+        for path, unit in cpu:
+            if (value := _read_counter(path)) is not None:
+                self._cpu = (path, unit)
+                self.cpu_s = max(self.cpu_s or 0.0, value * unit)
+                break
 
 
 class DockerEngine(ContainerEngine):
@@ -560,7 +599,7 @@ class DockerEngine(ContainerEngine):
     def wait(self, container_id: str, timeout_s: float) -> WaitResult:
         """See :meth:`ContainerEngine.wait`."""
         short = container_id[:12]
-        with _MemoryWatch(container_id) as memory:
+        with _UsageWatch(container_id) as usage:
             exited, lost = self._wait_until(container_id, time.monotonic() + timeout_s)
         timed_out = not exited
         if timed_out:
@@ -588,7 +627,9 @@ class DockerEngine(ContainerEngine):
             exit_code=int(state["ExitCode"]),
             timed_out=timed_out,
             oom_killed=bool(state.get("OOMKilled")),
-            peak_memory_bytes=memory.peak,
+            peak_memory_bytes=usage.peak,
+            cpu_seconds=usage.cpu_s,
+            engine_lost=lost,
         )
 
     def _bounded_stream(self, container_id: str, limit: int, *, stdout: bool) -> tuple[bytes, bool]:

@@ -58,6 +58,10 @@ class Outcome:
     """The engine reports an OOM kill."""
     peak_memory_bytes: int | None = None
     """The peak memory wait() reports (None: not measured)."""
+    cpu_seconds: float | None = None
+    """The CPU time wait() reports (None: not measured)."""
+    engine_lost: bool = False
+    """wait() reports that the engine was unreachable while it ran."""
     start_error: str | None = None
     """start() fails with this engine message (the CLI's exit 125)."""
     cleanup_fails: bool = False
@@ -232,12 +236,19 @@ class FakeEngine(ContainerEngine):
         container.state = "exited"
         if container.outcome.timeout:
             container.killed = True
-            return WaitResult(exit_code=137, timed_out=True, oom_killed=False)
+            return WaitResult(
+                exit_code=137,
+                timed_out=True,
+                oom_killed=False,
+                cpu_seconds=container.outcome.cpu_seconds,
+            )
         return WaitResult(
             exit_code=container.outcome.exit_code,
             timed_out=False,
             oom_killed=container.outcome.oom_killed,
             peak_memory_bytes=container.outcome.peak_memory_bytes,
+            cpu_seconds=container.outcome.cpu_seconds,
+            engine_lost=container.outcome.engine_lost,
         )
 
     def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:

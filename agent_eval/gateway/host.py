@@ -64,6 +64,9 @@ __all__ = [
 _FIRST_PORT = 18001
 _READY_TIMEOUT_S = 60.0
 _PROBE_TIMEOUT_S = 60.0
+_ALIVE_TIMEOUT_S = 30.0
+"""How long a health check waits for the gateway's own answer (it never goes upstream);
+generous, since a crowded machine delays it."""
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 """An attempt's gateway.jsonl is refused beyond this (about ten thousand requests)."""
 _UID, _GID = (int(part) for part in RUNNER_USER.split(":"))
@@ -132,6 +135,7 @@ class BatchGateway:
         batch_id: str,
         environ: Mapping[str, str],
         monotonic: Callable[[], float] = time.monotonic,
+        alive_timeout_s: float = _ALIVE_TIMEOUT_S,
     ) -> None:
         """Prepare (not start) the gateway of *config*'s models in *work_dir*.
 
@@ -148,6 +152,7 @@ class BatchGateway:
         self.batch_id, self.work_dir = batch_id, work_dir
         self._credentials = {m.credentialEnv: environ[m.credentialEnv] for m in config.models}
         self._monotonic = monotonic
+        self._alive_timeout_s = alive_timeout_s
         self.container_id: str | None = None
         self.config_dir = work_dir / "config"
         self.routes = work_dir / "routes"
@@ -244,16 +249,39 @@ class BatchGateway:
         text = (output.stdout + output.stderr).decode("utf-8", errors="replace").strip()
         return f"; it said: {text[-1500:]}" if text else ""
 
-    def problem(self) -> str | None:
-        """Why the gateway is not serving (it exited), or None while it runs."""
+    def problem(self, *, probe: bool = False) -> str | None:
+        """Why the gateway is not serving, or None while it serves.
+
+        Without *probe* only its container's state is asked; with it, each
+        upstream's socket must also answer a request without a token, which the
+        gateway refuses itself (403) without going upstream: a gateway whose
+        process died or froze inside a running container is caught too.
+        """
         if self.container_id is None:
             return "it was never started"
         for item in self.engine.list_containers(self.batch_id):
             if item.container_id == self.container_id:
-                if item.state == "running":
-                    return None
-                return f"its container is {item.state}{self._log_tail()}"
+                if item.state != "running":
+                    return f"its container is {item.state}{self._log_tail()}"
+                return self._unanswered() if probe else None
         return "its container is gone"
+
+    def _unanswered(self) -> str | None:
+        """The first upstream socket that gave no HTTP answer, said plainly; or None."""
+        for model in self.config.models:
+            socket_path = self.sockets / f"{model.name}.sock"
+            connection = _UnixHTTPConnection(socket_path, self._alive_timeout_s)
+            try:
+                connection.request("GET", "/agent-eval-health")
+                connection.getresponse().read(4096)
+            except (OSError, http.client.HTTPException) as exc:
+                return (
+                    f"its socket for {model.name} gave no answer within "
+                    f"{self._alive_timeout_s:g} s ({type(exc).__name__}: {exc})"
+                )
+            finally:
+                connection.close()
+        return None
 
     def open_route(self, run_id: str, attempt: int) -> Route:
         """A fresh token for one attempt, and where its records go."""

@@ -165,6 +165,18 @@ class RunnerResources(WireModel):
     bound; None when the engine's cgroups could not be read."""
     oomKilled: bool = False
     """The engine reports that the kernel killed a process of it for memory."""
+    cpuSeconds: float | None = Field(default=None, ge=0)
+    """CPU time its processes used, as last sampled while it ran (a lower bound); None
+    when the engine's cgroups could not be read."""
+    wallSeconds: float | None = Field(default=None, ge=0)
+    """How long it ran, from its start to its end as the harness saw them."""
+    hostCpuPressure: float | None = Field(default=None, ge=0, le=1)
+    """The share of its wall time some task on the host waited for a CPU (Linux pressure
+    stall information); None where the kernel does not report it."""
+    starved: bool = False
+    """It ran out of time while the host's CPU pressure was at least
+    ``agent_eval.engine.pressure.STARVED_PRESSURE``: the machine, not only the agent, may
+    be why; lower the batch's concurrency or use a quieter machine."""
 
 
 class AssertionOutcome(WireModel):

@@ -44,6 +44,7 @@ class FakeGateway:
         self.opened: list[tuple[str, int]] = []
         self.closed: list[str] = []
         self.dead: str | None = None
+        self.probed: list[bool] = []
         self.lock = threading.Lock()
 
     def open_route(self, run_id: str, attempt: int) -> FakeRoute:
@@ -57,7 +58,8 @@ class FakeGateway:
             self.closed.append(route.token)
         return self.records.get((run_id, int(attempt)), self.default)
 
-    def problem(self) -> str | None:
+    def problem(self, *, probe: bool = False) -> str | None:
+        self.probed.append(probe)
         return self.dead
 
     def accepted_models(self) -> dict[str, frozenset[str]]:
@@ -275,3 +277,26 @@ def test_a_runner_that_kept_no_transcript_has_none(tmp_path: Path) -> None:
     receipt = schedule(tmp_path, FakeGateway())
     assert all(a.transcriptDigest is None for r in receipt.runs for a in r.attempts)
     assert not list((tmp_path / "batch").rglob("transcript.jsonl"))
+
+
+def test_an_attempt_with_no_answered_request_is_judged_only_once_the_gateway_answers(
+    tmp_path: Path,
+) -> None:
+    """A frozen gateway (its container still running) is found by asking it, never blamed on
+    the agent; attempts the gateway did answer need no such question."""
+    gateway = FakeGateway({(FIRST, 1): b""})
+    receipt = schedule(tmp_path, gateway)
+    assert gateway.probed[0] is True and not any(gateway.probed[1:])
+
+    silent = FakeGateway({(FIRST, 1): b""})
+    silent.dead = "its socket for provider gave no answer within 30 s (TimeoutError: timed out)"
+
+    def nothing(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        return RunnerOutcome(b"", False, False, 0)
+
+    (tmp_path / "silent").mkdir()
+    receipt = schedule(tmp_path / "silent", silent, nothing)
+    first = receipt.runs[0].attempts[0]
+    assert (first.failureCategory, first.infrastructureKind) == ("infrastructure", "provider")
+    assert receipt.status == "infrastructure-failure"
+    assert "stopped serving: its socket for provider gave no answer" in first.diagnostics[0].message

@@ -270,6 +270,25 @@ def test_a_container_past_its_deadline_is_killed_from_outside_and_removed(
     assert gone(docker_client, run.container_id)
 
 
+def test_the_cpu_time_a_container_used_is_measured_apart_from_its_wall_time(
+    engine: DockerEngine, images: BuiltImages
+) -> None:
+    """A busy process is charged its CPU; one that sleeps is charged next to none."""
+    # Until it has used 1.5 s of CPU itself, however long a crowded machine makes that take.
+    busy = "import time\nwhile time.process_time() < 1.5: pass"
+    ran = run_container(
+        engine, spec(images.verifier, ["python3", "-c", busy]), timeout_s=60, log_limit_bytes=1024
+    )
+    slept = run_container(
+        engine, spec(images.verifier, ["sleep", "2"]), timeout_s=60, log_limit_bytes=1024
+    )
+    assert ran.wait.cpu_seconds is not None and slept.wait.cpu_seconds is not None
+    # Sampled every quarter second: at least the part before the last sample.
+    assert ran.wait.cpu_seconds >= 1.0, ran.wait
+    assert slept.wait.cpu_seconds < 0.5, slept.wait
+    assert not ran.wait.engine_lost and not slept.wait.engine_lost
+
+
 def test_output_is_cut_at_the_limit_per_stream(engine: DockerEngine, images: BuiltImages) -> None:
     command = "import sys; sys.stdout.write('o' * 100000); sys.stderr.write('e' * 10)"
     run = run_container(

@@ -233,13 +233,16 @@ def test_waits_that_drop_and_an_engine_that_refuses_for_a_moment_blame_no_one(
     assert list_leftovers(engine, batch.run_dir.name) == []
 
 
+@pytest.mark.parametrize("away_s", [1, 8], ids=["back-before-the-runner-ends", "runner-ends-away"])
 def test_an_engine_killed_mid_run_and_back_fails_the_batch_on_the_infrastructure(
-    engine: ContainerEngine, running_engine: PrivateEngine, tmp_path: Path
+    engine: ContainerEngine, running_engine: PrivateEngine, tmp_path: Path, away_s: float
 ) -> None:
+    """Away for 8 s, the runner (3 s of sleep, then the oracle) ends while the engine is
+    gone: what it printed then may never reach the engine, and is never the agent's."""
     batch = Batch(tmp_path, engine, runtimePath=str(running_engine.socket), args=slow_oracle(3))
     batch.mid_run(finished=1)
     running_engine.kill(signal.SIGKILL)
-    time.sleep(1)
+    time.sleep(away_s)
     running_engine.start()
     code, line = batch.finish()
     assert (code, line["status"]) == (1, "infrastructure-failure"), batch.stderr

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -265,3 +268,54 @@ def test_non_public_upstreams_are_refused_by_the_gateways_own_decision(
         assert address in (record.message or "") and why in (record.message or ""), record
         assert status == 502
     assert list_leftovers(engine, batch) == []
+
+
+def _signal_gateway(client: docker.DockerClient, container_id: str, signum: int) -> None:
+    """Send *signum* to every process of the gateway's container (host pids, by id)."""
+    listing = client.api.top(container_id, ps_args="-o pid")
+    for (pid,) in listing["Processes"]:
+        os.kill(int(pid), signum)
+
+
+def test_a_gateway_frozen_or_killed_inside_its_container_is_found_not_serving(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    """What the schedule asks before it judges an attempt the gateway answered nothing for."""
+    options = GatewayOptions.model_construct(
+        network="none", hosts={}, privateUpstreams=False, tokenBudget=None
+    )
+    runner_config = config(engine, {"provider": "https://model.test"}, options)
+    assert runner_config.gatewayImage is not None
+    gateway = BatchGateway(
+        engine,
+        runner_config,
+        engine.resolve_image(runner_config.gatewayImage),
+        work_dir=tmp_path,
+        batch_id="gateway-health",
+        environ={"FAKE_PROVIDER_KEY": CANARY},
+        alive_timeout_s=5,
+    )
+    gateway.start()
+    client = docker.DockerClient(base_url="unix:///var/run/docker.sock")
+    try:
+        assert gateway.container_id is not None
+        assert gateway.problem(probe=True) is None
+        _signal_gateway(client, gateway.container_id, signal.SIGSTOP)
+        try:
+            # Its container still runs: only asking it shows it no longer serves.
+            assert gateway.problem() is None
+            frozen = gateway.problem(probe=True)
+            assert frozen is not None and "provider gave no answer within 5 s" in frozen, frozen
+        finally:
+            _signal_gateway(client, gateway.container_id, signal.SIGCONT)
+        assert gateway.problem(probe=True) is None
+        _signal_gateway(client, gateway.container_id, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while (killed := gateway.problem()) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert killed is not None and killed.startswith("its container is exited"), killed
+        assert gateway.problem(probe=True) is not None
+    finally:
+        client.close()
+        gateway.stop()
+    assert list_leftovers(engine, "gateway-health") == []

@@ -259,6 +259,30 @@ def test_infrastructure_failures_are_counted_apart_from_the_agents_rates(tmp_pat
     assert first_row.find_all("td")[1].text == "14/17"
 
 
+def test_a_starved_runner_and_a_repeated_verification_are_said_on_the_attempt(
+    tmp_path: Path,
+) -> None:
+    ids = FIXED_SUITE.run_ids()
+    starved = attempt(ids[0], success=False, submitted=False)
+    starved.update(
+        failureCategory="timeout",
+        resources={
+            "memoryLimitBytes": 1 << 30, "cpus": 1.0, "pidsLimit": 512, "tmpBytes": 1 << 20,
+            "cpuSeconds": 3.2, "wallSeconds": 600.0, "hostCpuPressure": 0.93, "starved": True,
+        },
+    )  # fmt: skip
+    retried = attempt(ids[1])
+    retried["verificationRetries"] = ["starved: importing the solution module"]
+    runs = [run(ids[0], [starved]), run(ids[1], [retried])] + [run(i) for i in ids[2:]]
+    doc = report(write_batch(tmp_path, receipt(runs)))
+    first = attempt_section(doc, ids[0], 1).text
+    assert "CPU 3.2 s (sampled: at least) in 600.0 s" in first
+    assert "host CPU pressure 93 %" in first and "starved by the machine" in first
+    second = attempt_section(doc, ids[1], 1).text
+    assert "2 tries; repeated on the harness's side: starved: importing" in second
+    assert "starved by the machine" not in attempt_section(doc, ids[2], 1).text
+
+
 def test_the_gate_chance_is_shown_for_the_observed_rate(tmp_path: Path) -> None:
     runs = [
         run(r, [attempt(r, success=False), attempt(r, 2)]) if r.endswith("-3") else run(r)

@@ -1,0 +1,49 @@
+"""The host's CPU pressure: how long runnable tasks waited for a CPU.
+
+Linux's pressure stall information (``/proc/pressure/cpu``) counts, in
+microseconds, the time at least one runnable task waited; over an interval
+its growth divided by the interval is the share of that time the machine was
+crowded. A runner that ran out of time while that share was high may have
+been starved rather than slow; the attempt's record says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CPU_PRESSURE", "STARVED_PRESSURE", "PressureWindow", "cpu_pressure_total_us"]
+
+CPU_PRESSURE = Path("/proc/pressure/cpu")
+STARVED_PRESSURE = 0.5
+"""A runner that timed out while the host's CPU pressure over its run was at least
+this share is flagged as starved by the machine."""
+
+
+def cpu_pressure_total_us(path: Path = CPU_PRESSURE) -> int | None:
+    """The host's cumulative CPU pressure (``some`` total, µs); None without PSI."""
+    try:
+        for line in path.read_text(encoding="ascii").splitlines():
+            if line.startswith("some "):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class PressureWindow:
+    """The pressure counter at the start of an interval."""
+
+    started_us: int | None
+
+    @classmethod
+    def open(cls, path: Path = CPU_PRESSURE) -> PressureWindow:
+        return cls(cpu_pressure_total_us(path))
+
+    def share(self, seconds: float, path: Path = CPU_PRESSURE) -> float | None:
+        """The share (0 to 1) of the last *seconds* some task waited for a CPU; None unknown."""
+        ended = cpu_pressure_total_us(path)
+        if self.started_us is None or ended is None or seconds <= 0:
+            return None
+        return round(min(1.0, max(0.0, (ended - self.started_us) / (seconds * 1e6))), 3)

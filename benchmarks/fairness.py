@@ -1,0 +1,158 @@
+"""Verdict flips on a crowded machine: the reference solutions verified under the load rig.
+
+    .venv/bin/python benchmarks/fairness.py [--loops 0,10,40,100] [--verifications 100] [--batch]
+
+For each load factor (busy loops placed in the engine's parent cpu cgroup,
+see ``tests/loadrig.py``; needs root), verifies the six tasks' reference
+solutions round-robin, two at a time as a batch does, through the container
+verifier (retries included), and counts:
+
+* **flips**: verifications whose verdict was not "pass" (the solution is
+  byte-identical every time, so every one is the machine's doing);
+* **retried**: verifications that were repeated because the machine starved
+  them (the harness's cost, not the agent's);
+* the wall time of all of them, and the host's CPU pressure (PSI ``some``)
+  over them;
+* with ``--batch``: the wall time of a whole oracle batch (``eval-agent`` on a
+  clean checkout) at the same load, and whether it completed 18/18.
+
+Prints a table and one JSON line. Every container is labelled with this run's
+batch id and removed (confirmed); every loop is ended by its pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agent_eval.consumer.source import prepare_source_consumer  # noqa: E402
+from agent_eval.engine import remove_leftovers  # noqa: E402
+from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
+from agent_eval.errors import InfrastructureError  # noqa: E402
+from agent_eval.images.build import build_images  # noqa: E402
+from agent_eval.project import find_project  # noqa: E402
+from agent_eval.suite.tasks import Task, load_suite  # noqa: E402
+from agent_eval.verification.container.cache import warm_analysis_cache  # noqa: E402
+from agent_eval.verification.container.limits import VerificationLimits  # noqa: E402
+from agent_eval.verification.container.run import VerifierSetup  # noqa: E402
+from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
+from tests.batches import eval_agent, project_copy, write_config  # noqa: E402
+from tests.loadrig import LoadRig, cpu_pressure_total_us  # noqa: E402
+
+
+def _solution(task: Task, fixtures: Path, root: Path) -> Path:
+    target = root / "solutions" / task.id
+    source = fixtures / task.id / "correct"
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and path.name != "expect.json":
+            (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target / path.relative_to(source))
+    return target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--loops", default="0,10,40,100", help="load factors, comma-separated")
+    parser.add_argument("--verifications", type=int, default=100, help="per load factor")
+    parser.add_argument("--batch", action="store_true", help="also time an oracle batch")
+    args = parser.parse_args()
+    factors = [int(n) for n in args.loops.split(",")]
+
+    project = find_project(REPO)
+    suite = load_suite(project.tasks, graders_dir=project.graders)
+    batch = f"bench-fairness-{uuid.uuid4().hex[:12]}"
+    engine = connect_local_engine()
+    results: list[dict[str, Any]] = []
+    try:
+        image = build_images(engine, project.root).verifier
+        with tempfile.TemporaryDirectory(prefix="agent-eval-bench-") as tmp:
+            root = Path(tmp)
+            consumer = prepare_source_consumer(project.packages, root / "consumer")
+            cache = warm_analysis_cache(engine, image, consumer, root / "cache", batch_id=batch)
+            solutions = {t.id: _solution(t, project.fixtures, root) for t in suite.tasks}
+            verifier = ContainerVerifier(
+                VerifierSetup(
+                    engine=engine,
+                    image=image,
+                    consumer_dir=consumer,
+                    graders_dir=project.graders,
+                    batch_id=batch,
+                    limits=VerificationLimits(),
+                    staging_root=root,
+                    analysis_cache=cache,
+                ),
+                tasks_dir=project.tasks,
+                slots=2,
+            )
+            tasks = list(suite.tasks)
+            schedule = [tasks[n % len(tasks)] for n in range(args.verifications)]
+
+            def verify(item: tuple[int, Task]) -> tuple[str, int]:
+                n, task = item
+                try:
+                    done = verifier.verify(task.spec, solutions[task.id], f"{task.id}-{n}")
+                except InfrastructureError:
+                    return "infrastructure", 3
+                verdict = "pass" if done.analysis.passed and done.behaviour.passed else "fail"
+                return verdict, len(done.retried)
+
+            for loops in factors:
+                with LoadRig(loops, bound_s=7200):
+                    pressure = cpu_pressure_total_us()
+                    began = time.monotonic()
+                    with ThreadPoolExecutor(max_workers=2) as pool:
+                        outcomes = list(pool.map(verify, enumerate(schedule)))
+                    seconds = time.monotonic() - began
+                    after = cpu_pressure_total_us()
+                    figure: dict[str, Any] = {
+                        "loops": loops,
+                        "verifications": len(outcomes),
+                        "flips": sum(v != "pass" for v, _ in outcomes),
+                        "infrastructure": sum(v == "infrastructure" for v, _ in outcomes),
+                        "retried": sum(r > 0 for _, r in outcomes),
+                        "wallS": round(seconds, 1),
+                        "cpuPressure": None
+                        if pressure is None or after is None
+                        else round((after - pressure) / 1e6 / seconds, 3),
+                    }
+                    if args.batch:
+                        checkout = project_copy(root / f"batch-{loops}")
+                        config = write_config(engine, root / f"r-{loops}.json", "oracle")
+                        began = time.monotonic()
+                        _, line = eval_agent(checkout, config)
+                        figure["batchS"] = round(time.monotonic() - began, 1)
+                        figure["batch"] = (
+                            f"{line['status']} {line['firstSuccesses']}/{line['finalSuccesses']}"
+                        )
+                results.append(figure)
+                print(json.dumps(figure, sort_keys=True), file=sys.stderr, flush=True)
+    finally:
+        try:
+            remove_leftovers(engine, batch)
+        finally:
+            engine.close()
+
+    print("loops  flips/verifications  infrastructure  retried  wall     pressure  batch")
+    for f in results:
+        batch_text = f"{f['batch']} in {f['batchS']} s" if "batchS" in f else "-"
+        print(
+            f"{f['loops']:>5}  {f['flips']:>5}/{f['verifications']:<13} {f['infrastructure']:>14}"
+            f"  {f['retried']:>7}  {f['wallS']:>6} s  {f['cpuPressure']!s:>8}  {batch_text}"
+        )
+    print(json.dumps({"fairness": results}, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
