@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 from agent_eval.consumer.source import prepare_source_consumer  # noqa: E402
 from agent_eval.engine import remove_leftovers  # noqa: E402
 from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
+from agent_eval.engine.pressure import cpu_pressure_total_us  # noqa: E402
 from agent_eval.errors import InfrastructureError  # noqa: E402
 from agent_eval.images.build import build_images  # noqa: E402
 from agent_eval.project import find_project  # noqa: E402
@@ -48,7 +49,7 @@ from agent_eval.verification.container.limits import VerificationLimits  # noqa:
 from agent_eval.verification.container.run import VerifierSetup  # noqa: E402
 from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
 from tests.batches import eval_agent, project_copy, write_config  # noqa: E402
-from tests.loadrig import LoadRig, cpu_pressure_total_us  # noqa: E402
+from tests.loadrig import LoadRig  # noqa: E402
 
 
 def _solution(task: Task, fixtures: Path, root: Path) -> Path:

@@ -272,6 +272,8 @@ class Batch:
     def add_analysis(self, run_id: str, number: int = 1, **changes: Any) -> None:
         """Save an analysis.json (clean unless *changes* say otherwise), bound in the receipt."""
         path = self.attempt_dir(run_id, number) / "analysis.json"
+        record = find_attempt(json.loads(self.receipt.read_text()), run_id, number)
+        changes = {"solutionDigest": record["solutionDigest"], **changes}
         path.write_text(json.dumps(analysis(run_id.rpartition("-")[0], **changes)))
 
         def bind(data: dict[str, Any]) -> None:

@@ -73,6 +73,16 @@ def reap(
             continue
         if lease is None or owner_alive(lease):
             continue
+        if lease.batchId != run_dir.name:
+            # Its id would pick containers by label and a work directory: only the
+            # batch this directory is may be acted on, so nothing is.
+            problem = (
+                f"its lease names batch {lease.batchId!r}, not {run_dir.name!r} whose "
+                "directory holds it; nothing was done (remove the lease by hand once you "
+                "know whose it is)"
+            )
+            reaped.append(Reaped(run_dir.name, run_dir, False, problems=[problem]))
+            continue
         reaped.append(_reap_one(evidence_dir, run_dir, lease, engine, clock()))
     return reaped
 
@@ -83,13 +93,18 @@ def _reap_one(
     problems: list[str] = []
     evidence = RunDirectory(run_dir)
     abandoned = False
-    try:
-        receipt = read_model(
-            evidence.receipt, Receipt, what="receipt", max_bytes=MAX_EVIDENCE_BYTES
-        )
-    except AgentEvalError as exc:
-        receipt = None
-        problems.append(f"its receipt cannot be read ({exc}); left as it is")
+    receipt: Receipt | None
+    if not evidence.receipt.exists() and not evidence.receipt.is_symlink():
+        # Killed before its first receipt: it is closed with one that says just that.
+        receipt = Receipt.opened(batch_id=run_dir.name, created_at=lease.startedAt)
+    else:
+        try:
+            receipt = read_model(
+                evidence.receipt, Receipt, what="receipt", max_bytes=MAX_EVIDENCE_BYTES
+            )
+        except AgentEvalError as exc:
+            receipt = None
+            problems.append(f"its receipt cannot be read ({exc}); left as it is")
     if receipt is not None and receipt.status == "running":
         reason = (
             f"abandoned: the process that ran it (pid {lease.pid} on {lease.host}, started "
@@ -116,12 +131,16 @@ def _reap_one(
             containers = remove_leftovers(engine, lease.batchId)
         except AgentEvalError as exc:
             problems.append(str(exc))
-    work = evidence_dir / ".work" / lease.batchId
-    had_work = work.exists()
+    work = evidence_dir / ".work" / run_dir.name
+    had_work = work.exists() or work.is_symlink()
+    if work.is_symlink():
+        work.unlink()  # the link, never where it leads
     shutil.rmtree(work, ignore_errors=True)
-    if work.exists():
+    if work.exists() or work.is_symlink():
         problems.append(f"cannot remove its work directory {work}")
     if not problems:
+        # The space set aside for its final receipt goes with it.
+        evidence.reserve.unlink(missing_ok=True)
         evidence.lease.unlink(missing_ok=True)
     return Reaped(
         lease.batchId,

@@ -56,12 +56,39 @@ def _system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+"""NAT64 prefixes (well-known and local-use): the last 32 bits are the IPv4 address reached."""
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 form leads to (mapped, compatible, 6to4, NAT64), or None."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    number = int(address)
+    if any(address in network for network in _NAT64) or (number >> 32 == 0 and number > 1):
+        return ipaddress.IPv4Address(number & 0xFFFFFFFF)
+    return None
+
+
 def refusal(
     address: ipaddress.IPv4Address | ipaddress.IPv6Address, *, allow_private: bool
 ) -> str | None:
-    """Why the gateway may not connect to *address*, or None when it may."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Why the gateway may not connect to *address*, or None when it may.
+
+    An IPv6 form that leads to an IPv4 address is judged as that address, so no
+    refused IPv4 range can be reached by writing it as IPv6.
+    """
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.teredo is not None:
+            return "a Teredo tunnel address (where it leads cannot be vetted)"
+        if address.is_site_local:
+            return "a site-local address"
+        inner = embedded_ipv4(address)
+        if inner is not None:
+            why = refusal(inner, allow_private=allow_private)
+            return f"{why} written as IPv6 ({inner})" if why else None
     if address in METADATA_ADDRESSES:
         return "a cloud metadata address"
     for test, name in (

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from agent_eval.digests import is_sha256_digest
 
-__all__ = ["Digest", "NonEmptyStr", "RelativePath", "SchemaVersion", "WireModel"]
+__all__ = ["BatchId", "Digest", "NonEmptyStr", "RelativePath", "SchemaVersion", "WireModel"]
 
 
 class WireModel(BaseModel):
@@ -40,6 +40,10 @@ Digest = Annotated[str, AfterValidator(_check_digest)]
 
 NonEmptyStr = Annotated[str, Field(min_length=1, max_length=1000, pattern=r"\S")]
 """A string with at least one non-space character."""
+
+BatchId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")]
+"""A batch's id: a single directory name and a container label value, never a path
+(no separator, not ``.`` or ``..``, nothing but letters, digits, ``_``, ``.``, ``-``)."""
 
 _PATH_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 

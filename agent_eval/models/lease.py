@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.base import BatchId, NonEmptyStr, SchemaVersion, WireModel
 
 __all__ = ["Lease"]
 
@@ -16,7 +16,7 @@ class Lease(WireModel):
 
     schemaVersion: SchemaVersion
     """Format version of lease.json."""
-    batchId: NonEmptyStr
+    batchId: BatchId
     """The batch held."""
     pid: int = Field(ge=1)
     """The owner's process id."""

@@ -11,7 +11,13 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from agent_eval.models.analysis import Diagnostic, DiagnosticCategory
-from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, SchemaVersion, WireModel
+from agent_eval.models.base import (
+    BatchId,
+    Digest,
+    RelativePath,
+    SchemaVersion,
+    WireModel,
+)
 from agent_eval.models.gateway import GatewayUse
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.runner_protocol import RepairFeedback, ReportedUsage
@@ -359,7 +365,7 @@ class Receipt(WireModel):
 
     schemaVersion: SchemaVersion
     """Format version of receipt.json."""
-    batchId: NonEmptyStr
+    batchId: BatchId
     """Unique id of the batch (also in the run directory name)."""
     status: BatchStatus
     """running while in progress; completed when the schedule finished (not: qualified)."""

@@ -29,11 +29,12 @@ from agent_eval.digests import (
     solution_files,
 )
 from agent_eval.errors import AgentEvalError, EvidenceError
-from agent_eval.evidence_io import read_bounded, read_model
+from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, read_bounded, read_model
 from agent_eval.gateway.host import MAX_RECORD_BYTES, parse_records
 from agent_eval.layout import RunDirectory
 from agent_eval.models import (
     FIXED_SUITE,
+    Analysis,
     ArchiveEntry,
     ArchivesManifest,
     AttemptRecord,
@@ -519,7 +520,35 @@ def _solution_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
                 else:
                     if actual != recorded:
                         reasons.append(f"{rule}: {where}: {path.name} was changed")
+                    elif rule == "analysis-integrity":
+                        reasons += _analysis_matches(att, run.taskId, path, where)
     return reasons
+
+
+def _analysis_matches(att: AttemptRecord, task_id: str, path: Path, where: str) -> list[str]:
+    """analysis.json must be of this attempt's solution and task, and say what the record says.
+
+    Its digest only proves it is the file the record names; a solution swapped together
+    with every digest up the chain is caught here, without running anything.
+    """
+    try:
+        analysis = read_model(path, Analysis, what="analysis.json", max_bytes=MAX_EVIDENCE_BYTES)
+    except AgentEvalError as exc:
+        return [f"analysis-integrity: {where}: {exc}"]
+    said = {
+        "solutionDigest": (analysis.solutionDigest, att.solutionDigest),
+        "taskId": (analysis.taskId, task_id),
+        "syntaxOk": (analysis.syntaxOk, att.syntaxOk),
+        "typeCheckOk": (analysis.typeCheckOk, att.typeCheckOk),
+        "contractOk": (analysis.contractOk, att.contractOk),
+        "integrationOk": (analysis.integrationOk, att.integrationOk),
+    }
+    return [
+        f"analysis-integrity: {where}: analysis.json's {name} is {found!r}, "
+        f"the record's {recorded!r}"
+        for name, (found, recorded) in said.items()
+        if found != recorded
+    ]
 
 
 def _check_solution(att: AttemptRecord, folder: Path, where: str) -> list[str]:

@@ -96,7 +96,8 @@ def test_the_mutant_batch_gets_its_quiet_verdict_on_a_crowded_machine(
     for loops in (0, LOOPS):
         if loops and (reason := rig_available()) is not None:
             engine_unavailable(f"the load rig cannot run: {reason}")
-        project = project_copy(tmp_path / f"loops-{loops}")
+        (here := tmp_path / f"loops-{loops}").mkdir()
+        project = project_copy(here)
         config = write_config(engine, tmp_path / f"r-{loops}.json", "mutant", concurrency=AT_ONCE)
         with LoadRig(loops, bound_s=2400):
             code, line = eval_agent(project, config)

@@ -3,14 +3,18 @@ from a provider's answer, what a failure is, and that a secret never goes back."
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_eval.gateway.policy import (
     UpstreamRefused,
     observe,
     provider_failure,
+    refusal,
     route_name,
     scrub,
     vet_upstream,
@@ -32,6 +36,10 @@ def resolver(*addresses: str):  # type: ignore[no-untyped-def]
         ("fd00:ec2::254", "cloud metadata"),
         ("100.100.100.200", "cloud metadata"),
         ("::ffff:169.254.169.254", "cloud metadata"),
+        ("2002:a9fe:a9fe::1", "cloud metadata"),
+        ("64:ff9b::a9fe:a9fe", "cloud metadata"),
+        ("::10.1.2.3", "private"),
+        ("64:ff9b:1::a00:1", "private"),
         ("169.254.1.1", "link-local"),
         ("fe80::1", "link-local"),
         ("127.0.0.1", "loopback"),
@@ -171,3 +179,42 @@ def test_a_secret_is_taken_out_and_short_strings_are_left_alone() -> None:
 def test_a_route_is_named_by_the_tokens_digest_not_the_token() -> None:
     name = route_name("ae-token")
     assert "ae-token" not in name and len(name) == 64 and name == route_name("ae-token")
+
+
+def ipv6_forms(v4: str) -> dict[str, str]:
+    """Every IPv6 spelling that leads to the IPv4 address *v4*."""
+    number = int(ipaddress.IPv4Address(v4))
+    return {
+        "mapped": f"::ffff:{v4}",
+        "compatible": str(ipaddress.IPv6Address(number)),
+        "6to4": str(ipaddress.IPv6Address((0x2002 << 112) | (number << 80) | 1)),
+        "nat64": str(ipaddress.IPv6Address((0x64FF9B << 96) | number)),
+        "nat64-local": str(ipaddress.IPv6Address((0x64FF9B0001 << 80) | number)),
+    }
+
+
+@given(st.ip_addresses(v=4))
+def test_an_ipv4_address_written_as_ipv6_is_judged_as_itself(v4: ipaddress.IPv4Address) -> None:
+    for allow_private in (False, True):
+        direct = refusal(v4, allow_private=allow_private)
+        for form, v6 in ipv6_forms(str(v4)).items():
+            judged = refusal(ipaddress.ip_address(v6), allow_private=allow_private)
+            if direct is None:
+                assert judged is None, (form, v6)
+            elif v6 in {"::", "::1"}:  # 0.0.0.0 and 0.0.0.1 "compatible": refused as such
+                assert judged is not None, (form, v6)
+            else:
+                assert judged is not None and direct in judged and str(v4) in judged, (form, v6)
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("fec0::1", "site-local"),
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "Teredo"),
+    ],
+)
+def test_ipv6_ranges_whose_destination_cannot_be_vetted_are_refused(address: str, why: str) -> None:
+    for allow_private in (False, True):
+        with pytest.raises(UpstreamRefused, match=why):
+            vet_upstream("api.example", 443, allow_private=allow_private, resolve=resolver(address))

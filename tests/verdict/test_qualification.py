@@ -213,6 +213,28 @@ def test_a_tampered_solution_byte_rejects(tmp_path: Path) -> None:
     assert "forms-3 attempt 1" in reasons[0]
 
 
+def test_a_solution_swapped_with_every_digest_but_its_analysis_rejects(tmp_path: Path) -> None:
+    """The receipt's file digests and solutionDigest all agree with the swapped file; only
+    analysis.json (bound by its own digest) still names the solution that was analysed."""
+    batch = write_batch(tmp_path)
+    batch.add_analysis("forms-3")
+    assert not [r for r in check(batch) if r.startswith("analysis-integrity")]
+    batch.replace_solution("forms-3", 1, b"def anything(): ...\n")
+    reasons = [r for r in check(batch) if r.startswith("analysis-integrity")]
+    assert len(reasons) == 1 and "forms-3 attempt 1" in reasons[0]
+    assert "solutionDigest" in reasons[0]
+
+
+@pytest.mark.parametrize(("field", "value"), [("taskId", "storage-hash"), ("contractOk", False)])
+def test_an_analysis_that_says_otherwise_than_the_record_rejects(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    batch = write_batch(tmp_path)
+    batch.add_analysis("forms-3", **{field: value})
+    reasons = [r for r in check(batch) if r.startswith("analysis-integrity")]
+    assert len(reasons) == 1 and f"analysis.json's {field} is {value!r}" in reasons[0]
+
+
 def test_an_extra_file_beside_a_saved_solution_rejects(tmp_path: Path) -> None:
     batch = write_batch(tmp_path)
     (batch.solution("forms-3").parent / "extra.py").write_text("x = 1\n")

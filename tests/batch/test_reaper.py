@@ -1,0 +1,125 @@
+"""The reaper acts on a dead batch's own directory only, and leaves nothing of it.
+
+A lease is the reaper's instruction to remove containers by label and a work
+directory, so its batch id is an identifier, never a path: a crafted id (a path
+out of the project, an absolute path) is refused when the lease is read, and a
+well-formed id that is not the name of the directory holding the lease (another
+batch's) is acted on not at all. A work directory that is a link is removed as the
+link. A batch killed before its first receipt is closed with one saying so, and its
+reserved space goes with its lease.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from agent_eval.batch.lease import this_process
+from agent_eval.batch.reaper import reap
+from agent_eval.engine import ContainerSpec
+from agent_eval.engine.fake import FakeEngine
+from agent_eval.evidence_io import read_model, write_model_atomic
+from agent_eval.models import Lease, Receipt
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def dead_lease(batch_id: str) -> Lease:
+    finished = subprocess.Popen(["true"])
+    finished.wait()  # its pid names no live process now
+    return this_process("placeholder", NOW).model_copy(
+        update={"pid": finished.pid, "batchId": batch_id}
+    )
+
+
+def leave_container(engine: FakeEngine, batch_id: str) -> None:
+    engine.leave_container(
+        ContainerSpec(
+            image=engine.add_image(tags=("runner:test",)),
+            command=("sleep", "1000"),
+            role="runner",
+            batch_id=batch_id,
+            run_id="forms-1",
+        )
+    )
+
+
+@pytest.mark.parametrize("crafted", ["../../victim", "/tmp/victim", "..", "a/b", ".hidden", ""])
+def test_a_batch_id_that_is_not_an_identifier_is_refused(crafted: str) -> None:
+    with pytest.raises(ValidationError):
+        this_process(crafted, NOW)
+
+
+def test_a_crafted_lease_touches_nothing_outside_its_directory(tmp_path: Path) -> None:
+    evidence = tmp_path / "project" / "evidence"
+    victim = tmp_path / "victim"
+    (victim / "keep").mkdir(parents=True)
+    run_dir = evidence / "old-batch"
+    run_dir.mkdir(parents=True)
+    lease = dead_lease("old-batch").model_dump(mode="json")
+    lease["batchId"] = "../../../victim"
+    (run_dir / "lease.json").write_text(json.dumps(lease))
+    engine = FakeEngine()
+    (reaped,) = reap(evidence, engine, clock=lambda: NOW)
+    assert reaped.problems and "lease" in reaped.problems[0], reaped
+    assert (victim / "keep").is_dir()
+    assert (run_dir / "lease.json").exists()
+
+
+def test_a_lease_naming_another_batch_is_not_acted_on(tmp_path: Path) -> None:
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "old-batch"
+    run_dir.mkdir(parents=True)
+    write_model_atomic(run_dir / "lease.json", dead_lease("other-batch"))
+    engine = FakeEngine()
+    leave_container(engine, "other-batch")
+    (evidence / ".work" / "other-batch").mkdir(parents=True)
+    (reaped,) = reap(evidence, engine, clock=lambda: NOW)
+    assert "names batch 'other-batch', not 'old-batch'" in reaped.problems[0]
+    assert len(engine.list_containers("other-batch")) == 1
+    assert (evidence / ".work" / "other-batch").is_dir()
+    assert (run_dir / "lease.json").exists()
+
+
+def test_a_work_directory_that_is_a_link_is_removed_as_the_link(tmp_path: Path) -> None:
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "old-batch"
+    run_dir.mkdir(parents=True)
+    write_model_atomic(run_dir / "lease.json", dead_lease("old-batch"))
+    write_model_atomic(
+        run_dir / "receipt.json", Receipt.opened(batch_id="old-batch", created_at=NOW)
+    )
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "keep").mkdir(parents=True)
+    (evidence / ".work").mkdir()
+    (evidence / ".work" / "old-batch").symlink_to(elsewhere)
+    (reaped,) = reap(evidence, FakeEngine(), clock=lambda: NOW)
+    assert reaped.problems == [] and reaped.abandoned
+    assert (elsewhere / "keep").is_dir()
+    assert not (evidence / ".work" / "old-batch").is_symlink()
+
+
+def test_a_batch_killed_before_its_first_receipt_is_closed_and_nothing_stays(
+    tmp_path: Path,
+) -> None:
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "old-batch"
+    run_dir.mkdir(parents=True)
+    write_model_atomic(run_dir / "lease.json", dead_lease("old-batch"))
+    (run_dir / ".reserve").write_bytes(b"\0" * 4096)
+    engine = FakeEngine()
+    leave_container(engine, "old-batch")
+    (reaped,) = reap(evidence, engine, clock=lambda: NOW)
+    assert reaped.problems == [] and reaped.abandoned, reaped
+    receipt = read_model(run_dir / "receipt.json", Receipt, what="receipt")
+    assert receipt.status == "abandoned" and receipt.runs == []
+    assert "is gone" in receipt.reasons[-1]
+    assert not (run_dir / "lease.json").exists() and not (run_dir / ".reserve").exists()
+    assert engine.list_containers("old-batch") == []
+    # Once closed, a later reaper has nothing to do.
+    assert reap(evidence, engine, clock=lambda: NOW) == []
