@@ -431,6 +431,16 @@ def _binding_rules(
         reasons.append("runner-image: receipt and archives.json name different runner images")
     if receipt.verifierImage != archives.verifierImage.reference:
         reasons.append("verifier-image: receipt and archives.json name different verifier images")
+    for rule, record in (
+        ("runner-image", archives.runnerImage),
+        ("verifier-image", archives.verifierImage),
+    ):
+        # A reference that is an image id pins exactly that id: the recorded id cannot differ.
+        if record.reference.startswith("sha256:") and record.reference != record.imageId:
+            reasons.append(
+                f"{rule}: archives.json records image id {record.imageId} for the pinned "
+                f"image {record.reference}"
+            )
     for name, recorded, bound, now in (
         ("suite-digest", receipt.suiteDigest, archives.suiteDigest, current.suite),
         ("evaluator-digest", receipt.evaluatorDigest, archives.evaluatorDigest, current.evaluator),

@@ -273,6 +273,22 @@ def test_a_runner_identity_differing_from_archives_json_rejects(tmp_path: Path) 
     assert rules(check(batch)) == {"runner-identity", "registry"}
 
 
+def test_an_image_id_other_than_the_pinned_id_rejects(tmp_path: Path) -> None:
+    """Pinned by its id, the verifier image's recorded id cannot be swapped for another's."""
+    pinned = "sha256:" + "e" * 64
+
+    def swap(manifest: dict[str, Any]) -> None:
+        manifest["verifierImage"] = {"reference": pinned, "imageId": "sha256:" + "d" * 64}
+
+    batch = write_batch(tmp_path, archives_data=swap)
+    batch.edit_receipt(lambda data: data.update(verifierImage=pinned))
+    reasons = [r for r in check(batch) if r.startswith("verifier-image")]
+    assert reasons == [
+        f"verifier-image: archives.json records image id sha256:{'d' * 64} for the pinned "
+        f"image {pinned}"
+    ]
+
+
 def test_a_model_identity_differing_from_archives_json_rejects(tmp_path: Path) -> None:
     batch = write_batch(tmp_path, archives_data=lambda a: a["model"].update(settings={}))
     assert rules(check(batch)) == {"model-identity", "registry"}

@@ -209,7 +209,14 @@ def evidence_verifiers(
     image = archives.verifierImage.imageId
     lock = project.packages / "requirements.lock"
     try:
-        engine.resolve_image(image)
+        # The pinned reference decides what runs; the recorded id must be what it resolves
+        # to here, or a lenient image named in the run directory would grade again.
+        pinned = engine.resolve_image(archives.verifierImage.reference).image_id
+        if pinned != image:
+            raise InfrastructureError(
+                f"archives.json's verifier image id {image} is not what its pinned reference "
+                f"{archives.verifierImage.reference} resolves to here ({pinned})"
+            )
         with tempfile.TemporaryDirectory(prefix="agent-eval-reverify-") as tmp:
             work = Path(tmp)
             consumer = prepare_consumer(
