@@ -46,6 +46,7 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).isoformat()
 RUNNER = {"name": "claude-code", "version": "2.1.197"}
 MODEL = {"id": "model-x", "settings": {"temperature": 0}}
 RUNNER_IMAGE = "runner@sha256:" + "a" * 64
+RUNNER_COMMAND = ["/usr/bin/python3", "-B", "-m", "agent_eval.adapters.claude_code"]
 VERIFIER_IMAGE = "verifier@sha256:" + "b" * 64
 SAFETY_ID = "effect-needs-approval"
 SERVED = "model-x-2026"
@@ -73,6 +74,8 @@ REGISTRY = tomli_w.dumps(
                 "runner": RUNNER,
                 "model": MODEL,
                 "adapter": "/usr/bin/python3 -B -m agent_eval.adapters.claude_code",
+                "command": RUNNER_COMMAND,
+                "envAllowlist": [],
                 "runnerImage": RUNNER_IMAGE,
                 "verifierImage": VERIFIER_IMAGE,
                 "gatewayImage": GATEWAY["image"],
@@ -227,6 +230,8 @@ def archives_manifest(wheel: bytes) -> dict[str, Any]:
         "verifierImage": {"reference": VERIFIER_IMAGE, "imageId": "sha256:" + "d" * 64},
         "gateway": copy.deepcopy(GATEWAY),
         "registryDigest": sha256_bytes(REGISTRY),
+        "runnerCommand": list(RUNNER_COMMAND),
+        "envAllowlist": [],
         "runner": copy.deepcopy(RUNNER),
         "model": copy.deepcopy(MODEL),
         "suiteDigest": SUITE,

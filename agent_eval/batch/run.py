@@ -751,6 +751,8 @@ def _write_bindings(
         gateway=gateway,
         # The checker compares it with the registry committed at the source commit.
         registryDigest=file_sha256(project.registry) if project.registry.is_file() else None,
+        runnerCommand=[config.executable, *config.args],
+        envAllowlist=sorted(config.envAllowlist),
         runner=config.expectedRunner,
         model=config.expectedModel,
         suiteDigest=project.suite_digest(),

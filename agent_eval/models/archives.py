@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
@@ -79,6 +81,15 @@ class ArchivesManifest(WireModel):
     its model could only live inside its own container."""
     registryDigest: Digest | None = None
     """sha256 of the reviewed-runner registry at the source commit (None: no registry)."""
+    runnerCommand: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=256
+    )
+    """What the runner container ran: the config's executable, then its args (None in a
+    batch that did not record it: no reviewed entry matches it)."""
+    envAllowlist: list[Annotated[str, Field(max_length=256)]] | None = Field(
+        default=None, max_length=256
+    )
+    """The names of the variables the runner container was given (never their values)."""
     runner: RunnerIdentity
     """Reviewed runner identity."""
     model: ModelIdentity

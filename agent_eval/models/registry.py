@@ -9,6 +9,7 @@ the registry as it was committed at the batch's source commit.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field
 
@@ -28,7 +29,12 @@ class RegistryEntry(WireModel):
     model: ModelIdentity
     """The model identity and its settings."""
     adapter: NonEmptyStr
-    """What the runner runs (the adapter module, or the executable and its arguments)."""
+    """What the runner runs, for people (the adapter module, or the executable and its
+    arguments); ``command`` is what is compared."""
+    command: list[Annotated[str, Field(max_length=4096)]] = Field(min_length=1, max_length=256)
+    """The executable, then its arguments, exactly as the reviewed config gives them."""
+    envAllowlist: list[Annotated[str, Field(max_length=256)]] = Field(max_length=256)
+    """The names of the variables the runner container may be given."""
     runnerImage: NonEmptyStr
     """The runner image, pinned as the config pins it."""
     verifierImage: NonEmptyStr

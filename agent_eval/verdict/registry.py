@@ -92,6 +92,10 @@ def _batch_fields(archives: ArchivesManifest) -> dict[str, Any]:
         "verifierImage": {archives.verifierImage.reference, archives.verifierImage.imageId},
         "gatewayImage": {gateway.image} if gateway else set(),
         "upstreams": _upstreams(gateway.upstreams) if gateway else [],
+        "command": archives.runnerCommand,
+        "envAllowlist": sorted(archives.envAllowlist)
+        if archives.envAllowlist is not None
+        else None,
     }
 
 
@@ -102,6 +106,8 @@ def entry_differences(entry: RegistryEntry, archives: ArchivesManifest) -> list[
         "runner": entry.runner.model_dump(mode="json"),
         "model": entry.model.model_dump(mode="json"),
         "upstreams": _upstreams(entry.upstreams),
+        "command": list(entry.command),
+        "envAllowlist": sorted(entry.envAllowlist),
     }
     differing = [name for name, value in wanted.items() if batch[name] != value]
     for name in ("runnerImage", "verifierImage", "gatewayImage"):
@@ -129,6 +135,8 @@ def _entry_of(config: RunnerConfig, reviewer: str, note: str, now: datetime) -> 
         runner=config.expectedRunner,
         model=config.expectedModel,
         adapter=adapter,
+        command=[config.executable, *config.args],
+        envAllowlist=sorted(config.envAllowlist),
         runnerImage=config.runnerImage,
         verifierImage=config.verifierImage,
         gatewayImage=config.gatewayImage,

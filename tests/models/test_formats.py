@@ -150,6 +150,8 @@ FIELD_SETS: dict[str, set[str]] = {
         "verifierImage",
         "gateway",
         "registryDigest",
+        "runnerCommand",
+        "envAllowlist",
         "runner",
         "model",
         "suiteDigest",

@@ -497,6 +497,26 @@ def test_a_batch_whose_configuration_was_never_reviewed_is_rejected_naming_it(
     assert "the closest entry (reviewed by Reviewer One) differs in runnerImage" in reasons[0]
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("runnerCommand", ["/bin/sh", "-c", "canned-answers.sh"], "command"),
+        ("runnerCommand", ["/usr/bin/python3", "-B", "-m", "agent_eval.adapters.codex"], "command"),
+        ("runnerCommand", None, "command"),
+        ("envAllowlist", ["OTHER_PROVIDER_KEY"], "envAllowlist"),
+        ("envAllowlist", None, "envAllowlist"),
+    ],
+    ids=["a-script", "another-adapter", "command-not-recorded", "more-variables", "not-recorded"],
+)
+def test_a_reviewed_image_run_with_another_command_or_environment_is_rejected(
+    tmp_path: Path, field: str, value: object, named: str
+) -> None:
+    """The images alone do not make a runner: what runs in them is reviewed too."""
+    reasons = check(write_batch(tmp_path, archives_data=lambda m: m.update({field: value})))
+    only_rule(reasons, "registry")
+    assert f"differs in {named}" in reasons[0], reasons
+
+
 def test_an_upstream_or_served_model_outside_the_review_is_rejected(tmp_path: Path) -> None:
     def other_upstream(manifest: dict[str, Any]) -> None:
         manifest["gateway"]["upstreams"][0]["upstream"] = "https://proxy.example"
