@@ -20,7 +20,7 @@ from typing import Literal
 
 from agent_eval.digests import DigestError, file_sha256, solution_digest, solution_files
 from agent_eval.errors import EvidenceError
-from agent_eval.evidence_io import read_model
+from agent_eval.evidence_io import nesting_exceeds, read_model
 from agent_eval.layout import AttemptDirectory, RunDirectory
 from agent_eval.models import (
     Analysis,
@@ -495,8 +495,10 @@ def summarise_gateway(lines: Sequence[str]) -> GatewaySummary:
         if not line.strip():
             continue
         try:
+            if nesting_exceeds(line.encode("utf-8")):
+                raise ValueError("nested too deeply")
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
             unreadable += 1
             continue
         if not isinstance(record, dict):

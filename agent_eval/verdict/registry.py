@@ -22,7 +22,12 @@ import tomli_w
 from pydantic import ValidationError
 
 from agent_eval.errors import ConfigError, EvidenceError
-from agent_eval.evidence_io import format_validation_error, write_bytes_atomic
+from agent_eval.evidence_io import (
+    format_validation_error,
+    nesting_exceeds,
+    read_bounded,
+    write_bytes_atomic,
+)
 from agent_eval.gateway.host import recorded_upstreams
 from agent_eval.models import (
     ArchivesManifest,
@@ -54,10 +59,14 @@ def parse_registry(data: bytes, where: str) -> RunnerRegistry:
     """
     if len(data) > MAX_REGISTRY_BYTES:
         raise EvidenceError(f"{where} is larger than {MAX_REGISTRY_BYTES} bytes")
+    if nesting_exceeds(data):
+        raise EvidenceError(f"{where} nests arrays or tables too deeply")
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise EvidenceError(f"{where} is not TOML: {exc}") from None
+    except RecursionError:
+        raise EvidenceError(f"{where} nests arrays or tables too deeply") from None
     try:
         return RunnerRegistry.model_validate(document)
     except ValidationError as exc:
@@ -161,8 +170,10 @@ def review_runner(
     except ValidationError as exc:
         raise ConfigError(f"--reviewer: {format_validation_error(exc)}") from None
     current = RunnerRegistry(schemaVersion=1)
-    if registry.exists():
-        current = parse_registry(registry.read_bytes(), str(registry))
+    if registry.exists() or registry.is_symlink():
+        # Never blocks on a FIFO, never reads a directory or a device.
+        data = read_bounded(registry, what="registry", max_bytes=MAX_REGISTRY_BYTES)
+        current = parse_registry(data, str(registry))
     reviewed = {"reviewer", "reviewedAt", "note"}
     if any(
         e.model_dump(exclude=reviewed) == entry.model_dump(exclude=reviewed) for e in current.runner

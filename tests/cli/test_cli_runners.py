@@ -4,6 +4,7 @@ refuses what must never be approved, and an entry it wrote is what the checker m
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -105,6 +106,8 @@ def test_the_entry_written_matches_a_batch_of_that_configuration(tmp_path: Path)
     manifest.update(
         runner=config.expectedRunner.model_dump(),
         model=config.expectedModel.model_dump(),
+        runnerCommand=[config.executable, *config.args],
+        envAllowlist=sorted(config.envAllowlist),
         runnerImage={"reference": config.runnerImage, "imageId": "sha256:" + "c" * 64},
         verifierImage={"reference": config.verifierImage, "imageId": "sha256:" + "d" * 64},
         gateway={
@@ -121,3 +124,24 @@ def test_the_entry_written_matches_a_batch_of_that_configuration(tmp_path: Path)
     assert entry_differences(entry, archives) == []
     changed = archives.model_copy(update={"model": archives.model.model_copy(update={"id": "x"})})
     assert entry_differences(entry, changed) == ["model"]
+
+    other = archives.model_copy(update={"runnerCommand": ["/bin/sh", "-c", "canned.sh"]})
+    assert entry_differences(entry, other) == ["command"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "nested"])
+def test_a_registry_that_is_not_a_readable_file_is_an_error_naming_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """No hang on a FIFO, no traceback on a directory or a deeply nested document."""
+    root = project(tmp_path)
+    registry = root / "reviewed-runners.toml"
+    if kind == "fifo":
+        os.mkfifo(registry)
+    elif kind == "directory":
+        registry.mkdir()
+    else:
+        registry.write_text("schemaVersion = 1\nx = " + "[" * 5000 + "]" * 5000 + "\n")
+    done = review(root, example())
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "registry" in done.stderr and str(registry) in done.stderr, done.stderr

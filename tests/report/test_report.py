@@ -30,6 +30,7 @@ from agent_eval.cli import main
 from agent_eval.errors import EvidenceError
 from agent_eval.grading.dom import Document, Element, parse_html
 from agent_eval.models import FIXED_SUITE, AttemptRecord, BatchStatus
+from agent_eval.report.attempts import summarise_gateway
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
 from agent_eval.report.summary import attempt_outcome
 from agent_eval.verdict.qualification import qualify_files
@@ -698,3 +699,10 @@ def test_the_cluster_node_of_an_attempt_is_shown_as_text_and_only_when_known(
     assert "worker-1 <b>x</b>" in first.text and first.find("b") is None
     assert "failed (node)" in attempt_section(doc, runs[1]["runId"], 1).text
     assert "cluster node" not in attempt_section(doc, runs[2]["runId"], 1).text
+
+
+def test_a_gateway_record_line_nested_past_any_parser_is_counted_unreadable() -> None:
+    deep = "[" * 200_000 + "]" * 200_000
+    summary = summarise_gateway([deep, '{"a": ' * 5000 + "1" + "}" * 5000, '{"servedModel": "m"}'])
+    assert (summary.requests, summary.unreadable_lines) == (1, 2)
+    assert summary.served_models == ("m",)
