@@ -226,7 +226,22 @@ def format_validation_error(exc: ValidationError) -> str:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Replace *path* with *data* atomically (same-directory temp file + rename)."""
+    """Replace *path* with *data* atomically (same-directory temp file + rename).
+
+    Only a regular file (or a link, which is replaced, never followed) is ever
+    replaced: a device node, a FIFO or a directory at *path* is an error, since
+    renaming over it would remove it (``/dev/full`` as an output, say).
+
+    Raises:
+        OSError: It could not be written, or *path* is none of those.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            raise OSError(errno.EEXIST, "exists and is not a regular file; it is never replaced")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

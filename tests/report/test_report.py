@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -706,3 +707,17 @@ def test_a_gateway_record_line_nested_past_any_parser_is_counted_unreadable() ->
     summary = summarise_gateway([deep, '{"a": ' * 5000 + "1" + "}" * 5000, '{"servedModel": "m"}'])
     assert (summary.requests, summary.unreadable_lines) == (1, 2)
     assert summary.served_models == ("m",)
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    runs, _ = mixed_runs()
+    batch = write_batch(tmp_path / "batch", receipt(runs))
+    # A FIFO and a directory stand for every non-regular file (a real device is never
+    # risked here: a regression would replace it).
+    fifo, directory = tmp_path / "out.html", tmp_path / "dir.html"
+    os.mkfifo(fifo)
+    directory.mkdir()
+    for target in (fifo, directory):
+        with pytest.raises(EvidenceError, match="not a regular file"):
+            write_report(batch.root, target, current=CURRENT, now=NOW)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and directory.is_dir()
