@@ -128,7 +128,8 @@ def main() -> int:
                         else round((after - pressure) / 1e6 / seconds, 3),
                     }
                     if args.batch:
-                        checkout = project_copy(root / f"batch-{loops}")
+                        (here := root / f"batch-{loops}").mkdir()
+                        checkout = project_copy(here)
                         config = write_config(engine, root / f"r-{loops}.json", "oracle")
                         began = time.monotonic()
                         _, line = eval_agent(checkout, config)

@@ -169,7 +169,11 @@ def run_batch(
         batch.lease = lease
         outcome, cleaned_up = batch.run()
         if outcome.receipt_written and cleaned_up:
-            lease.release()
+            try:
+                lease.release()
+            except OSError as exc:
+                # The batch is over and said so; the lease stays for the reaper.
+                notice(f"the lease could not be given up: {exc.strerror}")
     return outcome
 
 
@@ -249,7 +253,10 @@ class _Batch:
             problems = self._cleanup()
         if problems and written:
             final, written = self._add_cleanup_problems(final, problems)
-        self.evidence.reserve.unlink(missing_ok=True)
+        try:
+            self.evidence.reserve.unlink(missing_ok=True)
+        except OSError as exc:  # a read-only disk: the reaper takes it with the lease later
+            self.ports.notice(f"the reserved space could not be given back: {exc.strerror}")
         outcome = BatchOutcome(
             final.status,
             self.evidence.receipt,

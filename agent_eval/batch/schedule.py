@@ -35,7 +35,7 @@ from agent_eval.batch.signals import Stop
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
-from agent_eval.gateway.host import parse_records, provider_problem, summarise
+from agent_eval.gateway.host import parse_records, provider_problem, summarise, unmeasured
 from agent_eval.layout import MAX_TRANSCRIPT_BYTES, AttemptDirectory, RunDirectory
 from agent_eval.models import (
     AttemptRecord,
@@ -116,9 +116,11 @@ class ReceiptNotWritten(Exception):
 
 def describe_failure(exc: BaseException, where: Path | None = None) -> str:
     """What failed, in words an operator acts on (a full disk says so, and where)."""
+    place = f" ({where})" if where is not None else ""
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        place = f" ({where})" if where is not None else ""
         return f"the disk is full where the evidence is written{place}: {exc.strerror}"
+    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        return f"the evidence directory became read-only{place}: {exc.strerror}"
     if isinstance(exc, AgentEvalError):
         return str(exc)
     return f"the harness failed: {type(exc).__name__}: {exc}"
@@ -501,6 +503,9 @@ class Schedule:
                 )
                 self.rule_stop = f"identity mismatch: {seen.identity_problem}"
                 break
+        if seen.identity_problem is None and (why := unmeasured(records)) is not None:
+            seen.identity_problem = why
+            self.rule_stop = f"identity mismatch: {why}"
         with self._lock:
             self.tokens += seen.gateway.inputTokens + seen.gateway.outputTokens
             spent = self.tokens

@@ -43,6 +43,9 @@ from agent_eval.gateway.policy import (
 
 _TOKEN_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
 _MAX_MESSAGE = 500
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""A request or response body larger than this is refused (a model request is far smaller);
+mitmproxy's own ``body_size_limit`` is set to it as well, for bodies without a length."""
 
 
 def _now() -> str:
@@ -135,9 +138,37 @@ class Gateway:
                 return None
         return None
 
+    def requestheaders(self, flow: Any) -> None:
+        """Refuse, before any body is read, what the gateway never forwards.
+
+        A protocol upgrade (a websocket) would carry answers the gateway cannot read, so
+        their model and usage would go unmeasured; a body over :data:`MAX_BODY_BYTES`
+        would only exhaust the gateway's memory.
+        """
+        flow.metadata["agent_eval_started"] = time.monotonic()
+        headers = flow.request.headers
+        connection = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+        why = None
+        if "upgrade" in headers or "upgrade" in connection:
+            why = "protocol upgrades (websockets) are not forwarded"
+        else:
+            try:
+                length = int(headers.get("content-length", "0") or "0")
+            except ValueError:
+                length = -1
+            if length < 0 or length > MAX_BODY_BYTES:
+                why = f"a request body must have a length of at most {MAX_BODY_BYTES} bytes"
+        if why is not None:
+            flow.metadata["agent_eval_upstream"] = self._upstream(flow)
+            flow.metadata["agent_eval_route"] = self._route(flow)
+            flow.metadata["agent_eval_failure"] = "refused-request"
+            flow.response = _json_response(400, f"agent-eval gateway: {why}")
+
     def request(self, flow: Any) -> None:
         """Attribute and authorise the request, or answer it here; fail closed."""
-        flow.metadata["agent_eval_started"] = time.monotonic()
+        if flow.response is not None:  # refused on its headers
+            return
+        flow.metadata.setdefault("agent_eval_started", time.monotonic())
         try:
             self._authorise(flow)
         except Exception as exc:  # mitmproxy would forward a request whose hook raised
@@ -200,6 +231,13 @@ class Gateway:
             if cleaned != content:
                 response.set_content(cleaned)
                 content = cleaned
+            # An upstream may reflect request headers: the credential is taken out of
+            # every response header too, value by value.
+            for name in list(response.headers.keys()):
+                values = response.headers.get_all(name)
+                kept = [scrub(v.encode(), [secret]).decode() for v in values]
+                if kept != values:
+                    response.headers.set_all(name, kept)
         seen = observe(response.headers.get("content-type", ""), content)
         failure = flow.metadata.get("agent_eval_failure") or provider_failure(
             int(response.status_code), seen.error_message

@@ -59,6 +59,7 @@ __all__ = [
     "parse_records",
     "recorded_upstreams",
     "summarise",
+    "unmeasured",
 ]
 
 _FIRST_PORT = 18001
@@ -411,6 +412,40 @@ def parse_records(data: bytes) -> list[GatewayRecord]:
                 f"{format_validation_error(exc)}"
             ) from None
     return records
+
+
+MODEL_CALL_PATHS = (
+    "/messages",
+    "/chat/completions",
+    "/completions",
+    "/responses",
+    ":generateContent",
+    ":streamGenerateContent",
+)
+"""Path endings of the calls that make a model answer (Anthropic, OpenAI, Gemini)."""
+
+
+def unmeasured(records: Sequence[GatewayRecord]) -> str | None:
+    """The first model call answered without a model the gateway could read, said plainly.
+
+    An answer the gateway cannot attribute to a model could come from any model (a
+    fallback, a cheaper one): it is never passed as if it had been measured.
+    """
+    for record in records:
+        path = record.path.split("?", 1)[0]
+        answered = record.status is not None and 200 <= record.status < 300
+        if (
+            record.method == "POST"
+            and answered
+            and record.failure is None
+            and path.endswith(MODEL_CALL_PATHS)
+            and not record.servedModel
+        ):
+            return (
+                f"{record.upstream} answered {path} without naming a model the gateway could "
+                "read: an answer it cannot attribute to a reviewed model is never passed"
+            )
+    return None
 
 
 def summarise(records: list[GatewayRecord], digest: str) -> GatewayUse:

@@ -22,6 +22,7 @@ import hashlib
 import ipaddress
 import json
 import socket
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -174,8 +175,16 @@ def _events(content_type: str, body: bytes) -> Iterator[Any]:
                     with _ignored():
                         yield json.loads(payload)
         return
-    with _ignored():
+    try:
         yield json.loads(text)
+        return
+    except (ValueError, RecursionError):
+        pass
+    # JSON lines: one object per line.
+    for line in text.splitlines()[:10_000]:
+        if line.strip():
+            with _ignored():
+                yield json.loads(line)
 
 
 class _ignored:
@@ -185,20 +194,29 @@ class _ignored:
         return None
 
     def __exit__(self, kind: object, exc: object, tb: object) -> bool:
-        return isinstance(exc, ValueError)
+        return isinstance(exc, ValueError | RecursionError)
 
 
-def _objects(value: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
-    """*value* and every object nested in it, breadth first, bounded in depth."""
-    if depth > 6:
-        return
-    if isinstance(value, dict):
-        yield value
-        for item in value.values():
-            yield from _objects(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value[:64]:
-            yield from _objects(item, depth + 1)
+_MAX_DEPTH = 64
+"""How deep the gateway looks for a model and usage (JSON parsers stop near 1000)."""
+_MAX_NODES = 50_000
+"""How many values of one event it looks at, however the event is shaped."""
+
+
+def _objects(value: Any) -> Iterator[dict[str, Any]]:
+    """*value* and every object nested in it, outermost first, bounded in depth and count."""
+    pending: deque[tuple[Any, int]] = deque([(value, 0)])
+    seen = 0
+    while pending and seen < _MAX_NODES:
+        item, depth = pending.popleft()
+        seen += 1
+        if depth > _MAX_DEPTH:
+            continue
+        if isinstance(item, dict):
+            yield item
+            pending.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            pending.extend((child, depth + 1) for child in item)
 
 
 def _count(usage: dict[str, Any], keys: Iterable[str]) -> int | None:

@@ -51,6 +51,9 @@ async def serve(config_path: str) -> None:
         connection_strategy="lazy",
         keep_host_header=False,
         http3=False,
+        # Backstops of the addon's own refusals: no upgrade, no body past the limit.
+        websocket=False,
+        body_size_limit=str(addon.MAX_BODY_BYTES),
         termlog_verbosity="warn",
     )
     master.addons.add(addon.Gateway(config_path))

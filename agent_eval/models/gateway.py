@@ -28,12 +28,14 @@ GatewayFailure = Literal[
     "unattributed",
     "cancelled",
     "gateway",
+    "refused-request",
 ]
 """Why a request through the gateway failed: the provider's answer (authentication,
 unknown-model, rate-limit, server-error), no answer (unreachable), the gateway's own refusal
 (refused-upstream: a non-public address; budget: the batch's tokens are spent;
-unattributed: no such attempt), the runner leaving before the answer (cancelled), or the
-gateway itself failing."""
+unattributed: no such attempt; refused-request: a protocol upgrade or an oversized body,
+never forwarded), the runner leaving before the answer (cancelled), or the gateway itself
+failing."""
 
 PROVIDER_FAILURES: frozenset[str] = frozenset(
     {"authentication", "unknown-model", "rate-limit", "server-error", "unreachable",

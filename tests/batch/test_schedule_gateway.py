@@ -300,3 +300,22 @@ def test_an_attempt_with_no_answered_request_is_judged_only_once_the_gateway_ans
     assert (first.failureCategory, first.infrastructureKind) == ("infrastructure", "provider")
     assert receipt.status == "infrastructure-failure"
     assert "stopped serving: its socket for provider gave no answer" in first.diagnostics[0].message
+
+
+@pytest.mark.parametrize(
+    ("path", "stops"),
+    [("/v1/messages", True), ("/v1/chat/completions?x=1", True),
+     ("/v1/messages/count_tokens", False)],
+)  # fmt: skip
+def test_a_model_call_answered_without_a_readable_model_stops_the_batch(
+    tmp_path: Path, path: str, stops: bool
+) -> None:
+    """An answer the gateway cannot attribute to a model is never passed as measured."""
+    records = gateway_line(served=None, path=path) + gateway_line()
+    receipt = schedule(tmp_path, FakeGateway({(FIRST, 1): records}))
+    first = receipt.runs[0].attempts[0]
+    if stops:
+        assert receipt.status == "stopped" and first.failureCategory == "identity-mismatch"
+        assert any("without naming a model" in r for r in receipt.reasons), receipt.reasons
+    else:
+        assert receipt.status == "completed" and first.success

@@ -392,6 +392,32 @@ def test_an_evidence_disk_that_fills_mid_batch_ends_it_with_a_receipt_naming_the
         subprocess.run(["umount", "-l", str(evidence)], check=False)
 
 
+def test_an_evidence_disk_made_read_only_mid_batch_ends_with_exit_3_and_its_line(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    """Not even the final receipt can be written: exit 3, the one line, no traceback; once
+    the disk is writable again, cleanup closes the receipt as abandoned."""
+    project = project_copy(tmp_path)
+    evidence = project / "evidence"
+    evidence.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", str(evidence)], check=True)
+    try:
+        batch = Batch(tmp_path, engine, project=project, args=slow_oracle(2))
+        batch.mid_run(finished=1)
+        subprocess.run(["mount", "-o", "remount,ro", str(evidence)], check=True)
+        code, line = batch.finish()
+        assert (code, line["status"]) == (3, "running"), (line, batch.stderr)
+        assert "read-only" in batch.stderr, batch.stderr
+        assert batch.left() == []
+        subprocess.run(["mount", "-o", "remount,rw", str(evidence)], check=True)
+        code, reaped, _ = batch.cleanup()
+        assert code == 0 and reaped, reaped
+        assert batch.receipt().status == "abandoned"
+        assert not (batch.run_dir / "lease.json").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(evidence)], check=False)
+
+
 def test_an_evidence_disk_below_the_floor_is_not_run_saying_how_much_is_free(
     engine: ContainerEngine, tmp_path: Path
 ) -> None:

@@ -131,15 +131,24 @@ class Gateway(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect("/gateway/provider.sock")
 
-def ask(path, key):
+def ask(path, key, extra=None):
     connection = Gateway("gateway", timeout=30)
-    connection.request("GET", path, headers={"x-api-key": key} if key else {})
+    headers = {"x-api-key": key} if key else {}
+    connection.putrequest("GET", path)
+    for name, value in {**headers, **(extra or {})}.items():
+        connection.putheader(name, value)
+    connection.endheaders()  # no body is sent, whatever content-length says
     answer = connection.getresponse()
-    return answer.status, answer.read().decode()
+    return answer.status, answer.read().decode(), dict(answer.getheaders())
 
 out["echo"] = ask("/echo", os.environ["AGENT_EVAL_GATEWAY_TOKEN"])
 out["no_token"] = ask("/echo", None)
 out["wrong_token"] = ask("/echo", "ae-guessed")
+token = os.environ["AGENT_EVAL_GATEWAY_TOKEN"]
+out["upgrade"] = ask("/echo", token, {"connection": "Upgrade", "upgrade": "websocket",
+                                      "sec-websocket-version": "13",
+                                      "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="})
+out["huge"] = ask("/echo", token, {"content-length": str(10**10)})
 out["environ"] = open("/proc/self/environ", "rb").read().decode(errors="replace")
 print(json.dumps(out))
 """
@@ -212,18 +221,24 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
         assert out[name] != "connected", (name, out[name])
     assert out["hosts"] and all(v != "connected" for v in out["hosts"].values()), out["hosts"]
     assert all(v != "resolved" for v in out["dns"].values()), out["dns"]
-    status, body = out["echo"]
+    status, body, headers = out["echo"]
     echoed = json.loads(body)
+    assert CANARY not in json.dumps(headers), "the credential came back in a header"
+    assert headers["x-echo-key"] == "[credential]", headers
     assert status == 200 and echoed["host"] == f"model.test:{PORT}"
     assert echoed["sawKey"] == "[credential]", "the credential came back to the runner"
     assert out["no_token"][0] == out["wrong_token"][0] == 403
+    # Refused on their headers, never forwarded: an upgrade and a body past the limit.
+    assert out["upgrade"][0] == 400 and "upgrades" in out["upgrade"][1], out["upgrade"]
+    assert out["huge"][0] == 400 and "at most" in out["huge"][1], out["huge"]
     assert f"{TOKEN_ENV}={route.token}" in out["environ"] and CANARY not in out["environ"]
     seen = [json.loads(line) for line in model.log.read_text().splitlines()]
     assert [e["path"] for e in seen] == ["/echo"], "only the attributed request went out"
     assert seen[0]["keySha256"] == hashlib.sha256(CANARY.encode()).hexdigest()
     assert other.requests() == [] and not other.log.exists()
-    (record,) = [json.loads(line) for line in records.splitlines()]
+    record, upgrade, huge = [json.loads(line) for line in records.splitlines()]
     assert (record["path"], record["status"], record["failure"]) == ("/echo", 200, None)
+    assert upgrade["failure"] == huge["failure"] == "refused-request"
     assert CANARY.encode() not in records
     assert list_leftovers(engine, batch) == []
 

@@ -142,6 +142,42 @@ def test_the_served_model_and_usage_are_read_from_json_and_streams(
     assert (seen.served_model, seen.input_tokens, seen.output_tokens) == expected
 
 
+def nested(levels: int, inner: dict[str, object]) -> dict[str, object]:
+    value: dict[str, object] = inner
+    for _ in range(levels):
+        value = {"wrapped": value}
+    return value
+
+
+def test_every_response_shape_is_measured_json_lines_and_deep_nesting_included() -> None:
+    lines = "\n".join(
+        json.dumps(event)
+        for event in (
+            {"type": "start", "model": "claude-x", "usage": {"input_tokens": 7}},
+            {"type": "delta", "usage": {"output_tokens": 30}},
+        )
+    )
+    seen = observe("application/x-ndjson", lines.encode())
+    assert (seen.served_model, seen.input_tokens, seen.output_tokens) == ("claude-x", 7, 30)
+    deep = nested(40, {"model": "gpt-deep", "usage": {"prompt_tokens": 3, "completion_tokens": 4}})
+    seen = observe("application/json", json.dumps(deep).encode())
+    assert (seen.served_model, seen.input_tokens, seen.output_tokens) == ("gpt-deep", 3, 4)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # past any parser's depth
+        json.dumps([[list(range(64))] * 64] * 64).encode(),  # wide: bounded in count
+        b"data: " + b"[" * 100_000 + b"\n\n",
+    ],
+    ids=["deep", "wide", "deep-stream"],
+)
+def test_a_pathological_body_is_read_as_unmeasured_without_failing(body: bytes) -> None:
+    seen = observe("application/json", body)
+    assert (seen.served_model, seen.input_tokens, seen.output_tokens) == (None, None, None)
+
+
 def test_an_error_message_is_read_from_either_shape() -> None:
     anthropic = {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
     assert observe("application/json", json.dumps(anthropic).encode()).error_message == "bad key"

@@ -7,7 +7,8 @@
 * ``POST /v1/messages``: the same key check, then a message "served" by MODEL with usage,
   echoing the request's headers (the key's hash, never the key) and body;
 * ``GET /echo``: what the provider saw, for the boundary tests; the key itself is echoed
-  here on purpose, so that the gateway must take it out of the answer.
+  here on purpose, in the body and in response headers, so that the gateway must take it
+  out of the answer.
 
 Every request is appended to LOG as one JSON line.
 """
@@ -33,9 +34,13 @@ class Handler(BaseHTTPRequestHandler):
             self.headers.get("authorization") or ""
         ).removeprefix("Bearer ")
 
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
+    def _send(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
@@ -68,8 +73,12 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._log()
         if self.path == "/echo":
+            key = self._key() or ""
             self._send(
-                200, {"model": MODEL, "sawKey": self._key(), "host": self.headers.get("host")}
+                200,
+                {"model": MODEL, "sawKey": key, "host": self.headers.get("host")},
+                # An upstream that reflects request headers hands the credential back.
+                {"x-echo-key": key, "x-echo-auth": f"Bearer {key}", "set-cookie": f"k={key}"},
             )
             return
         if not self._authorised():
