@@ -19,6 +19,7 @@ import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from agent_eval.digests import (
@@ -48,6 +49,7 @@ from agent_eval.project import Project, evaluator_digest
 from agent_eval.reference import self_test_reasons
 from agent_eval.verdict.registry import (
     RegistryAt,
+    commit_time,
     entry_differences,
     parse_registry,
     registry_at_commit,
@@ -76,6 +78,8 @@ class Anchors:
     """The reviewed-runner registry as committed at a commit; None: no repository at hand."""
     registry_name: str = "reviewed-runners.toml"
     """Where the registry is in the repository, for the reasons."""
+    committed_at: Callable[[str], datetime | None] | None = None
+    """When a commit was committed, by the repository's history; None: no repository."""
 
 
 def current_anchors(project: Project | None, problem: str | None = None) -> Anchors:
@@ -108,6 +112,7 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
             tuple(problems),
             registry_at=registry_at_commit(project.root, name),
             registry_name=name,
+            committed_at=commit_time(project.root),
         )
     return Anchors(suite, evaluator_digest(), rebuild, tuple(problems))
 
@@ -150,6 +155,7 @@ def qualify(
     if not self_test(receipt, archives):
         # A self-test batch is rejected as such; which review it matches is moot.
         reasons += _registry_rules(archives, current)
+        reasons += _commit_time_rules(receipt, archives, current)
     reasons += _solution_rules(receipt, receipt_dir)
     return reasons
 
@@ -234,6 +240,32 @@ def _describe(archives: ArchivesManifest) -> str:
         f"{archives.runnerImage.reference}, verifier image {archives.verifierImage.reference}, "
         f"gateway image {gateway.image if gateway else 'none'}, upstreams {upstreams or 'none'}"
     )
+
+
+COMMIT_CLOCK_SKEW = timedelta(minutes=10)
+"""How far a committer's clock may run ahead of the machine that ran the batch."""
+
+
+def _commit_time_rules(receipt: Receipt, archives: ArchivesManifest, current: Anchors) -> list[str]:
+    """The source commit must be older than the batch packed from it.
+
+    A batch packs HEAD when it starts, so a commit made after the batch started
+    cannot be what it was packed from: archives.json pointed at a later commit
+    (one that adds a registry entry, the packages unchanged) is caught here. The
+    times are the history's and the receipt's own; someone who can rewrite both
+    can still forge them, which the README says.
+    """
+    commit = archives.source.commit
+    if current.committed_at is None or commit is None:
+        return []
+    when = current.committed_at(commit)
+    if when is None or when <= receipt.createdAt + COMMIT_CLOCK_SKEW:
+        return []
+    return [
+        f"registry: the source commit {commit[:12]} was committed at {when.isoformat()}, "
+        f"after the batch started at {receipt.createdAt.isoformat()}: a later commit "
+        "cannot be the one the batch was packed from"
+    ]
 
 
 def _registry_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:

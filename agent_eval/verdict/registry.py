@@ -40,6 +40,7 @@ from agent_eval.models.runner_config import check_no_literal_secret
 
 __all__ = [
     "RegistryAt",
+    "commit_time",
     "entry_differences",
     "parse_registry",
     "registry_at_commit",
@@ -71,6 +72,25 @@ def parse_registry(data: bytes, where: str) -> RunnerRegistry:
         return RunnerRegistry.model_validate(document)
     except ValidationError as exc:
         raise EvidenceError(f"{where}: {format_validation_error(exc)}") from None
+
+
+def commit_time(repository: Path) -> Callable[[str], datetime | None]:
+    """When a commit of *repository* was committed (its committer date), or None."""
+
+    def read(commit: str) -> datetime | None:
+        done = subprocess.run(
+            ["git", "-C", str(repository), "show", "-s", "--format=%cI", commit, "--"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        try:
+            return datetime.fromisoformat(done.stdout.strip()) if done.returncode == 0 else None
+        except ValueError:
+            return None
+
+    return read
 
 
 def registry_at_commit(repository: Path, path: str) -> RegistryAt:

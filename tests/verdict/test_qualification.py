@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.evidence_builders import (
     COMMIT,
     CURRENT,
     GATEWAY,
+    NOW,
     REGISTRY,
     SAFETY_ID,
     WHEEL_NAME,
@@ -524,6 +526,21 @@ def test_an_upstream_or_served_model_outside_the_review_is_rejected(tmp_path: Pa
     reasons = check(write_batch(tmp_path, archives_data=other_upstream))
     only_rule(reasons, "registry")
     assert "differs in upstreams" in reasons[0]
+
+
+def test_a_source_commit_newer_than_the_batch_is_rejected(tmp_path: Path) -> None:
+    """archives.json re-pointed at a later commit (one adding an entry, the packages the
+    same, so the wheels rebuild identically) cannot be what the batch packed."""
+    batch = write_batch(tmp_path)
+    started = datetime.fromisoformat(NOW)
+    later = dataclasses.replace(CURRENT, committed_at=lambda commit: started + timedelta(days=2))
+    reasons = check(batch, current=later)
+    assert any("was committed at" in r and "after the batch started" in r for r in reasons)
+    # A committer's clock a few minutes ahead is not a reason.
+    skewed = dataclasses.replace(
+        CURRENT, committed_at=lambda commit: started + timedelta(minutes=3)
+    )
+    assert not any("after the batch started" in r for r in check(batch, current=skewed))
 
 
 def test_a_registry_changed_after_the_batch_is_rejected(tmp_path: Path) -> None:
