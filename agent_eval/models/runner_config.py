@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
+from collections import Counter
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -219,10 +221,33 @@ def check_no_literal_secret(value: str) -> str:
     return _check_no_secret(value)
 
 
+_RANDOM_RUN = re.compile(r"[A-Za-z0-9+_=\-]{32,}")
+_RANDOM_BITS = 4.3
+"""Bits per character above which a long run of letters and digits is taken for a key:
+hex (a digest, a uuid) stays below 4, random base64 is near 6."""
+
+
+def _looks_random(text: str) -> bool:
+    """A run of at least 32 letters and digits, mixing both, as varied as a random key."""
+    for run in _RANDOM_RUN.findall(text):
+        if not (any(c.isdigit() for c in run) and any(c.isalpha() for c in run)):
+            continue
+        counts = Counter(run)
+        bits = -sum(n / len(run) * math.log2(n / len(run)) for n in counts.values())
+        if bits >= _RANDOM_BITS:
+            return True
+    return False
+
+
 def _check_no_secret(value: str) -> str:
     if _SECRET_SHAPES.search(value):
         raise ValueError(
             "looks like a literal credential; name it in models[].credentialEnv instead"
+        )
+    if _looks_random(value):
+        raise ValueError(
+            "holds a long random-looking string, as a literal credential would; name the "
+            "credential in models[].credentialEnv instead"
         )
     return value
 

@@ -267,3 +267,29 @@ def test_model_provider_names_are_allowed_even_where_a_prefix_rule_would_refuse(
 )
 def test_more_literal_secret_shapes_in_args_are_refused(secret: str) -> None:
     assert "args" in refused(config(args=["--key", f"prefix{secret}suffix"]))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "q7Xz2LwP9vKd4RtY8mNb3HcJ6fGs1AeQ",  # random base64url
+        "--header=x-api-key: Zk3pQ9wL2xV7bN4mR8tY1cH6jF5gD0sAeU",
+        "Tm9uZSBvZiB5b3VyIGJ1c2luZXNzLCByZWFsbHk9PQ7x",
+    ],
+)
+def test_an_argument_holding_a_random_looking_key_is_refused(value: str) -> None:
+    message = refused(config(args=["-m", "agent_eval.adapters.claude_code", value]))
+    assert "args" in message and "random-looking" in message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sha256:" + "0123456789abcdef" * 4,  # a digest: hex is never random enough
+        "3f2c6a1e-9b7d-4c2e-8f1a-6d5b4c3a2e1f",
+        "/opt/agent-eval/reference_runner.py",
+        "--model=claude-sonnet-4-5-20250929",
+    ],
+)
+def test_ordinary_arguments_are_not_taken_for_keys(value: str) -> None:
+    RunnerConfig.model_validate(config(args=["-m", "agent_eval.adapters.claude_code", value]))
