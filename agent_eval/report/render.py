@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup, escape
 
 import agent_eval
 from agent_eval.errors import AgentEvalError, EvidenceError
@@ -23,6 +24,7 @@ from agent_eval.evidence_io import write_bytes_atomic
 from agent_eval.layout import RunDirectory
 from agent_eval.models import FIXED_SUITE
 from agent_eval.project import find_project
+from agent_eval.report.text import segments
 from agent_eval.report.view import BatchView, load_batch
 from agent_eval.verdict.qualification import Anchors, current_anchors
 
@@ -63,6 +65,25 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+def _marked(value: object) -> Markup:
+    """*value* as text, every bidirectional or invisible control in it marked as in code.
+
+    For anything an agent or a provider chose (a file name, a model id, a message):
+    a right-to-left override there could make a path or an id read as another.
+    """
+    parts = []
+    for part in segments(str(value)):
+        if part.codepoint is None:
+            parts.append(escape(part.text))
+        else:
+            parts.append(
+                Markup('<span class="ctl" data-cp="{0}" title="{0}">{1}</span>').format(
+                    part.codepoint, part.text
+                )
+            )
+    return Markup("").join(parts)
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=PackageLoader("agent_eval.report", "templates"),
@@ -80,6 +101,7 @@ def _environment() -> Environment:
         "outcome_label": _OUTCOME_LABELS.__getitem__,
     }
     env.filters.update(filters)
+    env.filters["marked"] = _marked
     return env
 
 

@@ -721,3 +721,17 @@ def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_is(tmp_p
         with pytest.raises(EvidenceError, match="not a regular file"):
             write_report(batch.root, target, current=CURRENT, now=NOW)
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and directory.is_dir()
+
+
+def test_controls_in_a_refused_file_name_and_the_model_id_are_marked(tmp_path: Path) -> None:
+    ids = FIXED_SUITE.run_ids()
+    refused = attempt(ids[0])
+    refused["refusedPaths"] = [{"path": "exe.\u202etxt", "reason": "not allowed \u2066here"}]
+    runs = [run(ids[0], [refused])] + [run(i) for i in ids[1:]]
+    data = receipt(runs)
+    data["model"] = {"id": "model-\u202ex", "settings": {}}
+    doc = report(write_batch(tmp_path, data))
+    marks = [m.attrs["data-cp"] for m in attempt_section(doc, ids[0], 1).find_all(class_="ctl")]
+    assert marks[:2] == ["U+202E", "U+2066"], marks
+    page_marks = [m.attrs["data-cp"] for m in doc.find_all(class_="ctl")]
+    assert page_marks.count("U+202E") >= 2, page_marks
