@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from markupsafe import Markup, escape
 
 import agent_eval
 from agent_eval.errors import AgentEvalError, EvidenceError
@@ -65,25 +64,6 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def _marked(value: object) -> Markup:
-    """*value* as text, every bidirectional or invisible control in it marked as in code.
-
-    For anything an agent or a provider chose (a file name, a model id, a message):
-    a right-to-left override there could make a path or an id read as another.
-    """
-    parts = []
-    for part in segments(str(value)):
-        if part.codepoint is None:
-            parts.append(escape(part.text))
-        else:
-            parts.append(
-                Markup('<span class="ctl" data-cp="{0}" title="{0}">{1}</span>').format(
-                    part.codepoint, part.text
-                )
-            )
-    return Markup("").join(parts)
-
-
 def _environment() -> Environment:
     env = Environment(
         loader=PackageLoader("agent_eval.report", "templates"),
@@ -101,7 +81,9 @@ def _environment() -> Environment:
         "outcome_label": _OUTCOME_LABELS.__getitem__,
     }
     env.filters.update(filters)
-    env.filters["marked"] = _marked
+    # Text an agent or a provider chose is split where a control character is, and
+    # the template marks each one as the source view does (see its macro ``marked``).
+    env.filters["segments"] = segments
     return env
 
 
