@@ -37,6 +37,16 @@ main.add_command(runners_group, name="runners")
 main.add_command(try_agent_command, name="try-agent")
 
 
+HELP_OPTIONS = ["-h", "--help"]
+
+main.context_settings["help_option_names"] = HELP_OPTIONS
+# The three entry points are commands of their own as well as ``agent-eval`` subcommands:
+# each takes -h and --version when run by its own name.
+for _command in (eval_agent_command, check_command, review_command):
+    _command.context_settings["help_option_names"] = HELP_OPTIONS
+    click.version_option(package_name="agent-eval")(_command)
+
+
 def eval_agent_main() -> None:
     """``eval-agent``."""
     eval_agent_command(prog_name="eval-agent")

@@ -18,8 +18,18 @@ __all__ = ["check_command"]
 
 
 @click.command()
-@click.option("--receipt", required=True, type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--archives", required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--receipt",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The batch's receipt.json, in its run directory.",
+)
+@click.option(
+    "--archives",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="The batch's archives.json, in the same run directory.",
+)
 @click.option(
     "--project",
     type=click.Path(path_type=Path, file_okay=False),
@@ -33,13 +43,26 @@ __all__ = ["check_command"]
     "recorded verdicts (needs the local container engine).",
 )
 def check_command(receipt: Path, archives: Path, project: Path | None, reverify: bool) -> None:
-    """Print {"qualified": bool, "reasons": [...]}; exit 0 qualified, 1 rejected."""
+    """Qualify a saved batch or reject it with reasons.
+
+    Prints {"qualified": bool, "reasons": [...]} and exits 0 when the batch
+    qualifies, 1 when it is rejected, 2 on a usage error (a file that is not
+    there, no repository to hold the batch against).
+
+    \b
+    Example:
+      check-agent-eval --receipt evidence/RUN/receipt.json \\
+                       --archives evidence/RUN/archives.json
+    """
     located: Project | None = None
     try:
         located = find_project(project)
-        anchors = current_anchors(located)
     except AgentEvalError as exc:
-        anchors = current_anchors(None, str(exc))
+        # Without the repository every rule that needs it would reject: a typo, not a verdict.
+        raise click.UsageError(
+            f"{exc}, or name the repository the batch belongs to with --project"
+        ) from None
+    anchors = current_anchors(located)
     result = qualify_files(receipt, archives, anchors)
     if reverify:
         if located is None:

@@ -43,6 +43,12 @@ def cleanup_command(project: Path | None, runtime_path: str | None) -> None:
             reaped = reap(located.evidence, engine, clock=lambda: datetime.now(UTC))
         finally:
             engine.close()
+    if not reaped:
+        click.echo(
+            f"agent-eval: nothing to clean up in {located.evidence}: no batch there was left "
+            "by a process that died",
+            err=True,
+        )
     for item in reaped:
         click.echo(item.describe(), err=True)
         click.echo(

@@ -63,7 +63,8 @@ def report_outcome(
 @click.option(
     "--runner-config",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    # A path that is not there is a usage error (exit 2) before any evidence is made.
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="runner.json: the runner, its identity, images and limits.",
 )
 @click.option(

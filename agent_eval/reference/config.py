@@ -17,7 +17,7 @@ from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.images.build import image_for_checkout
 from agent_eval.models import ModelIdentity, RunnerConfig, RunnerIdentity
-from agent_eval.reference.runner import MODEL, NAMES, identity
+from agent_eval.reference.runner import MISBEHAVIOURS, MODEL, NAMES, identity
 
 __all__ = ["reference_config", "write_reference_config"]
 
@@ -36,8 +36,15 @@ def reference_config(
     Raises:
         ConfigError: unknown mode, or the images are not built.
     """
-    if mode.split(":", 1)[0] not in NAMES:
-        raise ConfigError(f"unknown reference runner {mode!r}; one of {', '.join(NAMES)}")
+    name, _, how = mode.partition(":")
+    if name not in NAMES or (name == "misbehave") != bool(how):
+        raise ConfigError(
+            f"unknown reference runner {mode!r}; one of {', '.join(NAMES[:-1])}, or misbehave:<how>"
+        )
+    if name == "misbehave" and how not in MISBEHAVIOURS:
+        raise ConfigError(
+            f"unknown misbehaviour {how!r} in {mode!r}; one of {', '.join(MISBEHAVIOURS)}"
+        )
     images = {}
     for field, name in (("runnerImage", "reference-runner"), ("verifierImage", "verifier")):
         try:

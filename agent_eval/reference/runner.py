@@ -27,6 +27,12 @@ from pathlib import Path
 from typing import Any
 
 NAMES = ("oracle", "mutant", "null", "misbehave")
+MISBEHAVIOURS = (
+    "silent", "two-objects", "trailing-text", "wrong-ids", "wrong-runner", "wrong-model",
+    "oversized", "early-exit", "sleep", "score", "tamper", "symlink", "hardlink", "fifo",
+    "traversal",
+)  # fmt: skip
+"""The ways ``misbehave:<how>`` breaks the protocol or the sandbox."""
 PREFIX = "agent-eval-"
 """Every reference runner's identity name starts so: a reserved prefix, always self-test."""
 VERSION = "1"

@@ -33,15 +33,40 @@ def test_check_prints_the_decision_as_json_and_exits_one_when_rejected(tmp_path:
 
 
 def test_check_without_a_required_option_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "r.json").write_text("{}")
     result = CliRunner().invoke(check_command, ["--receipt", str(tmp_path / "r.json")])
     assert result.exit_code == 2
     assert "--archives" in result.output
 
 
-def test_check_of_a_missing_receipt_rejects_rather_than_crashing(tmp_path: Path) -> None:
+def test_a_receipt_or_archives_that_is_not_there_is_a_usage_error(tmp_path: Path) -> None:
+    """A release gate must tell a typo (2) from a rejection (1)."""
+    (tmp_path / "a.json").write_text("{}")
     result = CliRunner().invoke(
         check_command,
         ["--receipt", str(tmp_path / "none.json"), "--archives", str(tmp_path / "a.json")],
+    )
+    assert (
+        result.exit_code == 2 and "none.json" in result.output and not result.stdout.startswith("{")
+    )
+
+
+def test_a_check_outside_any_repository_is_a_usage_error_naming_project(tmp_path: Path) -> None:
+    batch = reference_batch(tmp_path / "b")
+    result = CliRunner().invoke(
+        check_command,
+        ["--receipt", str(batch.receipt), "--archives", str(batch.archives),
+         "--project", str(tmp_path / "b")],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "--project" in result.output, result.output
+
+
+def test_an_unreadable_receipt_rejects_rather_than_crashing(tmp_path: Path) -> None:
+    (tmp_path / "r.json").write_text("not json")
+    (tmp_path / "a.json").write_text("{}")
+    result = CliRunner().invoke(
+        check_command,
+        ["--receipt", str(tmp_path / "r.json"), "--archives", str(tmp_path / "a.json")],
     )
     assert result.exit_code == 1
     reasons = json.loads(result.stdout)["reasons"]

@@ -97,3 +97,14 @@ def test_each_protocol_misbehaviour_is_refused(tmp_path: Path, how: str, problem
     req = request(tmp_path)
     mode = "misbehave:" + how
     assert verdict(mode, run(mode, req), req).problem == problem
+
+
+@pytest.mark.parametrize("mode", ["misbehave:foo", "misbehave", "oracle:x", "nobody"])
+def test_an_unknown_reference_runner_mode_is_refused_naming_the_known_ones(mode: str) -> None:
+    from agent_eval.engine.fake import FakeEngine
+    from agent_eval.errors import ConfigError
+    from agent_eval.reference.config import reference_config
+    from tests.paths import REPO
+
+    with pytest.raises(ConfigError, match=r"unknown (reference runner|misbehaviour)"):
+        reference_config(FakeEngine(), mode, project_root=REPO, runtime_path="/nowhere.sock")
