@@ -721,7 +721,10 @@ def batch_plan(
         disk_problem=lambda: _disk_problem(work_dir),
         gateway=gateway,
         token_budget=config.gateway.tokenBudget,
-        redactions={value: name for name, value in environment.items()},
+        redactions={
+            **{value: name for name, value in environment.items()},
+            **(gateway.credential_redactions() if gateway is not None else {}),
+        },
     )
 
 

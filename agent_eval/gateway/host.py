@@ -354,6 +354,15 @@ class BatchGateway:
         """The sockets, read-only, for a runner container."""
         return (Mount(self.sockets, GATEWAY_DIR_IN_RUNNER),)
 
+    def credential_redactions(self) -> dict[str, str]:
+        """Each model credential's value, by the name of its variable: never written anywhere.
+
+        The runner never gets one, but an upstream that reflects it (or an agent that
+        found it) could put it into what the runner prints; the schedule replaces every
+        value here by its name in runner.log and transcript.jsonl.
+        """
+        return {value: name for name, value in self._credentials.items() if value}
+
     def runner_environment(self) -> dict[str, str]:
         """What every runner container gets (the token comes per attempt)."""
         return {MODELS_ENV: ",".join(m.name for m in self.config.models)}
