@@ -197,18 +197,26 @@ def _check_env_name(value: str) -> str:
     return value
 
 
+_DOMAIN_PART = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_PINNED_REFERENCE = re.compile(
+    rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]{{1,5}})?/)?"  # registry[:port]/
+    rf"{_PATH_PART}(?:/{_PATH_PART})*"  # repository path
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"  # :tag
+    r"@sha256:[0-9a-f]{64}"
+)
+"""The engine's image reference grammar, pinned by digest: nothing else gets through."""
+_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 def check_pinned_image(value: str) -> str:
-    """Accept ``name@sha256:<64 hex>`` or an image id ``sha256:<64 hex>`` only."""
-    hex64 = re.compile(r"^[0-9a-f]{64}$")
-    if value.startswith("sha256:"):
-        if hex64.match(value[7:]):
-            return value
-    elif "@sha256:" in value:
-        name, _, digest = value.partition("@sha256:")
-        if name and hex64.match(digest) and not any(c.isspace() for c in name):
-            return value
+    """Accept ``name[:tag]@sha256:<64 hex>`` in the reference grammar, or an image id."""
+    if len(value) <= 512 and (_IMAGE_ID.fullmatch(value) or _PINNED_REFERENCE.fullmatch(value)):
+        return value
     raise ValueError(
-        f"{value!r} is not pinned: use name@sha256:<64 hex> or an image id sha256:<64 hex>"
+        f"{value!r} is not pinned: use name@sha256:<64 hex> (a name in the engine's "
+        "reference grammar: lowercase path parts, an optional registry and tag) or an image "
+        "id sha256:<64 hex>"
     )
 
 

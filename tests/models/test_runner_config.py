@@ -167,11 +167,27 @@ def test_a_name_listed_twice_is_refused() -> None:
         "runner@sha256:abc",
         "sha256:" + "A" * 64,
         "",
+        # Pinned, but outside the engine's reference grammar.
+        "runner;rm -rf /@" + PIN,
+        "../../runner@" + PIN,
+        "Runner@" + PIN,
+        "runner\u202e@" + PIN,
+        "runner\n@" + PIN,
+        " runner@" + PIN,
+        "runner:" + "t" * 200 + "@" + PIN,
     ],
 )
 def test_an_unpinned_image_is_refused(image: str) -> None:
     assert "runnerImage" in refused(config(runnerImage=image))
     assert "verifierImage" in refused(config(verifierImage=image))
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["runner@" + PIN, "ghcr.io/org/agent-eval/runner:2.1@" + PIN, "localhost:5000/a_b/c@" + PIN],
+)
+def test_a_pinned_reference_in_the_grammar_is_accepted(image: str) -> None:
+    RunnerConfig.model_validate(config(runnerImage=image))
 
 
 def test_a_literal_key_in_args_is_refused() -> None:
