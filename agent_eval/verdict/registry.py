@@ -37,6 +37,7 @@ from agent_eval.models import (
     RunnerRegistry,
 )
 from agent_eval.models.runner_config import check_no_literal_secret
+from agent_eval.reference import REFERENCE_RUNNER_PREFIX
 
 __all__ = [
     "RegistryAt",
@@ -69,9 +70,21 @@ def parse_registry(data: bytes, where: str) -> RunnerRegistry:
     except RecursionError:
         raise EvidenceError(f"{where} nests arrays or tables too deeply") from None
     try:
-        return RunnerRegistry.model_validate(document)
+        registry = RunnerRegistry.model_validate(document)
     except ValidationError as exc:
         raise EvidenceError(f"{where}: {format_validation_error(exc)}") from None
+    for index, entry in enumerate(registry.runner):
+        if _reserved(entry.runner.name):
+            raise EvidenceError(
+                f"{where}: runner.{index}.runner.name: {entry.runner.name!r} is reserved for "
+                "the built-in reference runners, which prove no agent and are never reviewed"
+            )
+    return registry
+
+
+def _reserved(name: str) -> bool:
+    """A runner name of the built-in reference runners (however it is spelled)."""
+    return name.strip().lower().startswith(REFERENCE_RUNNER_PREFIX)
 
 
 def commit_time(repository: Path) -> Callable[[str], datetime | None]:
@@ -150,6 +163,11 @@ def _entry_of(config: RunnerConfig, reviewer: str, note: str, now: datetime) -> 
         raise ConfigError(
             "models: a runner that reaches no model gateway proves no agent; "
             "only a configuration with models[] can be reviewed"
+        )
+    if _reserved(config.expectedRunner.name):
+        raise ConfigError(
+            f"expectedRunner.name: {config.expectedRunner.name!r} is reserved for the "
+            "built-in reference runners, which prove no agent and are never reviewed"
         )
     if config.gateway.privateUpstreams:
         raise ConfigError(

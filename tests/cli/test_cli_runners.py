@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agent_eval.errors import EvidenceError
 from agent_eval.models import ArchivesManifest, RunnerConfig
 from agent_eval.verdict.registry import entry_differences, parse_registry
 from tests.evidence_builders import archives_manifest
@@ -145,3 +146,20 @@ def test_a_registry_that_is_not_a_readable_file_is_an_error_naming_it(
     done = review(root, example())
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert "registry" in done.stderr and str(registry) in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("name", ["agent-eval-oracle", "Agent-Eval-anything", " agent-eval-x"])
+def test_a_reference_runners_name_is_never_reviewed_nor_read_from_a_registry(
+    tmp_path: Path, name: str
+) -> None:
+    root = project(tmp_path)
+    config = {**example(), "expectedRunner": {"name": name, "version": "1"}}
+    done = review(root, config)
+    assert done.returncode != 0 and "reserved" in done.stderr, done.stderr
+    assert not (root / "reviewed-runners.toml").exists()
+    assert review(root, example()).returncode == 0
+    text = (root / "reviewed-runners.toml").read_text()
+    forged = text.replace('name = "claude-code"', f'name = "{name}"', 1)
+    assert forged != text
+    with pytest.raises(EvidenceError, match=r"runner\.0\.runner\.name: .* is reserved"):
+        parse_registry(forged.encode(), "registry")
