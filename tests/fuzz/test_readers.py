@@ -304,3 +304,89 @@ def test_booleans_and_strings_never_pass_for_numbers(tmp_path: Path) -> None:
         path.write_text(json.dumps(data))
         with pytest.raises(AgentEvalError, match=field):
             read_model(path, RunnerConfig, what="runner config")
+
+
+# --- The lease, the registry, the report's readers -----------------------------------------
+
+
+def lease_json() -> dict[str, Any]:
+    from agent_eval.batch.lease import this_process
+
+    return json.loads(this_process("batch-1", datetime(2026, 12, 1, tzinfo=UTC)).model_dump_json())
+
+
+@FUZZ
+@given(data=inputs_for(lease_json()))
+def test_any_lease_is_read_or_refused_in_one_line(tmp_path: Path, data: bytes) -> None:
+    from agent_eval.batch.lease import read_lease
+
+    run_dir = tmp_path / uuid.uuid4().hex
+    run_dir.mkdir()
+    (run_dir / "lease.json").write_bytes(data)
+    try:
+        lease = read_lease(run_dir)
+    except EvidenceError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 2500
+    else:
+        # Whatever is read is an identifier, never a path.
+        assert lease is not None and "/" not in lease.batchId and lease.batchId not in {".", ".."}
+
+
+def toml_documents() -> st.SearchStrategy[bytes]:
+    import tomli_w
+
+    from tests.evidence_builders import REGISTRY
+
+    tables = st.dictionaries(st.text(max_size=10), json_values, max_size=5)
+
+    def dumped(value: dict[str, Any]) -> bytes:
+        try:
+            return tomli_w.dumps(value).encode()
+        except (TypeError, ValueError):
+            return b""
+
+    nested = st.integers(60, 50_000).map(lambda n: b"x = " + b"[" * n + b"]" * n + b"\n")
+    return (
+        st.binary(max_size=400)
+        | tables.map(dumped)
+        | nested
+        | st.builds(lambda cut: REGISTRY[:cut], st.integers(0, len(REGISTRY)))
+        | st.builds(
+            lambda old, new: REGISTRY.replace(old, new, 1),
+            st.sampled_from([b"claude-code", b"schemaVersion = 1", b"Reviewer One", b"["]),
+            st.binary(max_size=20),
+        )
+    )
+
+
+@FUZZ
+@given(data=toml_documents())
+def test_any_registry_is_read_or_refused_in_one_line(data: bytes) -> None:
+    from agent_eval.verdict.registry import parse_registry
+
+    try:
+        parse_registry(data, "reviewed-runners.toml at abc")
+    except EvidenceError as exc:
+        message = str(exc)
+        assert message.startswith("reviewed-runners.toml at abc") and "\n" not in message
+        assert len(message) < 2500
+
+
+@settings(FUZZ, max_examples=min(FUZZ.max_examples, 60))
+@given(
+    gateway=st.binary(max_size=300) | deep_documents,
+    analysis=inputs_for(json.loads(json.dumps({"schemaVersion": 1, "taskId": "forms"}))),
+    log=st.binary(max_size=300),
+)
+def test_the_report_is_written_whatever_an_attempts_files_hold(
+    tmp_path: Path, gateway: bytes, analysis: bytes, log: bytes
+) -> None:
+    from agent_eval.report.render import write_report
+
+    batch = write_batch(tmp_path / uuid.uuid4().hex)
+    folder = batch.attempt_dir("forms-1", 1)
+    (folder / "gateway.jsonl").write_bytes(gateway + b"\n" + gateway)
+    (folder / "analysis.json").write_bytes(analysis)
+    (folder / "runner.log").write_bytes(log)
+    page = write_report(batch.root, current=CURRENT, now=datetime(2026, 12, 1, tzinfo=UTC))
+    assert page.stat().st_size > 0
