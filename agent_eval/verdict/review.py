@@ -58,7 +58,20 @@ def record_review(
     receipt = parse_model(data, Receipt, where=f"receipt {receipt_path}")
     record = receipt.find_attempt(run_id, attempt)
     if record is None:
-        raise ReviewError(f"{receipt_path}: no run {run_id!r} attempt {attempt} in this receipt")
+        waiting = [
+            f"{run.runId} attempt {a.attempt}"
+            for run in receipt.runs
+            for a in run.attempts
+            if a.needsReview
+        ]
+        hint = (
+            f"; attempts that need a review: {', '.join(waiting[:20])}"
+            if waiting
+            else "; no attempt of it needs a review"
+        )
+        raise ReviewError(
+            f"{receipt_path}: no run {run_id!r} attempt {attempt} in this receipt{hint}"
+        )
     where = f"{run_id} attempt {attempt}"
     if not record.needsReview:
         raise ReviewError(

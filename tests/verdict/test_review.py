@@ -99,6 +99,16 @@ def test_an_unknown_attempt_is_refused(tmp_path: Path) -> None:
         )
 
 
+def test_an_unknown_attempt_is_refused_naming_the_ones_that_need_a_review(
+    tmp_path: Path,
+) -> None:
+    batch = batch_with(tmp_path, attempt(RUN, needs_review=True))
+    with pytest.raises(ReviewError, match=f"attempts that need a review: {RUN} attempt 1$"):
+        record_review(
+            batch.receipt, run_id="forms-4", attempt=1, reviewer="a", decision="accept", now=NOW
+        )
+
+
 def test_a_second_decision_for_the_same_attempt_is_refused(tmp_path: Path) -> None:
     batch = batch_with(tmp_path, attempt(RUN, needs_review=True))
     record_review(batch.receipt, run_id=RUN, attempt=1, reviewer="a", decision="accept", now=NOW)
