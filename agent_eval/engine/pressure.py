@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CPU_PRESSURE", "STARVED_PRESSURE", "PressureWindow", "cpu_pressure_total_us"]
+__all__ = [
+    "CPU_PRESSURE",
+    "STARVED_PRESSURE",
+    "PressureWindow",
+    "cpu_pressure_total_us",
+    "recent_cpu_pressure",
+]
 
 CPU_PRESSURE = Path("/proc/pressure/cpu")
 STARVED_PRESSURE = 0.5
@@ -20,15 +26,29 @@ STARVED_PRESSURE = 0.5
 this share is flagged as starved by the machine."""
 
 
-def cpu_pressure_total_us(path: Path = CPU_PRESSURE) -> int | None:
-    """The host's cumulative CPU pressure (``some`` total, µs); None without PSI."""
+def _some(path: Path) -> dict[str, str]:
+    """The ``some`` line's fields (avg10, avg60, avg300, total); empty without PSI."""
     try:
         for line in path.read_text(encoding="ascii").splitlines():
             if line.startswith("some "):
-                return int(line.rsplit("total=", 1)[1])
-    except (OSError, ValueError, IndexError):
+                return dict(field.split("=", 1) for field in line.split()[1:] if "=" in field)
+    except OSError:
+        pass
+    return {}
+
+
+def cpu_pressure_total_us(path: Path = CPU_PRESSURE) -> int | None:
+    """The host's cumulative CPU pressure (``some`` total, µs); None without PSI."""
+    try:
+        return int(_some(path)["total"])
+    except (KeyError, ValueError):
         return None
-    return None
+
+
+def recent_cpu_pressure(path: Path = CPU_PRESSURE) -> str:
+    """The host's CPU pressure over the last minute, in words for a message."""
+    value = _some(path).get("avg60")
+    return f"{value} % over the last minute" if value else "not reported by the kernel"
 
 
 @dataclass(frozen=True)

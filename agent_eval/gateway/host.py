@@ -33,6 +33,7 @@ from agent_eval.engine import (
     Mount,
     ResourceLimits,
 )
+from agent_eval.engine.pressure import recent_cpu_pressure
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.evidence_io import format_validation_error, write_bytes_atomic
 from agent_eval.gateway.policy import route_name
@@ -63,7 +64,10 @@ __all__ = [
 ]
 
 _FIRST_PORT = 18001
-_READY_TIMEOUT_S = 60.0
+_READY_TIMEOUT_S = 300.0
+"""How long the gateway may take to open its sockets. A gateway that exits is noticed at
+once (its container's state is asked every tenth of a second); only one that hangs waits
+this long, and on a crowded machine mitmproxy's start alone took over a minute."""
 _PROBE_TIMEOUT_S = 60.0
 _ALIVE_TIMEOUT_S = 30.0
 """How long a health check waits for the gateway's own answer (it never goes upstream);
@@ -236,7 +240,8 @@ class BatchGateway:
                 raise InfrastructureError(f"the model gateway did not start: {problem}")
             time.sleep(0.1)
         raise InfrastructureError(
-            f"the model gateway did not open its sockets within {_READY_TIMEOUT_S:g} s"
+            f"the model gateway did not open its sockets within {_READY_TIMEOUT_S:g} s "
+            f"(host CPU pressure {recent_cpu_pressure()})"
             f"{self._log_tail()}"
         )
 

@@ -91,3 +91,12 @@ def test_cpu_pressure_is_the_counters_growth_over_the_interval(tmp_path: Path) -
     assert window.share(1.0, counter) == 1.0  # bounded: never above the whole interval
     assert PressureWindow.open(tmp_path / "absent").share(4.0, counter) is None
     assert cpu_pressure_total_us(tmp_path / "absent") is None
+
+
+def test_recent_pressure_is_said_in_words_or_said_to_be_unreported(tmp_path: Path) -> None:
+    from agent_eval.engine.pressure import recent_cpu_pressure
+
+    counter = tmp_path / "cpu"
+    counter.write_text("some avg10=80.00 avg60=71.25 avg300=60.00 total=4000000\n")
+    assert recent_cpu_pressure(counter) == "71.25 % over the last minute"
+    assert recent_cpu_pressure(tmp_path / "absent") == "not reported by the kernel"
