@@ -160,8 +160,10 @@ class Observation:
     error_message: str | None = None
 
 
-_INPUT_KEYS = ("input_tokens", "prompt_tokens")
-_OUTPUT_KEYS = ("output_tokens", "completion_tokens")
+_MODEL_KEYS = ("model", "modelVersion")
+"""Where a response names the model that served it (Anthropic and OpenAI; Gemini)."""
+_INPUT_KEYS = ("input_tokens", "prompt_tokens", "promptTokenCount")
+_OUTPUT_KEYS = ("output_tokens", "completion_tokens", "candidatesTokenCount")
 
 
 def _events(content_type: str, body: bytes) -> Iterator[Any]:
@@ -241,9 +243,11 @@ def observe(content_type: str, body: bytes) -> Observation:
     error: str | None = None
     for event in _events(content_type, body[: 8 * 1024 * 1024]):
         for obj in _objects(event):
-            if isinstance(obj.get("model"), str) and obj["model"]:
-                model = obj["model"][:200]
-            usage = obj.get("usage")
+            for key in _MODEL_KEYS:
+                if isinstance(obj.get(key), str) and obj[key]:
+                    model = obj[key][:200]
+                    break
+            usage = obj.get("usage", obj.get("usageMetadata"))
             if isinstance(usage, dict):
                 found_in = _count(usage, _INPUT_KEYS)
                 found_out = _count(usage, _OUTPUT_KEYS)

@@ -149,6 +149,16 @@ def nested(levels: int, inner: dict[str, object]) -> dict[str, object]:
     return value
 
 
+def test_a_gemini_answer_names_its_model_and_usage_in_its_own_keys() -> None:
+    answer = {
+        "candidates": [{"content": {"parts": [{"text": "hi"}]}}],
+        "modelVersion": "gemini-x-001",
+        "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 3},
+    }
+    seen = observe("application/json", json.dumps(answer).encode())
+    assert (seen.served_model, seen.input_tokens, seen.output_tokens) == ("gemini-x-001", 12, 3)
+
+
 def test_every_response_shape_is_measured_json_lines_and_deep_nesting_included() -> None:
     lines = "\n".join(
         json.dumps(event)
