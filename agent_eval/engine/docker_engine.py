@@ -262,10 +262,10 @@ def _close_stream(stream: Any) -> None:
 
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _PEAK_FILES = (
-    "memory/docker/{id}/memory.max_usage_in_bytes",  # v1, cgroupfs driver
-    "memory/system.slice/docker-{id}.scope/memory.max_usage_in_bytes",  # v1, systemd
-    "docker/{id}/memory.peak",  # v2, cgroupfs driver
-    "system.slice/docker-{id}.scope/memory.peak",  # v2, systemd
+    ("memory/docker/{id}/memory.max_usage_in_bytes", 1),  # v1, cgroupfs driver
+    ("memory/system.slice/docker-{id}.scope/memory.max_usage_in_bytes", 1),  # v1, systemd
+    ("docker/{id}/memory.peak", 1),  # v2, cgroupfs driver
+    ("system.slice/docker-{id}.scope/memory.peak", 1),  # v2, systemd
 )
 _CPU_FILES = (
     ("cpuacct/docker/{id}/cpuacct.usage", 1e-9),  # v1, cgroupfs driver: nanoseconds
@@ -296,6 +296,25 @@ def _read_counter(path: Path) -> int | None:
         return None
 
 
+class _CgroupCounter:
+    """One of a container's cgroup counters, found once among the places an engine keeps it.
+
+    Its highest reading so far, in the counter's unit times *scale*; None until read.
+    """
+
+    def __init__(self, container_id: str, places: tuple[tuple[str, float], ...]) -> None:
+        self._places = [(_CGROUP_ROOT / pattern.format(id=container_id), scale)
+                        for pattern, scale in places]  # fmt: skip
+        self.value: float | None = None
+
+    def read(self) -> None:
+        for path, scale in self._places:
+            if (raw := _read_counter(path)) is not None:
+                self._places = [(path, scale)]  # found: only this one from now on
+                self.value = max(self.value or 0, raw * scale)
+                return
+
+
 class _UsageWatch:
     """Samples a running container's peak memory and CPU time from its cgroup.
 
@@ -306,13 +325,18 @@ class _UsageWatch:
     """
 
     def __init__(self, container_id: str) -> None:
-        self.container_id = container_id
-        self.peak: int | None = None
-        self.cpu_s: float | None = None
+        self._memory = _CgroupCounter(container_id, _PEAK_FILES)
+        self._cpu = _CgroupCounter(container_id, _CPU_FILES)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True, name="usage")
-        self._memory: Path | None = None
-        self._cpu: tuple[Path, float] | None = None
+
+    @property
+    def peak(self) -> int | None:
+        return None if self._memory.value is None else int(self._memory.value)
+
+    @property
+    def cpu_s(self) -> float | None:
+        return self._cpu.value
 
     def __enter__(self) -> _UsageWatch:
         self._thread.start()
@@ -324,34 +348,10 @@ class _UsageWatch:
 
     def _sample(self) -> None:
         while True:
-            self._read()
+            self._memory.read()
+            self._cpu.read()
             if self._stop.wait(_SAMPLE_S):
                 return
-
-    def _read(self) -> None:
-        memory = (
-            [self._memory]
-            if self._memory
-            else [_CGROUP_ROOT / pattern.format(id=self.container_id) for pattern in _PEAK_FILES]
-        )
-        for path in memory:
-            if (value := _read_counter(path)) is not None:
-                self._memory = path
-                self.peak = max(self.peak or 0, value)
-                break
-        cpu = (
-            [self._cpu]
-            if self._cpu
-            else [
-                (_CGROUP_ROOT / pattern.format(id=self.container_id), unit)
-                for pattern, unit in _CPU_FILES
-            ]
-        )
-        for path, unit in cpu:
-            if (value := _read_counter(path)) is not None:
-                self._cpu = (path, unit)
-                self.cpu_s = max(self.cpu_s or 0.0, value * unit)
-                break
 
 
 class DockerEngine(ContainerEngine):
