@@ -36,12 +36,11 @@ def reference_config(
     Raises:
         ConfigError: unknown mode, or the images are not built.
     """
-    name, _, how = mode.partition(":")
-    if name not in NAMES or (name == "misbehave") != bool(how):
-        raise ConfigError(
-            f"unknown reference runner {mode!r}; one of {', '.join(NAMES[:-1])}, or misbehave:<how>"
-        )
-    if name == "misbehave" and how not in MISBEHAVIOURS:
+    runner, _, how = mode.partition(":")
+    if runner not in NAMES or (runner == "misbehave") != bool(how):
+        plain = ", ".join(n for n in NAMES if n != "misbehave")
+        raise ConfigError(f"unknown reference runner {mode!r}; one of {plain}, or misbehave:<how>")
+    if runner == "misbehave" and how not in MISBEHAVIOURS:
         raise ConfigError(
             f"unknown misbehaviour {how!r} in {mode!r}; one of {', '.join(MISBEHAVIOURS)}"
         )
