@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -35,11 +34,14 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))  # the sibling benchmark's helpers
+
+from verification import reference_solution  # noqa: E402
 
 from agent_eval.consumer.source import prepare_source_consumer  # noqa: E402
 from agent_eval.engine import remove_leftovers  # noqa: E402
 from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
-from agent_eval.engine.pressure import cpu_pressure_total_us  # noqa: E402
+from agent_eval.engine.pressure import PressureWindow  # noqa: E402
 from agent_eval.errors import InfrastructureError  # noqa: E402
 from agent_eval.images.build import build_images  # noqa: E402
 from agent_eval.project import find_project  # noqa: E402
@@ -50,16 +52,6 @@ from agent_eval.verification.container.run import VerifierSetup  # noqa: E402
 from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
 from tests.batches import eval_agent, project_copy, write_config  # noqa: E402
 from tests.loadrig import LoadRig  # noqa: E402
-
-
-def _solution(task: Task, fixtures: Path, root: Path) -> Path:
-    target = root / "solutions" / task.id
-    source = fixtures / task.id / "correct"
-    for path in sorted(source.rglob("*")):
-        if path.is_file() and path.name != "expect.json":
-            (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target / path.relative_to(source))
-    return target
 
 
 def main() -> int:
@@ -81,7 +73,7 @@ def main() -> int:
             root = Path(tmp)
             consumer = prepare_source_consumer(project.packages, root / "consumer")
             cache = warm_analysis_cache(engine, image, consumer, root / "cache", batch_id=batch)
-            solutions = {t.id: _solution(t, project.fixtures, root) for t in suite.tasks}
+            solutions = {t.id: reference_solution(t, project.fixtures, root) for t in suite.tasks}
             verifier = ContainerVerifier(
                 VerifierSetup(
                     engine=engine,
@@ -110,12 +102,11 @@ def main() -> int:
 
             for loops in factors:
                 with LoadRig(loops, bound_s=7200):
-                    pressure = cpu_pressure_total_us()
+                    pressure = PressureWindow.open()
                     began = time.monotonic()
                     with ThreadPoolExecutor(max_workers=2) as pool:
                         outcomes = list(pool.map(verify, enumerate(schedule)))
                     seconds = time.monotonic() - began
-                    after = cpu_pressure_total_us()
                     figure: dict[str, Any] = {
                         "loops": loops,
                         "verifications": len(outcomes),
@@ -123,9 +114,7 @@ def main() -> int:
                         "infrastructure": sum(v == "infrastructure" for v, _ in outcomes),
                         "retried": sum(r > 0 for _, r in outcomes),
                         "wallS": round(seconds, 1),
-                        "cpuPressure": None
-                        if pressure is None or after is None
-                        else round((after - pressure) / 1e6 / seconds, 3),
+                        "cpuPressure": pressure.share(seconds),
                     }
                     if args.batch:
                         (here := root / f"batch-{loops}").mkdir()

@@ -45,7 +45,7 @@ from agent_eval.verification.container.run import verify_in_container  # noqa: E
 from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
 
 
-def _solution(task: Task, fixtures: Path, root: Path) -> Path:
+def reference_solution(task: Task, fixtures: Path, root: Path) -> Path:
     """A copy of the task's reference solution, without its expect.json."""
     target = root / "solutions" / task.id
     source = fixtures / task.id / "correct"
@@ -75,7 +75,7 @@ def main() -> int:
             started = time.monotonic()
             cache = warm_analysis_cache(engine, image, consumer, root / "cache", batch_id=batch)
             warm_s = time.monotonic() - started
-            solutions = {t.id: _solution(t, project.fixtures, root) for t in suite.tasks}
+            solutions = {t.id: reference_solution(t, project.fixtures, root) for t in suite.tasks}
 
             floor = []
             for n in range(args.floor_runs):

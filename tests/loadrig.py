@@ -25,9 +25,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from agent_eval.engine.pressure import CPU_PRESSURE, cpu_pressure_total_us
-
-__all__ = ["CPU_PRESSURE", "ENGINE_CPU_CGROUP", "LoadRig", "cpu_pressure_total_us", "rig_available"]
+__all__ = ["ENGINE_CPU_CGROUP", "LoadRig", "rig_available"]
 
 ENGINE_CPU_CGROUP = Path("/sys/fs/cgroup/cpu/docker")
 """The engine's parent cpu cgroup (cgroup v1, the ``cgroupfs`` driver)."""
