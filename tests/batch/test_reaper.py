@@ -49,6 +49,15 @@ def leave_container(engine: FakeEngine, batch_id: str) -> None:
     )
 
 
+def dead_run_dir(tmp_path: Path, lease_names: str = "old-batch") -> tuple[Path, Path]:
+    """An evidence directory holding run directory old-batch, with a dead owner's lease."""
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "old-batch"
+    run_dir.mkdir(parents=True)
+    write_model_atomic(run_dir / "lease.json", dead_lease(lease_names))
+    return evidence, run_dir
+
+
 @pytest.mark.parametrize("crafted", ["../../victim", "/tmp/victim", "..", "a/b", ".hidden", ""])
 def test_a_batch_id_that_is_not_an_identifier_is_refused(crafted: str) -> None:
     with pytest.raises(ValidationError):
@@ -72,10 +81,7 @@ def test_a_crafted_lease_touches_nothing_outside_its_directory(tmp_path: Path) -
 
 
 def test_a_lease_naming_another_batch_is_not_acted_on(tmp_path: Path) -> None:
-    evidence = tmp_path / "evidence"
-    run_dir = evidence / "old-batch"
-    run_dir.mkdir(parents=True)
-    write_model_atomic(run_dir / "lease.json", dead_lease("other-batch"))
+    evidence, run_dir = dead_run_dir(tmp_path, lease_names="other-batch")
     engine = FakeEngine()
     leave_container(engine, "other-batch")
     (evidence / ".work" / "other-batch").mkdir(parents=True)
@@ -87,10 +93,7 @@ def test_a_lease_naming_another_batch_is_not_acted_on(tmp_path: Path) -> None:
 
 
 def test_a_work_directory_that_is_a_link_is_removed_as_the_link(tmp_path: Path) -> None:
-    evidence = tmp_path / "evidence"
-    run_dir = evidence / "old-batch"
-    run_dir.mkdir(parents=True)
-    write_model_atomic(run_dir / "lease.json", dead_lease("old-batch"))
+    evidence, run_dir = dead_run_dir(tmp_path)
     write_model_atomic(
         run_dir / "receipt.json", Receipt.opened(batch_id="old-batch", created_at=NOW)
     )
@@ -107,10 +110,7 @@ def test_a_work_directory_that_is_a_link_is_removed_as_the_link(tmp_path: Path) 
 def test_a_batch_killed_before_its_first_receipt_is_closed_and_nothing_stays(
     tmp_path: Path,
 ) -> None:
-    evidence = tmp_path / "evidence"
-    run_dir = evidence / "old-batch"
-    run_dir.mkdir(parents=True)
-    write_model_atomic(run_dir / "lease.json", dead_lease("old-batch"))
+    evidence, run_dir = dead_run_dir(tmp_path)
     (run_dir / ".reserve").write_bytes(b"\0" * 4096)
     engine = FakeEngine()
     leave_container(engine, "old-batch")

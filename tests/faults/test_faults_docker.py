@@ -368,15 +368,25 @@ def fill(directory: Path) -> Path:
     return filler
 
 
-def test_an_evidence_disk_that_fills_mid_batch_ends_it_with_a_receipt_naming_the_disk(
-    engine: ContainerEngine, tmp_path: Path
-) -> None:
+@contextlib.contextmanager
+def evidence_on_tmpfs(tmp_path: Path, size: str) -> Iterator[tuple[Path, Path]]:
+    """A clean checkout whose evidence directory is a tmpfs of *size* (the test's own)."""
     project = project_copy(tmp_path)
     evidence = project / "evidence"
     evidence.mkdir()
-    # Room for the free-space floor and the consumer, not for a filler.
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320m", "tmpfs", str(evidence)], check=True)
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(evidence)]
+    subprocess.run(mount, check=True)
     try:
+        yield project, evidence
+    finally:
+        subprocess.run(["umount", "-l", str(evidence)], check=False)
+
+
+def test_an_evidence_disk_that_fills_mid_batch_ends_it_with_a_receipt_naming_the_disk(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    # Room for the free-space floor and the consumer, not for a filler.
+    with evidence_on_tmpfs(tmp_path, "320m") as (project, evidence):
         batch = Batch(tmp_path, engine, project=project, args=slow_oracle(2))
         batch.mid_run(finished=1)
         filler = fill(evidence)
@@ -388,8 +398,6 @@ def test_an_evidence_disk_that_fills_mid_batch_ends_it_with_a_receipt_naming_the
         assert_finished_runs_intact(batch, in_flight_infrastructure=True)
         assert batch.left() == []
         assert not (evidence / ".work" / receipt.batchId).exists()
-    finally:
-        subprocess.run(["umount", "-l", str(evidence)], check=False)
 
 
 def test_an_evidence_disk_made_read_only_mid_batch_ends_with_exit_3_and_its_line(
@@ -397,11 +405,7 @@ def test_an_evidence_disk_made_read_only_mid_batch_ends_with_exit_3_and_its_line
 ) -> None:
     """Not even the final receipt can be written: exit 3, the one line, no traceback; once
     the disk is writable again, cleanup closes the receipt as abandoned."""
-    project = project_copy(tmp_path)
-    evidence = project / "evidence"
-    evidence.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", str(evidence)], check=True)
-    try:
+    with evidence_on_tmpfs(tmp_path, "512m") as (project, evidence):
         batch = Batch(tmp_path, engine, project=project, args=slow_oracle(2))
         batch.mid_run(finished=1)
         subprocess.run(["mount", "-o", "remount,ro", str(evidence)], check=True)
@@ -414,18 +418,12 @@ def test_an_evidence_disk_made_read_only_mid_batch_ends_with_exit_3_and_its_line
         assert code == 0 and reaped, reaped
         assert batch.receipt().status == "abandoned"
         assert not (batch.run_dir / "lease.json").exists()
-    finally:
-        subprocess.run(["umount", "-l", str(evidence)], check=False)
 
 
 def test_an_evidence_disk_below_the_floor_is_not_run_saying_how_much_is_free(
     engine: ContainerEngine, tmp_path: Path
 ) -> None:
-    project = project_copy(tmp_path)
-    evidence = project / "evidence"
-    evidence.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(evidence)], check=True)
-    try:
+    with evidence_on_tmpfs(tmp_path, "64m") as (project, _):
         batch = Batch(tmp_path, engine, project=project)
         code, line = batch.finish()
         assert (code, line["status"]) == (2, "not-run"), batch.stderr
@@ -433,8 +431,6 @@ def test_an_evidence_disk_below_the_floor_is_not_run_saying_how_much_is_free(
         assert re.match(r"disk: only 6\d MiB free where the evidence is written \(", reason)
         assert reason.endswith("a batch needs at least 256 MiB"), reason
         assert batch.left() == []
-    finally:
-        subprocess.run(["umount", "-l", str(evidence)], check=False)
 
 
 # --- Signals to eval-agent --------------------------------------------------------------

@@ -87,7 +87,7 @@ def gateway_image(engine: ContainerEngine) -> str:
 
 
 def started(
-    engine: ContainerEngine, runner_config: RunnerConfig, work: Path, batch: str
+    engine: ContainerEngine, runner_config: RunnerConfig, work: Path, batch: str, **options: Any
 ) -> BatchGateway:
     assert runner_config.gatewayImage is not None
     gateway = BatchGateway(
@@ -97,6 +97,7 @@ def started(
         work_dir=work,
         batch_id=batch,
         environ={"FAKE_PROVIDER_KEY": CANARY},
+        **options,
     )
     gateway.start()
     return gateway
@@ -302,17 +303,7 @@ def test_a_gateway_frozen_or_killed_inside_its_container_is_found_not_serving(
         network="none", hosts={}, privateUpstreams=False, tokenBudget=None
     )
     runner_config = config(engine, {"provider": "https://model.test"}, options)
-    assert runner_config.gatewayImage is not None
-    gateway = BatchGateway(
-        engine,
-        runner_config,
-        engine.resolve_image(runner_config.gatewayImage),
-        work_dir=tmp_path,
-        batch_id="gateway-health",
-        environ={"FAKE_PROVIDER_KEY": CANARY},
-        alive_timeout_s=5,
-    )
-    gateway.start()
+    gateway = started(engine, runner_config, tmp_path, "gateway-health", alive_timeout_s=5)
     client = docker.DockerClient(base_url="unix:///var/run/docker.sock")
     try:
         assert gateway.container_id is not None
