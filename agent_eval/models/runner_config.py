@@ -175,7 +175,7 @@ _SECRET_SHAPES = re.compile(
     r"|[sr]k_(?:live|test)_[0-9A-Za-z]{16,}|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+"
     r"|pypi-AgE[A-Za-z0-9_\-]{20,}|dop_v1_[0-9a-f]{40,}|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,})"
 )
-_SECRET_SETTING_KEYS = re.compile(r"(api[_-]?key|secret|token|password|credential)", re.I)
+_SECRET_SETTING_KEYS = re.compile(r"(api[_-]?key|secret|password|credential)", re.I)
 
 
 def _check_env_name(value: str) -> str:
@@ -247,6 +247,68 @@ def _looks_random(text: str) -> bool:
     return False
 
 
+_CREDENTIAL_WORDS = frozenset(
+    {
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "PWD",
+        "PAT",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "CREDS",
+        "AUTH",
+        "AUTHORIZATION",
+        "BEARER",
+        "COOKIE",
+        "JWT",
+        "PRIVATE",
+    }
+)
+"""Words that make a name a credential's, whatever service it belongs to
+(``DOCKERHUB_TOKEN``, ``CR_PAT``, ``SUPABASE_SERVICE_ROLE_KEY``, ``--api-key``)."""
+_WORD_SPLIT = re.compile(r"[-_.]+")
+
+
+def _credential_word(name: str) -> str | None:
+    """The word of *name* (split at ``-``, ``_`` and ``.``) that makes it a credential's."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)  # apiKey -> api_Key
+    for word in _WORD_SPLIT.split(spaced.upper()):
+        if word in _CREDENTIAL_WORDS:
+            return word
+    return None
+
+
+def _named_credential(argument: str) -> str | None:
+    """The option, setting or header name in *argument* that names a credential:
+    ``--api-key``, ``--token=…``, ``api_key=…``, ``Authorization: …``."""
+    names = []
+    option = re.match(r"-{1,2}([A-Za-z][A-Za-z0-9_.-]*)", argument)
+    if option:
+        names.append(option.group(1))
+    names += re.findall(r"([A-Za-z][A-Za-z0-9_.-]*)\s*[=:]", argument)
+    for name in names:
+        if _credential_word(name) is not None:
+            return name
+    return None
+
+
+def _check_argument(value: str) -> str:
+    named = _named_credential(value)
+    if named is not None:
+        raise ValueError(
+            f"{named!r} names a credential: the runner never receives one (the gateway adds "
+            "the model's to each request); name it in models[].credentialEnv instead"
+        )
+    return _check_no_secret(value)
+
+
 def _check_no_secret(value: str) -> str:
     if _SECRET_SHAPES.search(value):
         raise ValueError(
@@ -267,13 +329,19 @@ def _check_runner_env_name(value: str) -> str:
             f"{value!r} is a model credential or endpoint: the runner never receives one; "
             "name it in models[].credentialEnv, and the gateway adds it to each request"
         )
+    word = _credential_word(value)
+    if word is not None:
+        raise ValueError(
+            f"{value!r} names a credential (the word {word}): a runner may receive no "
+            "credential of any service, and its model's reaches the model only through the gateway"
+        )
     return value
 
 
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
 RunnerEnvName = Annotated[str, AfterValidator(_check_runner_env_name)]
 PinnedImage = Annotated[str, AfterValidator(check_pinned_image)]
-Argument = Annotated[str, Field(max_length=4096), AfterValidator(_check_no_secret)]
+Argument = Annotated[str, Field(max_length=4096), AfterValidator(_check_argument)]
 
 
 def _check_upstream(value: str) -> str:
@@ -431,7 +499,7 @@ class RunnerConfig(WireModel):
 def _scan_settings(value: JsonValue, where: str) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
-            if _SECRET_SETTING_KEYS.search(key):
+            if _SECRET_SETTING_KEYS.search(key) or _credential_word(key) is not None:
                 raise ValueError(
                     f"{where}.{key}: credentials do not belong in model settings; "
                     "name them in models[].credentialEnv"

@@ -156,7 +156,8 @@ def test_a_model_credential_never_goes_to_the_runner(name: str) -> None:
 
 
 def test_a_name_listed_twice_is_refused() -> None:
-    assert "envAllowlist" in refused(config(envAllowlist=["A_KEY", "A_KEY"]))
+    message = refused(config(envAllowlist=["A_SETTING", "A_SETTING"]))
+    assert "envAllowlist" in message and "twice" in message
 
 
 @pytest.mark.parametrize(
@@ -289,7 +290,7 @@ def test_more_literal_secret_shapes_in_args_are_refused(secret: str) -> None:
     "value",
     [
         "q7Xz2LwP9vKd4RtY8mNb3HcJ6fGs1AeQ",  # random base64url
-        "--header=x-api-key: Zk3pQ9wL2xV7bN4mR8tY1cH6jF5gD0sAeU",
+        "--header=x-trace: Zk3pQ9wL2xV7bN4mR8tY1cH6jF5gD0sAeU",
         "Tm9uZSBvZiB5b3VyIGJ1c2luZXNzLCByZWFsbHk9PQ7x",
     ],
 )
@@ -309,3 +310,70 @@ def test_an_argument_holding_a_random_looking_key_is_refused(value: str) -> None
 )
 def test_ordinary_arguments_are_not_taken_for_keys(value: str) -> None:
     RunnerConfig.model_validate(config(args=["-m", "agent_eval.adapters.claude_code", value]))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "DOCKERHUB_TOKEN",
+        "CR_PAT",
+        "GITEA_TOKEN",
+        "HCLOUD_TOKEN",
+        "ARTIFACTORY_API_KEY",
+        "SUPABASE_SERVICE_ROLE_KEY",
+        "NETLIFY_AUTH_TOKEN",
+        "SOME_VENDOR_CREDENTIALS",
+        "apiKey",
+        "LINEAR_APIKEY",
+        "SIGNING_PASSPHRASE",
+    ],
+)
+def test_any_credential_looking_name_is_refused_for_the_runner(name: str) -> None:
+    """The class, not a list: a name with a credential's word is refused whatever its service."""
+    message = refused(config(envAllowlist=["AIDER_SETTING", name]))
+    assert "envAllowlist" in message and "names a credential" in message, message
+
+
+@pytest.mark.parametrize(
+    "name", ["AIDER_SETTING", "NO_COLOR", "TERM", "MONKEY_MODE", "TOKENIZERS_PARALLELISM"]
+)
+def test_ordinary_names_still_reach_the_runner(name: str) -> None:
+    assert RunnerConfig.model_validate(config(envAllowlist=[name])).envAllowlist == [name]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--api-key=" + "0123456789abcdef" * 4],  # hex: below the entropy rule
+        ["--api-key", "short"],
+        ["--auth-token=abc"],
+        ["--setting", "api_key=abc"],
+        ["--setting=openai.apiKey=abc"],
+        ["--header", "Authorization: Bearer abc"],
+        ["--header=x-api-key: abc"],
+        ["-p", "--password"],
+    ],
+)
+def test_an_argument_naming_a_credential_is_refused(args: list[str]) -> None:
+    message = refused(config(args=["-m", "agent_eval.adapters.codex", *args]))
+    assert "args" in message and "names a credential" in message, message
+
+
+@pytest.mark.parametrize(
+    "arg",
+    ["--max-tokens=4096", "--setting=max_tokens=100", "https://example.org:8443/v1", "--keep"],
+)
+def test_arguments_near_credential_words_are_not_refused(arg: str) -> None:
+    RunnerConfig.model_validate(config(args=["-m", "agent_eval.adapters.codex", arg]))
+
+
+@pytest.mark.parametrize("key", ["access_token", "apiKey", "client_secret", "authToken"])
+def test_credential_setting_keys_are_refused_by_their_words(key: str) -> None:
+    message = refused(config(expectedModel={"id": "m", "settings": {key: "x"}}))
+    assert "credentials do not belong" in message, message
+
+
+def test_a_token_limit_setting_is_not_a_credential() -> None:
+    settings = {"max_tokens": 100, "maxOutputTokens": 10}
+    parsed = RunnerConfig.model_validate(config(expectedModel={"id": "m", "settings": settings}))
+    assert parsed.expectedModel.settings == settings
