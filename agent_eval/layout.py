@@ -12,15 +12,19 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import Generic, TypeVar
 
 __all__ = [
+    "ANALYSIS_FILE",
     "ARCHIVES_MOUNT",
     "CATALOG_FILE",
     "CONSUMER_MOUNT",
     "GATEWAY_MODELS_ENV",
     "GATEWAY_MOUNT",
+    "GATEWAY_RECORD_FILE",
     "GATEWAY_TOKEN_ENV",
     "IN_CONTAINER_CONSUMER",
     "MAX_TRANSCRIPT_BYTES",
     "RESULT_MOUNT",
+    "RUNNER_LOG_FILE",
+    "SOLUTION_DIR",
     "SOLUTION_MOUNT",
     "STAGED_HARNESS",
     "TRANSCRIPT_FILE",
@@ -32,6 +36,7 @@ __all__ = [
     "AttemptDirectory",
     "ConsumerLayout",
     "RunDirectory",
+    "attempt_folder",
     "staged_files",
 ]
 
@@ -112,6 +117,14 @@ IN_CONTAINER_CONSUMER = ConsumerLayout(PurePosixPath(CONSUMER_MOUNT))
 
 # --- The evidence of a batch ------------------------------------------------------------
 
+# The names of an attempt's evidence, below ``runs/<run>/attempt-<k>/``. Which of them
+# an attempt has, and their digests, is ``AttemptRecord.evidence_files``: the one table
+# the writer, a node's arrival check, the checker and the report go by.
+SOLUTION_DIR = "solution"
+ANALYSIS_FILE = "analysis.json"
+RUNNER_LOG_FILE = "runner.log"
+GATEWAY_RECORD_FILE = "gateway.jsonl"
+
 
 @dataclass(frozen=True)
 class AttemptDirectory:
@@ -122,27 +135,27 @@ class AttemptDirectory:
     @property
     def solution(self) -> Path:
         """The collected solution files."""
-        return self.root / "solution"
+        return self.root / SOLUTION_DIR
 
     @property
     def analysis(self) -> Path:
         """analysis.json exactly as the verifier's parent wrote it."""
-        return self.root / "analysis.json"
+        return self.root / ANALYSIS_FILE
 
     @property
     def runner_log(self) -> Path:
         """The runner's own log, when one was kept (optional)."""
-        return self.root / "runner.log"
+        return self.root / RUNNER_LOG_FILE
 
     @property
     def transcript(self) -> Path:
         """The agent's transcript, one JSON object a line, when one was kept (optional)."""
-        return self.root / "transcript.jsonl"
+        return self.root / TRANSCRIPT_FILE
 
     @property
     def gateway_record(self) -> Path:
         """The model gateway's record of this attempt's requests, when there was one (optional)."""
-        return self.root / "gateway.jsonl"
+        return self.root / GATEWAY_RECORD_FILE
 
 
 @dataclass(frozen=True)
@@ -189,9 +202,19 @@ class RunDirectory:
         """report.html: the reviewer's view, written from the other files (never read back)."""
         return self.root / "report.html"
 
+    @property
+    def runs(self) -> Path:
+        """``runs/``: every attempt's evidence, and nothing else."""
+        return self.root / "runs"
+
     def attempt(self, run_id: str, attempt: int) -> AttemptDirectory:
         """One attempt's evidence."""
-        return AttemptDirectory(self.root / "runs" / run_id / f"attempt-{attempt}")
+        return AttemptDirectory(self.runs / attempt_folder(run_id, attempt))
+
+
+def attempt_folder(run_id: str, attempt: int) -> str:
+    """An attempt's directory below ``runs/``, as a POSIX path."""
+    return f"{run_id}/attempt-{attempt}"
 
 
 # --- Harness files staged into containers and images ------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 from agent_eval.cluster.node import write_shipped
 from agent_eval.digests import sha256_bytes, solution_digest
 from agent_eval.errors import EvidenceError
-from agent_eval.layout import AttemptDirectory, RunDirectory
+from agent_eval.layout import RunDirectory
 from agent_eval.models import AttemptRecord, NodeRunResult, RunRecord
 
 __all__ = ["accept_run", "expected_files"]
@@ -22,20 +22,11 @@ __all__ = ["accept_run", "expected_files"]
 
 def expected_files(record: RunRecord) -> dict[str, str]:
     """Every file the record accounts for, relative to the run's directory, with its digest."""
-    expected: dict[str, str] = {}
-    for attempt in record.attempts:
-        where = AttemptDirectory(Path(f"attempt-{attempt.attempt}"))
-        for solution in attempt.solutionFiles:
-            expected[(where.solution / solution.path).as_posix()] = solution.sha256
-        for path, digest in (
-            (where.analysis, attempt.analysisDigest),
-            (where.runner_log, attempt.runnerLogDigest),
-            (where.transcript, attempt.transcriptDigest),
-            (where.gateway_record, attempt.gateway.recordDigest if attempt.gateway else None),
-        ):
-            if digest is not None:
-                expected[path.as_posix()] = digest
-    return expected
+    return {
+        f"attempt-{attempt.attempt}/{name}": digest
+        for attempt in record.attempts
+        for name, digest in attempt.evidence_files().items()
+    }
 
 
 def accept_run(result: NodeRunResult, run_id: str, batch_dir: Path) -> RunRecord:

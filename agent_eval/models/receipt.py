@@ -10,6 +10,13 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from agent_eval.layout import (
+    ANALYSIS_FILE,
+    GATEWAY_RECORD_FILE,
+    RUNNER_LOG_FILE,
+    SOLUTION_DIR,
+    TRANSCRIPT_FILE,
+)
 from agent_eval.models.analysis import Diagnostic, DiagnosticCategory
 from agent_eval.models.base import (
     BatchId,
@@ -287,6 +294,25 @@ class AttemptRecord(WireModel):
     transcriptDigest: Digest | None = None
     """sha256 of attempt-<k>/transcript.jsonl: the CLI's own events as its adapter kept
     them (bounded, redacted); None when the runner kept none. Diagnostics, not evidence."""
+
+    def evidence_files(self) -> dict[str, Digest]:
+        """Every file of ``attempt-<k>/`` this record accounts for, with its digest.
+
+        The one table of an attempt's evidence: the batch writes these and no other,
+        a node's run is accepted only with exactly these, and the checker verifies each
+        and names any other file found below ``runs/`` (so a file written without an
+        entry here fails every check of a real batch in the tests).
+        """
+        files = {f"{SOLUTION_DIR}/{f.path}": f.sha256 for f in self.solutionFiles}
+        for name, digest in (
+            (ANALYSIS_FILE, self.analysisDigest),
+            (RUNNER_LOG_FILE, self.runnerLogDigest),
+            (TRANSCRIPT_FILE, self.transcriptDigest),
+            (GATEWAY_RECORD_FILE, self.gateway.recordDigest if self.gateway else None),
+        ):
+            if digest is not None:
+                files[name] = digest
+        return files
 
     @property
     def unsafe(self) -> bool:

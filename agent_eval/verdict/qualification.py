@@ -25,6 +25,7 @@ from pathlib import Path
 from agent_eval.digests import (
     DigestError,
     file_sha256,
+    regular_files,
     sha256_bytes,
     solution_digest,
     solution_files,
@@ -32,7 +33,7 @@ from agent_eval.digests import (
 from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, read_bounded, read_model
 from agent_eval.gateway.host import MAX_RECORD_BYTES, parse_records
-from agent_eval.layout import RunDirectory
+from agent_eval.layout import ANALYSIS_FILE, SOLUTION_DIR, RunDirectory, attempt_folder
 from agent_eval.models import (
     FIXED_SUITE,
     Analysis,
@@ -156,7 +157,7 @@ def qualify(
         # A self-test batch is rejected as such; which review it matches is moot.
         reasons += _registry_rules(archives, current)
         reasons += _commit_time_rules(receipt, archives, current)
-    reasons += _solution_rules(receipt, receipt_dir)
+    reasons += _evidence_file_rules(receipt, receipt_dir)
     return reasons
 
 
@@ -540,31 +541,60 @@ def _archive_rules(archives: ArchivesManifest, archives_path: Path) -> list[str]
     return reasons
 
 
-def _solution_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
+_FILE_RULES = {ANALYSIS_FILE: "analysis-integrity"}
+"""The reason a changed file of an attempt gives; the others are its logs (log-integrity)."""
+
+
+def _evidence_file_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
+    """Every file an attempt record accounts for matches its digest, and ``runs/`` holds
+    nothing else: the table is ``AttemptRecord.evidence_files``, as the writer's."""
     reasons = []
+    evidence = RunDirectory(receipt_dir)
+    accounted: set[str] = set()
+    solved: set[str] = set()
     for run in receipt.runs:
         for att in run.attempts:
             where = f"{run.runId} attempt {att.attempt}"
-            folder = RunDirectory(receipt_dir).attempt(run.runId, att.attempt)
+            folder = evidence.attempt(run.runId, att.attempt)
+            files = att.evidence_files()
+            here = attempt_folder(run.runId, att.attempt)
+            accounted.update(f"{here}/{name}" for name in files)
+            if att.solutionFiles:  # _check_solution names any other file in it
+                solved.add(f"{here}/{SOLUTION_DIR}/")
             reasons += _check_solution(att, folder.solution, where)
-            checks = (
-                ("analysis-integrity", folder.analysis, att.analysisDigest),
-                ("log-integrity", folder.runner_log, att.runnerLogDigest),
-                ("log-integrity", folder.transcript, att.transcriptDigest),
-            )
-            for rule, path, recorded in checks:
-                if recorded is None:
+            for name, recorded in files.items():
+                if name.startswith(f"{SOLUTION_DIR}/"):
                     continue
+                rule = _FILE_RULES.get(name, "log-integrity")
                 try:
-                    actual = file_sha256(path)
+                    actual = file_sha256(folder.root / name)
                 except DigestError as exc:
                     reasons.append(f"{rule}: {where}: {exc}")
                 else:
                     if actual != recorded:
-                        reasons.append(f"{rule}: {where}: {path.name} was changed")
-                    elif rule == "analysis-integrity":
-                        reasons += _analysis_matches(att, run.taskId, path, where)
-    return reasons
+                        reasons.append(f"{rule}: {where}: {name} was changed")
+                    elif name == ANALYSIS_FILE:
+                        reasons += _analysis_matches(att, run.taskId, folder.root / name, where)
+    return reasons + _unaccounted(evidence.runs, accounted, solved)
+
+
+def _unaccounted(runs: Path, accounted: set[str], solved: set[str]) -> list[str]:
+    """Files below ``runs/`` no record accounts for (a link or a device is one too)."""
+    if not runs.exists() and not runs.is_symlink():
+        return []
+    try:
+        found = regular_files(runs)
+    except DigestError as exc:
+        return [f"evidence-integrity: {exc}"]
+    extra = [path for path in found if path not in accounted and not path.startswith(tuple(solved))]
+    if not extra:
+        return []
+    shown = ", ".join(f"runs/{path}" for path in extra[:5])
+    more = f" and {len(extra) - 5} more" if len(extra) > 5 else ""
+    return [
+        f"evidence-integrity: {shown}{more}: not accounted for by any attempt's record "
+        "(a file added to the run directory, or left by an attempt the receipt does not hold)"
+    ]
 
 
 def _analysis_matches(att: AttemptRecord, task_id: str, path: Path, where: str) -> list[str]:

@@ -24,7 +24,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "digests": frozenset(),
     "layout": frozenset(),
-    "models": frozenset({"digests", "errors"}),
+    "models": frozenset({"digests", "errors", "layout"}),
     "evidence_io": frozenset({"errors"}),
     "project": frozenset({"digests", "errors", "models"}),
     "engine": LEAVES,

@@ -18,7 +18,13 @@ import pytest
 from agent_eval.batch.run import is_self_test
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import ConfigError
-from agent_eval.models import FIXED_SUITE, ArchiveEntry, GatewaySettings, RunnerConfig
+from agent_eval.models import (
+    FIXED_SUITE,
+    ArchiveEntry,
+    AttemptRecord,
+    GatewaySettings,
+    RunnerConfig,
+)
 from agent_eval.verdict.qualification import Anchors, qualify_files
 from tests.evidence_builders import (
     COMMIT,
@@ -32,6 +38,7 @@ from tests.evidence_builders import (
     attempt,
     find_attempt,
     gateway_line,
+    gateway_use,
     receipt,
     reference_batch,
     run,
@@ -371,9 +378,14 @@ def test_a_gateway_record_edited_after_the_batch_or_missing_rejects(tmp_path: Pa
     batch.gateway_record("forms-1").write_bytes(gateway_line(served="other-model"))
     batch.gateway_record("core-validation-3").unlink()
     reasons = check(batch)
-    only_rule(reasons, "not-self-test")
-    assert "forms-1 attempt 1: its gateway.jsonl does not match" in reasons[0]
-    assert "core-validation-3 attempt 1" in reasons[0]
+    [unanswered] = [r for r in reasons if r.startswith("not-self-test:")]
+    assert "forms-1 attempt 1: its gateway.jsonl does not match" in unanswered
+    assert "core-validation-3 attempt 1" in unanswered
+    # The same two files fail the integrity of the attempt's evidence table, whatever
+    # the batch (a self-test batch's gateway records are checked too).
+    integrity = sorted(r for r in reasons if r.startswith("log-integrity:"))
+    assert len(integrity) == 2 and len(reasons) == 3, reasons
+    assert "core-validation-3 attempt 1" in integrity[0] and "forms-1 attempt 1" in integrity[1]
 
 
 def test_a_self_test_flag_on_an_agent_batch_is_itself_a_reason(tmp_path: Path) -> None:
@@ -566,3 +578,41 @@ def test_a_missing_or_unreadable_registry_rejects(
     current = dataclasses.replace(CURRENT, registry_at=lambda commit: data)
     reasons = check(write_batch(tmp_path), current)
     assert rules(reasons) == {"registry"} and any(said in r for r in reasons), reasons
+
+
+def test_a_file_no_record_accounts_for_rejects_wherever_it_is(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    runs = batch.solution("forms-3").parents[3]
+    (runs / "forms-3" / "attempt-1" / "notes.md").write_text("added\n")
+    (runs / "forms-9" / "attempt-1").mkdir(parents=True)
+    (runs / "forms-9" / "attempt-1" / "analysis.json").write_text("{}")
+    reasons = check(batch)
+    only_rule(reasons, "evidence-integrity")
+    assert "runs/forms-3/attempt-1/notes.md" in reasons[0]
+    assert "runs/forms-9/attempt-1/analysis.json" in reasons[0]
+
+
+def test_a_link_below_runs_rejects_and_is_not_followed(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x\n")
+    attempt = batch.solution("forms-3").parent.parent
+    (attempt / "extra.log").symlink_to(outside)
+    reasons = check(batch)
+    only_rule(reasons, "evidence-integrity")
+    assert "symbolic link" in reasons[0]
+
+
+def test_every_digest_an_attempt_record_holds_names_a_file_of_its_one_table() -> None:
+    """A digest field added to the record without a file in evidence_files fails here."""
+    record = attempt("forms-1")
+    digests = [name for name in AttemptRecord.model_fields if name.endswith("Digest")]
+    digests.remove("solutionDigest")  # the solution files' own digests are the table's
+    for index, field in enumerate(digests):
+        value = "sha256:" + f"{index:x}" * 64
+        changed = AttemptRecord.model_validate({**record, field: value})
+        assert value in changed.evidence_files().values(), field
+    gateway = AttemptRecord.model_validate(
+        {**record, "gateway": gateway_use(gateway_line())}
+    ).evidence_files()
+    assert set(gateway) == {"solution/solution.py", "gateway.jsonl"}
