@@ -109,7 +109,7 @@ def _recipe_differences(image: ImageRecipe, rebuilt: ImageRecipe) -> list[str]:
 
 def _extract(project_root: Path, commit: str, destination: Path) -> None:
     done = subprocess.run(
-        ["git", "-C", str(project_root), "archive", "--format=tar", commit],
+        ["git", "-C", str(project_root), "archive", "--format=tar", "--end-of-options", commit],
         capture_output=True,
         timeout=300,
         check=False,

@@ -31,8 +31,9 @@ class ArchiveEntry(WireModel):
 class SourceIdentity(WireModel):
     """Where the archives were built from."""
 
-    commit: str | None
-    """Git commit of the repository, or None outside a repository."""
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")] | None
+    """Git commit of the repository (its full id, nothing else: the checker hands it to
+    git), or None outside a repository."""
     dirty: bool
     """Whether the working tree had uncommitted changes."""
 

@@ -92,7 +92,17 @@ def commit_time(repository: Path) -> Callable[[str], datetime | None]:
 
     def read(commit: str) -> datetime | None:
         done = subprocess.run(
-            ["git", "-C", str(repository), "show", "-s", "--format=%cI", commit, "--"],
+            [
+                "git",
+                "-C",
+                str(repository),
+                "show",
+                "-s",
+                "--format=%cI",
+                "--end-of-options",
+                commit,
+                "--",
+            ],
             capture_output=True,
             text=True,
             timeout=60,
@@ -111,7 +121,7 @@ def registry_at_commit(repository: Path, path: str) -> RegistryAt:
 
     def read(commit: str) -> bytes | None:
         done = subprocess.run(
-            ["git", "-C", str(repository), "show", f"{commit}:{path}"],
+            ["git", "-C", str(repository), "show", "--end-of-options", f"{commit}:{path}"],
             capture_output=True,
             timeout=60,
             check=False,

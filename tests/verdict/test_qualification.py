@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from agent_eval.models import (
     RunnerConfig,
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
+from agent_eval.verdict.registry import commit_time, registry_at_commit
 from tests.evidence_builders import (
     COMMIT,
     CURRENT,
@@ -616,3 +618,32 @@ def test_every_digest_an_attempt_record_holds_names_a_file_of_its_one_table() ->
         {**record, "gateway": gateway_use(gateway_line())}
     ).evidence_files()
     assert set(gateway) == {"solution/solution.py", "gateway.jsonl"}
+
+
+@pytest.mark.parametrize(
+    "commit",
+    ["--output=OUT", "-p", "HEAD", "main", "a" * 39, "A" * 40, "a" * 40 + "\n", "a" * 41],
+)
+def test_a_commit_that_is_not_a_full_id_is_refused_before_git_sees_it(
+    tmp_path: Path, commit: str
+) -> None:
+    """archives.json's commit is handed to git: an option (``--output=`` writes a file) or
+    a name that moves with the repository is refused as the field it is."""
+    out = tmp_path / "written-by-git"
+    value = commit.replace("OUT", str(out))
+
+    def point(manifest: dict[str, Any]) -> None:
+        manifest["source"]["commit"] = value
+
+    reasons = check(write_batch(tmp_path / "batch", archives_data=point))
+    assert any("source.commit" in r for r in reasons), reasons
+    assert not out.exists()
+
+
+def test_git_is_never_given_a_commit_it_could_read_as_an_option(tmp_path: Path) -> None:
+    repository = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+    out = tmp_path / "written-by-git"
+    assert commit_time(repository)(f"--output={out}") is None
+    assert registry_at_commit(repository, "x.toml")(f"--output={out}") is None
+    assert not out.exists()
