@@ -36,6 +36,8 @@ from agent_eval.gateway.policy import (
     UpstreamRefused,
     observe,
     provider_failure,
+    request_refusal,
+    response_refusal,
     route_name,
     scrub,
     vet_upstream,
@@ -143,7 +145,8 @@ class Gateway:
 
         A protocol upgrade (a websocket) would carry answers the gateway cannot read, so
         their model and usage would go unmeasured; a body over :data:`MAX_BODY_BYTES`
-        would only exhaust the gateway's memory.
+        would only exhaust the gateway's memory; a path outside the upstream's model API
+        (its account, file or key endpoints) never gets the credential.
         """
         flow.metadata["agent_eval_started"] = time.monotonic()
         headers = flow.request.headers
@@ -158,6 +161,16 @@ class Gateway:
                 length = -1
             if length < 0 or length > MAX_BODY_BYTES:
                 why = f"a request body must have a length of at most {MAX_BODY_BYTES} bytes"
+            else:
+                upstream = self._upstream(flow) or {}
+                body = length if length else int("transfer-encoding" in headers)
+                why = request_refusal(
+                    str(upstream.get("api", "")),
+                    str(flow.request.method),
+                    str(flow.request.path),
+                    headers.get("content-type", ""),
+                    body,
+                )
         if why is not None:
             flow.metadata["agent_eval_upstream"] = self._upstream(flow)
             flow.metadata["agent_eval_route"] = self._route(flow)
@@ -224,6 +237,13 @@ class Gateway:
     def _observe(self, flow: Any) -> None:
         response = flow.response
         content = response.get_content(strict=False) or b""
+        refused = response_refusal(
+            int(response.status_code), response.headers.get("content-type", ""), len(content)
+        )
+        if refused is not None and not flow.metadata.get("agent_eval_failure"):
+            flow.metadata["agent_eval_failure"] = "refused-response"
+            flow.response = response = _json_response(502, f"agent-eval gateway: {refused}")
+            content = response.get_content(strict=False) or b""
         upstream = flow.metadata.get("agent_eval_upstream")
         if upstream is not None:
             secret = self.secrets.get(upstream["name"], "")

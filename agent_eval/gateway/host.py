@@ -182,6 +182,7 @@ class BatchGateway:
                     "listenPort": _FIRST_PORT + index,
                     "credentialEnv": m.credentialEnv,
                     "credentialHeader": m.credentialHeader,
+                    "api": m.api,
                 }
                 for index, m in enumerate(self.config.models)
             ],
@@ -402,6 +403,7 @@ def recorded_upstreams(models: Sequence[ModelUpstream]) -> list[RecordedUpstream
             name=m.name,
             upstream=m.upstream,
             credentialHeader=m.credentialHeader,
+            api=m.api,
             servedModels=list(m.servedModels),
         )
         for m in models

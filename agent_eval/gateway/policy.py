@@ -12,6 +12,9 @@ mitmproxy, and the harness and its tests import it on the host.
 * :func:`observe` reads a provider's response (JSON, or server-sent events,
   whose last usage wins) for the model it says it served and the tokens it
   reports.
+* :func:`request_refusal` says why a request is not one of a model API's: a path
+  outside its kind's allowlist (account, file, key and billing endpoints never
+  get the credential), or a body that is not JSON.
 * :func:`provider_failure` names what kind of provider failure a response is.
 * :func:`scrub` takes a secret out of bytes going back to the agent.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 import socket
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,12 +32,15 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "API_KINDS",
     "METADATA_ADDRESSES",
     "Observation",
     "UpstreamRefused",
     "observe",
     "provider_failure",
     "refusal",
+    "request_refusal",
+    "response_refusal",
     "route_name",
     "scrub",
     "vet_upstream",
@@ -46,6 +53,95 @@ METADATA_ADDRESSES = frozenset(
 """Cloud instance-metadata services (AWS, ECS, AWS over IPv6, Alibaba): never an upstream."""
 
 Resolver = Callable[[str, int], Sequence[str]]
+
+
+_SEGMENT = r"[A-Za-z0-9._~:@%-]+"
+_PREFIX = rf"(?:/{_SEGMENT}){{0,4}}"  # /v1, /openai/v1, /api/v1, /openai/deployments/<d>
+_API_PATHS: dict[str, tuple[str, ...]] = {
+    "anthropic": (r"/v1/messages", r"/v1/messages/count_tokens", rf"/v1/models(?:/{_SEGMENT})?"),
+    "openai": (
+        rf"{_PREFIX}/chat/completions",
+        rf"{_PREFIX}/completions",
+        rf"{_PREFIX}/responses(?:/{_SEGMENT})?",
+        rf"{_PREFIX}/models(?:/{_SEGMENT})?",
+        rf"{_PREFIX}/chat",
+    ),
+    "gemini": (
+        r"/v1(?:beta|alpha)?/models(?:/[A-Za-z0-9._~@%-]+"
+        r"(?::(?:generateContent|streamGenerateContent|countTokens))?)?",
+    ),
+    "bedrock": (
+        rf"/model/{_SEGMENT}/(?:invoke|invoke-with-response-stream|converse|converse-stream)",
+    ),
+    "vertex": (
+        rf"/v1(?:beta1)?/projects/{_SEGMENT}/locations/{_SEGMENT}/publishers/{_SEGMENT}"
+        r"/models/[A-Za-z0-9._~@%-]+:(?:rawPredict|streamRawPredict|generateContent"
+        r"|streamGenerateContent|countTokens)",
+    ),
+}
+_API_PATHS["model-apis"] = tuple(p for paths in _API_PATHS.values() for p in paths)
+API_KINDS = tuple(_API_PATHS)
+"""The kinds of model API an upstream may be (``models[].api``); ``model-apis`` is any
+of them, for a provider that serves more than one shape."""
+_API_PATTERNS = {
+    kind: re.compile("|".join(f"(?:{p})" for p in ps)) for kind, ps in _API_PATHS.items()
+}
+_REQUEST_TYPES = ("application/json",)
+_RESPONSE_TYPES = (
+    "application/json",
+    "text/event-stream",
+    "application/x-ndjson",
+    "application/jsonl",
+    "application/json-seq",
+)
+"""What a successful model answer may be: JSON, server-sent events or JSON lines;
+anything else could not be read for its model and usage."""
+
+
+def _media_type(value: str) -> str:
+    return value.split(";", 1)[0].strip().lower()
+
+
+def request_refusal(
+    kind: str, method: str, path: str, content_type: str, length: int
+) -> str | None:
+    """Why a request is not one a model API of *kind* is asked (None: it is).
+
+    *path* is the request target as sent, query included: the path part must be one
+    of the kind's endpoints exactly, with no dot segment, empty segment or encoded
+    dot or slash an upstream could resolve elsewhere; a body must be JSON.
+    """
+    target = path.split("?", 1)[0]
+    pattern = _API_PATTERNS.get(kind)
+    if pattern is None:
+        return f"the upstream's API kind {kind!r} is not one of {', '.join(API_KINDS)}"
+    decoded = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), target)
+    segments = target.split("/")[1:]
+    if (
+        not target.startswith("/")
+        or any(s in ("", ".", "..") for s in segments)
+        or "/../" in f"{decoded}/"
+        or "/./" in f"{decoded}/"
+        or "\\" in decoded
+        or not pattern.fullmatch(target)
+    ):
+        return (
+            f"{target[:200]!r} is not an endpoint of the {kind} model API this upstream is "
+            "(account, file, key and other endpoints never get the credential)"
+        )
+    if method.upper() not in ("GET", "POST", "HEAD"):
+        return f"method {method[:16]!r} is not one a model API is asked with"
+    if length > 0 and _media_type(content_type) not in _REQUEST_TYPES:
+        return f"a request body must be JSON, not {content_type[:100]!r}"
+    return None
+
+
+def response_refusal(status: int, content_type: str, length: int) -> str | None:
+    """Why a successful answer cannot be passed on (None: it can): a body of a type the
+    gateway cannot read for the model and usage it reports."""
+    if not 200 <= status < 300 or length == 0 or _media_type(content_type) in _RESPONSE_TYPES:
+        return None
+    return f"a model answer of type {content_type[:100]!r} cannot be measured"
 
 
 class UpstreamRefused(Exception):

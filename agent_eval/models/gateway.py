@@ -17,6 +17,10 @@ __all__ = [
     "RecordedUpstream",
 ]
 
+ApiKind = Literal["anthropic", "openai", "gemini", "bedrock", "vertex", "model-apis"]
+"""The model APIs the gateway knows the endpoints of (``model-apis``: any of them); the
+gateway's own table is ``agent_eval.gateway.policy.API_KINDS`` (a test keeps them equal)."""
+
 GatewayFailure = Literal[
     "authentication",
     "unknown-model",
@@ -29,17 +33,20 @@ GatewayFailure = Literal[
     "cancelled",
     "gateway",
     "refused-request",
+    "refused-response",
 ]
 """Why a request through the gateway failed: the provider's answer (authentication,
 unknown-model, rate-limit, server-error), no answer (unreachable), the gateway's own refusal
 (refused-upstream: a non-public address; budget: the batch's tokens are spent;
-unattributed: no such attempt; refused-request: a protocol upgrade or an oversized body,
-never forwarded), the runner leaving before the answer (cancelled), or the gateway itself
+unattributed: no such attempt; refused-request: a path outside the upstream's model API,
+a body that is not JSON, a protocol upgrade or an oversized body, never forwarded;
+refused-response: a successful answer of a type whose model and usage cannot be read,
+never passed on), the runner leaving before the answer (cancelled), or the gateway itself
 failing."""
 
 PROVIDER_FAILURES: frozenset[str] = frozenset(
     {"authentication", "unknown-model", "rate-limit", "server-error", "unreachable",
-     "refused-upstream", "gateway"}
+     "refused-upstream", "refused-response", "gateway"}
 )  # fmt: skip
 """Failures that are the provider's or the gateway's, never the agent's."""
 
@@ -53,6 +60,8 @@ class RecordedUpstream(WireModel):
     """Its origin URL."""
     credentialHeader: NonEmptyStr
     """The header the gateway puts the credential in."""
+    api: ApiKind = "model-apis"
+    """The kind of model API it is: the gateway forwards only that API's endpoints."""
     servedModels: list[NonEmptyStr]
     """The model names the provider may say it served."""
 

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, JsonValue, field_validator, model_validator
 
 from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.gateway import ApiKind
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = [
@@ -376,6 +377,11 @@ class ModelUpstream(WireModel):
         min_length=1, max_length=16
     )
     """Model names the provider may say it served; any other is an identity mismatch."""
+    api: ApiKind = "model-apis"
+    """Which model API the upstream is (anthropic, openai, gemini, bedrock, vertex): the
+    gateway forwards only that API's endpoints (messages, chat completions, responses,
+    models, ...), never account, file or key endpoints; ``model-apis`` allows the endpoints
+    of any of them."""
     probePath: str = Field(
         default="/v1/models/{model}", pattern=r"^/[A-Za-z0-9._~/{}:@-]*$", max_length=200
     )

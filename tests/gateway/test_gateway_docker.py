@@ -132,24 +132,36 @@ class Gateway(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect("/gateway/provider.sock")
 
-def ask(path, key, extra=None):
+def ask(path, key, extra=None, method="GET", body=None):
     connection = Gateway("gateway", timeout=30)
     headers = {"x-api-key": key} if key else {}
-    connection.putrequest("GET", path)
+    connection.putrequest(method, path, skip_accept_encoding=True)
     for name, value in {**headers, **(extra or {})}.items():
         connection.putheader(name, value)
-    connection.endheaders()  # no body is sent, whatever content-length says
+    if body is not None:
+        connection.putheader("content-length", str(len(body)))
+    connection.endheaders(body)  # with no body, none is sent, whatever content-length says
     answer = connection.getresponse()
-    return answer.status, answer.read().decode(), dict(answer.getheaders())
+    return answer.status, answer.read().decode(errors="replace"), dict(answer.getheaders())
 
-out["echo"] = ask("/echo", os.environ["AGENT_EVAL_GATEWAY_TOKEN"])
-out["no_token"] = ask("/echo", None)
-out["wrong_token"] = ask("/echo", "ae-guessed")
 token = os.environ["AGENT_EVAL_GATEWAY_TOKEN"]
-out["upgrade"] = ask("/echo", token, {"connection": "Upgrade", "upgrade": "websocket",
+out["echo"] = ask("/v1/models/echo", token)
+out["no_token"] = ask("/v1/models/echo", None)
+out["wrong_token"] = ask("/v1/models/echo", "ae-guessed")
+out["upgrade"] = ask("/v1/models/echo", token, {"connection": "Upgrade", "upgrade": "websocket",
                                       "sec-websocket-version": "13",
                                       "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="})
-out["huge"] = ask("/echo", token, {"content-length": str(10**10)})
+out["huge"] = ask("/v1/models/echo", token, {"content-length": str(10**10)})
+# Not a model API's endpoint: account, file and key endpoints, however spelled.
+out["paths"] = {
+    path: ask(path, token)[0]
+    for path in ("/echo", "/v1/files", "/v1/organizations/me/api_keys", "/v1/messages/../files",
+                 "/v1/models/x%2F..%2F..%2Ffiles", "/v1//messages", "/v1/messages/batches")
+}
+out["delete"] = ask("/v1/models/echo", token, method="DELETE")[0]
+out["form"] = ask("/v1/messages", token, {"content-type": "multipart/form-data; boundary=x"},
+                  method="POST", body=b"--x--")[0]
+out["binary"] = ask("/v1/models/binary", token)[:2]
 out["environ"] = open("/proc/self/environ", "rb").read().decode(errors="replace")
 print(json.dumps(out))
 """
@@ -234,14 +246,24 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
     # A body past the limit: refused by the addon on its length, or by mitmproxy's own
     # limit, which it sets, before any byte of it is read (413).
     assert out["huge"][0] in {400, 413}, out["huge"]
+    assert all(status == 400 for status in out["paths"].values()), out["paths"]
+    assert out["delete"] == 400 and out["form"] == 400, out
+    status, body = out["binary"]
+    assert status == 502 and "cannot be measured" in body, out["binary"]
     assert f"{TOKEN_ENV}={route.token}" in out["environ"] and CANARY not in out["environ"]
     seen = [json.loads(line) for line in model.log.read_text().splitlines()]
-    assert [e["path"] for e in seen] == ["/echo"], "only the attributed request went out"
+    assert [e["path"] for e in seen] == ["/v1/models/echo", "/v1/models/binary"], (
+        "only the attributed requests to the model API went out"
+    )
     assert seen[0]["keySha256"] == hashlib.sha256(CANARY.encode()).hexdigest()
     assert other.requests() == [] and not other.log.exists()
-    record, upgrade, *_ = [json.loads(line) for line in records.splitlines()]
-    assert (record["path"], record["status"], record["failure"]) == ("/echo", 200, None)
+    lines = [json.loads(line) for line in records.splitlines()]
+    record, upgrade = lines[0], lines[1]
+    assert (record["path"], record["status"], record["failure"]) == ("/v1/models/echo", 200, None)
     assert upgrade["failure"] == "refused-request"
+    refused = {line["path"] for line in lines if line["failure"] == "refused-request"}
+    assert set(out["paths"]) | {"/v1/messages"} <= refused, lines
+    assert lines[-1]["failure"] == "refused-response" and lines[-1]["status"] == 502, lines
     assert CANARY.encode() not in records
     assert list_leftovers(engine, batch) == []
 

@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import urllib.parse
+from typing import get_args
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_eval.gateway.policy import (
+    API_KINDS,
     UpstreamRefused,
     observe,
     provider_failure,
     refusal,
+    request_refusal,
+    response_refusal,
     route_name,
     scrub,
     vet_upstream,
 )
+from agent_eval.models.gateway import ApiKind
 
 
 def resolver(*addresses: str):  # type: ignore[no-untyped-def]
@@ -264,3 +270,130 @@ def test_ipv6_ranges_whose_destination_cannot_be_vetted_are_refused(address: str
     for allow_private in (False, True):
         with pytest.raises(UpstreamRefused, match=why):
             vet_upstream("api.example", 443, allow_private=allow_private, resolve=resolver(address))
+
+
+# --- Which requests reach an upstream -------------------------------------------------
+
+MODEL_CALLS = {
+    "anthropic": [
+        ("POST", "/v1/messages?beta=true"),  # Claude Code
+        ("POST", "/v1/messages/count_tokens"),
+        ("GET", "/v1/models/claude-sonnet-4-5"),
+    ],
+    "openai": [
+        ("POST", "/v1/responses"),  # Codex
+        ("POST", "/v1/chat/completions"),  # aider and mini-swe-agent (LiteLLM)
+        ("POST", "/chat/completions"),  # an OpenAI-compatible base without /v1
+        ("POST", "/openai/v1/chat/completions"),
+        ("POST", "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"),
+        ("GET", "/v1/models/gpt-5"),
+    ],
+    "gemini": [
+        ("POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"),
+        ("GET", "/v1beta/models/gemini-2.5-pro"),
+    ],
+    "bedrock": [("POST", "/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse")],
+    "vertex": [
+        (
+            "POST",
+            "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude:streamRawPredict",
+        )
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "method", "path"),
+    [(kind, m, p) for kind, calls in MODEL_CALLS.items() for m, p in calls]
+    + [("model-apis", m, p) for calls in MODEL_CALLS.values() for m, p in calls],
+)
+def test_each_cli_s_model_calls_are_forwarded(kind: str, method: str, path: str) -> None:
+    length = 10 if method == "POST" else 0
+    assert request_refusal(kind, method, path, "application/json", length) is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/files",
+        "/v1/files/file-abc/content",
+        "/v1/organization/admin_api_keys",
+        "/v1/organizations/me/api_keys",
+        "/v1/fine_tuning/jobs",
+        "/v1/batches",
+        "/v1/messages/batches",
+        "/v1/messages/../files",
+        "/v1/messages/./../files",
+        "/v1/models/x%2F..%2F..%2Ffiles",
+        "/v1/models/%2e%2e",
+        "/v1//messages",
+        "//v1/messages",
+        "v1/messages",
+        "/v1/messages\\..\\files",
+        "/",
+        "",
+        "/echo",
+        "/admin/chat/completions/x",
+    ],
+)
+def test_any_other_endpoint_never_gets_the_credential(path: str) -> None:
+    for kind in API_KINDS:
+        why = request_refusal(kind, "POST", path, "application/json", 10)
+        assert why is not None and "not an endpoint" in why, (kind, path)
+
+
+def test_one_kind_s_endpoints_are_not_another_s() -> None:
+    assert request_refusal("anthropic", "POST", "/v1/chat/completions", "application/json", 2)
+    assert request_refusal("openai", "POST", "/v1/messages", "application/json", 2)
+    assert request_refusal("gemini", "POST", "/v1/responses", "application/json", 2)
+
+
+@pytest.mark.parametrize(
+    ("method", "content_type", "length", "words"),
+    [
+        ("DELETE", "", 0, "method"),
+        ("PUT", "application/json", 2, "method"),
+        ("POST", "multipart/form-data; boundary=x", 10, "must be JSON"),
+        ("POST", "text/plain", 10, "must be JSON"),
+        ("POST", "", 10, "must be JSON"),
+    ],
+)
+def test_only_json_model_requests_are_forwarded(
+    method: str, content_type: str, length: int, words: str
+) -> None:
+    why = request_refusal("anthropic", method, "/v1/messages", content_type, length)
+    assert why is not None and words in why
+
+
+def test_an_unknown_kind_refuses_everything() -> None:
+    why = request_refusal("", "POST", "/v1/messages", "application/json", 2)
+    assert why is not None and "API kind" in why
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "application/json; charset=utf-8", "text/event-stream",
+     "application/x-ndjson", "Application/JSON"],
+)  # fmt: skip
+def test_a_readable_answer_is_passed_on(content_type: str) -> None:
+    assert response_refusal(200, content_type, 100) is None
+
+
+def test_an_answer_whose_usage_cannot_be_read_is_refused_only_when_successful() -> None:
+    assert response_refusal(200, "application/octet-stream", 10) is not None
+    assert response_refusal(200, "application/vnd.amazon.eventstream", 10) is not None
+    assert response_refusal(500, "text/html", 10) is None  # a provider failure, recorded as one
+    assert response_refusal(204, "", 0) is None
+
+
+def test_the_gateway_knows_every_api_kind_a_config_may_name() -> None:
+    assert set(API_KINDS) == set(get_args(ApiKind))
+
+
+@given(st.text(alphabet="/.%2eEfF:abc-_?", max_size=40))
+def test_no_path_with_a_dot_segment_is_forwarded_however_encoded(path: str) -> None:
+    why = request_refusal("model-apis", "POST", path, "application/json", 2)
+    target = path.split("?", 1)[0]
+    decoded = urllib.parse.unquote(target)
+    if "/../" in f"{decoded}/" or "/./" in f"{decoded}/":
+        assert why is not None

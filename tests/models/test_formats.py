@@ -205,10 +205,11 @@ FIELD_SETS: dict[str, set[str]] = {
         "credentialHeader",
         "servedModels",
         "probePath",
+        "api",
     },
     "GatewayOptions": {"network", "hosts", "privateUpstreams", "tokenBudget"},
     "GatewaySettings": {"image", "upstreams", "network", "privateUpstreams", "tokenBudget"},
-    "RecordedUpstream": {"name", "upstream", "credentialHeader", "servedModels"},
+    "RecordedUpstream": {"name", "upstream", "credentialHeader", "servedModels", "api"},
     "GatewayRecord": {
         "schemaVersion",
         "at",

@@ -6,9 +6,12 @@
   404 unless <id> is MODEL, else the model object;
 * ``POST /v1/messages``: the same key check, then a message "served" by MODEL with usage,
   echoing the request's headers (the key's hash, never the key) and body;
-* ``GET /echo``: what the provider saw, for the boundary tests; the key itself is echoed
-  here on purpose, in the body and in response headers, so that the gateway must take it
-  out of the answer.
+* ``GET /v1/models/echo``: what the provider saw, for the boundary tests; the key itself
+  is echoed here on purpose, in the body and in response headers, so that the gateway
+  must take it out of the answer;
+* ``GET /v1/models/binary``: a successful answer in a type nobody can read usage from;
+* any other path: answered as if it were an account endpoint (the gateway must never
+  forward one).
 
 Every request is appended to LOG as one JSON line.
 """
@@ -72,7 +75,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._log()
-        if self.path == "/echo":
+        if self.path == "/v1/models/binary":
+            data = b"\x00\x01 no usage in here"
+            self.send_response(200)
+            self.send_header("content-type", "application/octet-stream")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        if self.path == "/v1/models/echo":
             key = self._key() or ""
             self._send(
                 200,
