@@ -254,7 +254,9 @@ def run_schedule(
                 in_flight[runs.submit(run_id)] = run_id
             if not in_flight:
                 break
-            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            finished, _ = wait(in_flight, timeout=GATEWAY_WATCH_S, return_when=FIRST_COMPLETED)
+            if (lost := _gateway_lost(plan)) is not None:
+                raise _GatewayLost(lost)
             for future in finished:
                 # A run whose result raises stays in flight: it is recorded as cut short.
                 record = future.result()
@@ -313,6 +315,10 @@ def run_schedule(
             reasons.append(f"{why}; {len(pending)} run(s) not started: " + ", ".join(pending))
             for run_id in pending:
                 book.add_run(_not_started(plan, run_id))
+    except _GatewayLost as exc:
+        # Every attempt in flight would fail for want of its model: none is the agent's.
+        status = "infrastructure-failure"
+        stopped_by = f"the model gateway stopped serving: {exc}; the batch stopped"
     except (Stop, KeyboardInterrupt) as exc:
         status = "interrupted"
         stopped_by = exc.reason if isinstance(exc, Stop) else "interrupted by the operator (Ctrl-C)"
@@ -332,6 +338,26 @@ def run_schedule(
     else:
         runs.shutdown(wait=True)
     return book.close(status, reasons)
+
+
+GATEWAY_WATCH_S = 2.0
+"""How often the schedule asks whether the gateway's container still runs, while runs are
+in flight: a gateway that dies stops the batch within this, not at the next attempt's end."""
+
+
+class _GatewayLost(Exception):
+    """The batch's gateway stopped serving (the message says how)."""
+
+
+def _gateway_lost(plan: BatchPlan) -> str | None:
+    """Why the batch's gateway is not serving, by its container's state; None while it is
+    (or the engine cannot say: each attempt then finds out for itself)."""
+    if plan.gateway is None:
+        return None
+    try:
+        return plan.gateway.problem()
+    except Exception:  # an engine away for a moment is not a dead gateway
+        return None
 
 
 def _node_lost(record: RunRecord) -> bool:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ import pytest
 
 from agent_eval.consumer.archives import PreparedConsumer
 from agent_eval.engine import ContainerEngine
+from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
 from agent_eval.images.build import build_runner_image
 from agent_eval.models import ModelIdentity
 from agent_eval.models.install_recipe import InstallRecipe
@@ -222,6 +225,44 @@ def test_a_model_that_never_finishes_is_killed_at_the_deadline_without_a_repair(
     (attempt,) = run.attempts
     assert attempt.failureCategory == "timeout" and not run.finalSuccess, attempt.diagnostics
     assert attempt.durationMs < 60_000
+
+
+def test_a_gateway_killed_while_the_agent_waits_for_its_model_stops_the_batch_at_once(
+    runs: Runs, docker_client: docker.DockerClient
+) -> None:
+    """The real gateway, killed (as an out-of-memory kill would) while aider waits on a model
+    that never answers: the batch stops within seconds, not at the 120 s deadline, and the
+    attempt is the infrastructure's, never a timeout of the agent's."""
+    killed: list[str] = []
+
+    def kill_the_gateway_once_a_runner_waits() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            runners = docker_client.containers.list(filters={"label": [f"{LABEL_ROLE}=runner"]})
+            batches = {c.labels.get(LABEL_BATCH, "") for c in runners}
+            for gateway in docker_client.containers.list(
+                filters={"label": [f"{LABEL_ROLE}=gateway"]}
+            ):
+                batch = gateway.labels.get(LABEL_BATCH, "")
+                if batch.startswith("aider-never-") and batch in batches:
+                    time.sleep(3)  # the agent is waiting on its model by now
+                    gateway.kill()
+                    killed.append(batch)
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=kill_the_gateway_once_a_runner_waits, daemon=True)
+    thread.start()
+    began = time.monotonic()
+    result = runs("aider", "never", timeout_s=120.0)
+    took = time.monotonic() - began
+    thread.join(timeout=5)
+    assert killed, "the gateway was never found to kill"
+    receipt = result.receipt
+    assert receipt.status == "infrastructure-failure", receipt.reasons
+    assert any("gateway stopped serving" in r for r in receipt.reasons), receipt.reasons
+    (attempt,) = receipt.runs[0].attempts
+    assert attempt.infrastructureStatus == "failed" and attempt.failureCategory != "timeout"
+    assert took < 100, f"the batch took {took:.0f} s: the dead gateway was not noticed"
 
 
 def test_mini_stopping_at_its_own_step_limit_is_budget_exhaustion_not_a_refusal(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -286,7 +287,8 @@ def test_an_attempt_with_no_answered_request_is_judged_only_once_the_gateway_ans
     the agent; attempts the gateway did answer need no such question."""
     gateway = FakeGateway({(FIRST, 1): b""})
     receipt = schedule(tmp_path, gateway)
-    assert gateway.probed[0] is True and not any(gateway.probed[1:])
+    # One probe, for the unanswered attempt (the schedule's watch asks without probing).
+    assert gateway.probed.count(True) == 1
 
     silent = FakeGateway({(FIRST, 1): b""})
     silent.dead = "its socket for provider gave no answer within 30 s (TimeoutError: timed out)"
@@ -319,3 +321,46 @@ def test_a_model_call_answered_without_a_readable_model_stops_the_batch(
         assert any("without naming a model" in r for r in receipt.reasons), receipt.reasons
     else:
         assert receipt.status == "completed" and first.success
+
+
+def test_a_gateway_that_dies_while_runs_are_in_flight_stops_the_batch_at_once(
+    tmp_path: Path,
+) -> None:
+    """Not at the next attempt's end (which could be the whole submission timeout away): the
+    schedule watches the gateway's container while runs are in flight, stops every attempt,
+    and none of them is the agent's."""
+    gateway = FakeGateway()
+    release = threading.Event()
+    started = threading.Event()
+
+    def waits_for_its_model(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        started.set()
+        release.wait(timeout=60)  # the runner is killed when the batch stops
+        return RunnerOutcome(b"", False, False, 137)
+
+    runner = FakeRunner(waits_for_its_model)
+    original = runner.cancel_all
+
+    def cancel_all() -> None:
+        original()
+        release.set()
+
+    runner.cancel_all = cancel_all  # type: ignore[method-assign]
+
+    def die() -> None:
+        started.wait(timeout=30)
+        gateway.dead = "its container is exited (137, out of memory)"
+
+    threading.Thread(target=die, daemon=True).start()
+    began = time.monotonic()
+    receipt = run_schedule(
+        plan(tmp_path, gateway=gateway, concurrency=2), runner, FakeVerifier(), grace_s=10
+    )
+    took = time.monotonic() - began
+    assert took < 30, f"the schedule noticed the dead gateway only after {took:.0f} s"
+    assert receipt.status == "infrastructure-failure"
+    assert any("gateway stopped serving: its container is exited" in r for r in receipt.reasons)
+    attempts = [a for run in receipt.runs for a in run.attempts]
+    assert attempts and len(attempts) <= 2
+    assert all(a.infrastructureStatus == "failed" for a in attempts), attempts
+    assert not any(a.failureCategory in {"timeout", "no-submission"} for a in attempts)
