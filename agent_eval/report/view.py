@@ -14,10 +14,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from agent_eval.errors import EvidenceError
+from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
-from agent_eval.models import QualificationResult, Receipt, ReviewDecision, RunRecord
+from agent_eval.models import (
+    ArchivesManifest,
+    QualificationResult,
+    Receipt,
+    ReviewDecision,
+    RunRecord,
+)
 from agent_eval.report.attempts import (
     AttemptReader,
     AttemptView,
@@ -34,8 +40,52 @@ from agent_eval.report.summary import (
     model_use,
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
+from agent_eval.verdict.registry import RegistryChange
 
-__all__ = ["BatchView", "RunView", "load_batch"]
+__all__ = ["BatchView", "Provenance", "RunView", "load_batch"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """When what the batch was bound to was committed, beside when the batch started: a
+    registry entry committed after its batch is a review written after the fact."""
+
+    commit: str
+    committed_at: datetime | None
+    """The source commit's committer date (None: the repository does not know it)."""
+    registry: str
+    registry_change: RegistryChange | None
+    """The registry's last change at or before the source commit (None: none found)."""
+    started_at: datetime
+
+    @property
+    def committed_late(self) -> bool:
+        return self.committed_at is not None and self.committed_at > self.started_at
+
+    @property
+    def registry_late(self) -> bool:
+        change = self.registry_change
+        return change is not None and change.committed_at > self.started_at
+
+
+def _provenance(run: RunDirectory, receipt: Receipt, current: Anchors) -> Provenance | None:
+    """The source commit's and the registry's commit times, read from the repository at
+    hand (never from the run directory); None without a repository or a commit."""
+    try:
+        archives = read_model(run.archives_manifest, ArchivesManifest, what="archives.json")
+    except AgentEvalError:
+        return None  # the decision already says why
+    commit = archives.source.commit
+    if commit is None or current.committed_at is None:
+        return None
+    changed = current.registry_changed
+    return Provenance(
+        commit=commit,
+        committed_at=current.committed_at(commit),
+        registry=current.registry_name,
+        registry_change=changed(commit) if changed is not None else None,
+        started_at=receipt.createdAt,
+    )
 
 
 @dataclass(frozen=True)
@@ -58,6 +108,8 @@ class BatchView:
     decision: QualificationResult
     current: Anchors
     """What the batch was held against (the suite and harness digests now)."""
+    provenance: Provenance | None
+    """When its source commit and registry were committed (None: no repository at hand)."""
     statistics: Statistics
     model_use: ModelUse
     grid: tuple[GridRow, ...]
@@ -123,6 +175,7 @@ def load_batch(
         receipt=receipt,
         decision=decision,
         current=current,
+        provenance=_provenance(run, receipt, current),
         statistics=batch_statistics(receipt),
         model_use=model_use(receipt),
         grid=grid(

@@ -50,10 +50,12 @@ from agent_eval.project import Project, evaluator_digest
 from agent_eval.reference import self_test_reasons
 from agent_eval.verdict.registry import (
     RegistryAt,
+    RegistryChanged,
     commit_time,
     entry_differences,
     parse_registry,
     registry_at_commit,
+    registry_changed,
 )
 
 __all__ = ["Anchors", "current_anchors", "qualify", "qualify_files", "self_test"]
@@ -81,6 +83,8 @@ class Anchors:
     """Where the registry is in the repository, for the reasons."""
     committed_at: Callable[[str], datetime | None] | None = None
     """When a commit was committed, by the repository's history; None: no repository."""
+    registry_changed: RegistryChanged | None = None
+    """The registry's last change in a commit's history (for the report); None: no repository."""
 
 
 def current_anchors(project: Project | None, problem: str | None = None) -> Anchors:
@@ -114,6 +118,7 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
             registry_at=registry_at_commit(project.root, name),
             registry_name=name,
             committed_at=commit_time(project.root),
+            registry_changed=registry_changed(project.root, name),
         )
     return Anchors(suite, evaluator_digest(), rebuild, tuple(problems))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import subprocess
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,13 @@ from agent_eval.reference import REFERENCE_RUNNER_PREFIX
 
 __all__ = [
     "RegistryAt",
+    "RegistryChange",
+    "RegistryChanged",
     "commit_time",
     "entry_differences",
     "parse_registry",
     "registry_at_commit",
+    "registry_changed",
     "review_runner",
 ]
 
@@ -110,6 +114,35 @@ def commit_time(repository: Path) -> Callable[[str], datetime | None]:
         )
         try:
             return datetime.fromisoformat(done.stdout.strip()) if done.returncode == 0 else None
+        except ValueError:
+            return None
+
+    return read
+
+
+@dataclass(frozen=True)
+class RegistryChange:
+    """The last commit, at or before a batch's, that changed the registry."""
+
+    commit: str
+    committed_at: datetime
+
+
+RegistryChanged = Callable[[str], RegistryChange | None]
+
+
+def registry_changed(repository: Path, path: str) -> RegistryChanged:
+    """A reader of the last change to *path* in the history of a given commit."""
+
+    def read(commit: str) -> RegistryChange | None:
+        done = subprocess.run(
+            ["git", "-C", str(repository), "log", "-1", "--format=%H %cI", "--end-of-options",
+             commit, "--", path],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        try:
+            sha, when = done.stdout.split()
+            return RegistryChange(sha, datetime.fromisoformat(when))
         except ValueError:
             return None
 

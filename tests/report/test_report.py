@@ -15,12 +15,13 @@ Invariants, each tested from a batch built on disk:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
 import stat
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, get_args
 
@@ -34,7 +35,8 @@ from agent_eval.models import FIXED_SUITE, AttemptRecord, BatchStatus
 from agent_eval.report.attempts import summarise_gateway
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
 from agent_eval.report.summary import attempt_outcome
-from agent_eval.verdict.qualification import qualify_files
+from agent_eval.verdict.qualification import Anchors, qualify_files
+from agent_eval.verdict.registry import RegistryChange
 from agent_eval.verdict.review import record_review
 from tests.evidence_builders import (
     CURRENT,
@@ -735,3 +737,36 @@ def test_controls_in_a_refused_file_name_and_the_model_id_are_marked(tmp_path: P
     assert marks[:2] == ["U+202E", "U+2066"], marks
     page_marks = [m.attrs["data-cp"] for m in doc.find_all(class_="ctl")]
     assert page_marks.count("U+202E") >= 2, page_marks
+
+
+def test_when_the_commit_and_the_registry_were_committed_is_shown_beside_the_batch_start(
+    tmp_path: Path,
+) -> None:
+    """Read from the repository at hand, never from the run directory: an entry committed
+    after the batch it covers is marked as such."""
+    started = datetime.fromisoformat(receipt()["createdAt"])
+    before, after = started - timedelta(hours=2), started + timedelta(days=1)
+
+    def current(registry_at: datetime) -> Anchors:
+        return dataclasses.replace(
+            CURRENT,
+            committed_at=lambda commit: before,
+            registry_changed=lambda commit: RegistryChange("c0ffee" * 6 + "abcd", registry_at),
+        )
+
+    batch = write_batch(tmp_path / "a")
+    doc = parse_html(write_report(batch.root, current=current(before), now=NOW).read_text())
+    commit, registry = doc.find(data_provenance="commit"), doc.find(data_provenance="registry")
+    assert commit is not None and registry is not None
+    assert "after the batch started" not in commit.text + registry.text
+    assert "c0ffeec0ffee" in registry.text and "reviewed-runners.toml" in registry.text
+
+    late = write_batch(tmp_path / "b")
+    doc = parse_html(write_report(late.root, current=current(after), now=NOW).read_text())
+    registry = doc.find(data_provenance="registry")
+    assert registry is not None and "after the batch started" in registry.text
+
+    # No repository at hand: nothing is claimed.
+    bare = dataclasses.replace(CURRENT, committed_at=None)
+    doc = parse_html(write_report(batch.root, current=bare, now=NOW).read_text())
+    assert doc.find(data_provenance="commit") is None

@@ -27,7 +27,7 @@ from agent_eval.models import (
     RunnerConfig,
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
-from agent_eval.verdict.registry import commit_time, registry_at_commit
+from agent_eval.verdict.registry import commit_time, registry_at_commit, registry_changed
 from tests.evidence_builders import (
     COMMIT,
     CURRENT,
@@ -647,3 +647,31 @@ def test_git_is_never_given_a_commit_it_could_read_as_an_option(tmp_path: Path) 
     assert commit_time(repository)(f"--output={out}") is None
     assert registry_at_commit(repository, "x.toml")(f"--output={out}") is None
     assert not out.exists()
+
+
+def test_the_registry_s_last_change_is_read_from_the_commit_s_own_history(
+    tmp_path: Path,
+) -> None:
+    repository = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+
+    def commit(name: str, when: str) -> str:
+        (repository / name).write_text(when)
+        env = {"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when, "PATH": "/usr/bin:/bin"}
+        for args in (["add", name], ["-c", "user.name=a", "-c", "user.email=a@b", "commit",
+                                     "-qm", name]):  # fmt: skip
+            subprocess.run(["git", "-C", str(repository), *args], check=True, env=env)
+        return subprocess.run(
+            ["git", "-C", str(repository), "rev-parse", "HEAD"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+
+    entry = commit("reviewed-runners.toml", "2026-11-01T10:00:00+00:00")
+    later = commit("other.txt", "2026-11-20T10:00:00+00:00")
+    changed = registry_changed(repository, "reviewed-runners.toml")
+    found = changed(later)
+    assert found is not None and found.commit == entry
+    assert found.committed_at == datetime.fromisoformat("2026-11-01T10:00:00+00:00")
+    assert registry_changed(repository, "absent.toml")(later) is None
+    assert changed("--output=" + str(tmp_path / "x")) is None
+    assert not (tmp_path / "x").exists()
