@@ -13,8 +13,9 @@ from typing import Any
 import tomli_w
 
 from agent_eval.digests import file_sha256, sha256_bytes, solution_digest
-from agent_eval.models import FIXED_SUITE, ArchiveEntry
+from agent_eval.models import ArchiveEntry
 from agent_eval.verdict.qualification import Anchors
+from tests.paths import EXAMPLE_SUITE
 
 SUITE = sha256_bytes(b"suite")
 EVALUATOR = sha256_bytes(b"evaluator")
@@ -41,7 +42,13 @@ def registry_at(commit: str) -> bytes | None:
     return REGISTRY if commit == COMMIT else None
 
 
-CURRENT = Anchors(suite=SUITE, evaluator=EVALUATOR, rebuild=rebuilt, registry_at=registry_at)
+CURRENT = Anchors(
+    suite=SUITE,
+    evaluator=EVALUATOR,
+    rebuild=rebuilt,
+    registry_at=registry_at,
+    spec=EXAMPLE_SUITE,
+)
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).isoformat()
 RUNNER = {"name": "claude-code", "version": "2.1.197"}
 MODEL = {"id": "model-x", "settings": {"temperature": 0}}
@@ -184,7 +191,7 @@ def run(run_id: str, attempts: list[dict[str, Any]] | None = None) -> dict[str, 
 
 
 def receipt(runs: list[dict[str, Any]] | None = None, **overrides: Any) -> dict[str, Any]:
-    runs = runs if runs is not None else [run(r) for r in FIXED_SUITE.run_ids()]
+    runs = runs if runs is not None else [run(r) for r in EXAMPLE_SUITE.run_ids()]
     data: dict[str, Any] = {
         "schemaVersion": 1,
         "batchId": "batch-1",

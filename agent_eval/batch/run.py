@@ -371,6 +371,7 @@ class _Batch:
             verifier_image=config.verifierImage,
             scheduled_runs=len(run_ids),
             selection=None if selected is None else run_ids,
+            suite=suite.spec,
         ).model_copy(update={"updatedAt": ports.clock()})
         executor = None
         if self.remote is not None:
@@ -600,7 +601,7 @@ def _gateway(
 
 def _start_gateway(gateway: BatchGateway) -> None:
     """Start the gateway and ask every upstream once: a batch that cannot reach its model
-    does not run 18 attempts to find out."""
+    does not run a whole suite to find out."""
     try:
         gateway.start()
         reasons = gateway.preflight()

@@ -120,7 +120,7 @@ def eval_agent_command(
     ray_address: str | None,
     ray_node_ip: str | None,
 ) -> None:
-    """Run the 18 scheduled runs; print {"status","receipt","firstSuccesses","finalSuccesses"}.
+    """Run every scheduled run of the suite; print {"status","receipt","firstSuccesses","finalSuccesses"}.
 
     The line is printed however the batch ends. Exit 0 when the schedule
     completed (whether or not it qualifies: ask check-agent-eval), 2 when the

@@ -51,7 +51,7 @@ from agent_eval.models.runner_protocol import (
     RunnerRequest,
     RunnerResponse,
 )
-from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
+from agent_eval.models.suite import TASK_ID_PATTERN, SuiteSpec
 from agent_eval.models.task import IntegrationRequirement, TaskSpec
 from agent_eval.models.verifier_attempt import (
     AnalysisErrorDetail,
@@ -61,7 +61,7 @@ from agent_eval.models.verifier_attempt import (
 )
 
 __all__ = [
-    "FIXED_SUITE",
+    "TASK_ID_PATTERN",
     "Analysis",
     "AnalysisErrorDetail",
     "AnalysisFailure",

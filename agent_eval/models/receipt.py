@@ -28,6 +28,7 @@ from agent_eval.models.base import (
 from agent_eval.models.gateway import GatewayUse
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.runner_protocol import RepairFeedback, ReportedUsage
+from agent_eval.models.suite import SuiteSpec
 
 __all__ = [
     "FAILURE_DIAGNOSTICS",
@@ -421,6 +422,9 @@ class Receipt(WireModel):
     """Pinned verifier image reference."""
     scheduledRuns: int = Field(ge=0)
     """Denominator of the totals."""
+    suite: SuiteSpec | None = None
+    """The suite the batch ran, as the repository declared it (its task ids, schedule and
+    thresholds; bound by suiteDigest); None when the batch did not get as far."""
     selection: list[Annotated[str, Field(pattern=RUN_ID.pattern)]] | None = Field(
         default=None, max_length=64
     )
@@ -469,6 +473,7 @@ class Receipt(WireModel):
         verifier_image: str | None = None,
         scheduled_runs: int = 0,
         selection: list[str] | None = None,
+        suite: SuiteSpec | None = None,
     ) -> Receipt:
         """A receipt with no run finished yet: the one way every receipt begins.
 
@@ -491,6 +496,7 @@ class Receipt(WireModel):
             runnerImage=runner_image,
             verifierImage=verifier_image,
             scheduledRuns=scheduled_runs,
+            suite=suite,
             selection=selection,
             firstSuccesses=0,
             finalSuccesses=0,

@@ -1,14 +1,24 @@
-"""The fixed suite: its task ids, schedule and thresholds, declared together."""
+"""A repository's suite: its task ids, schedule and thresholds, declared together.
+
+The embedding repository declares it in ``tasks/suite.json`` (inside the tasks
+directory, so the suite digest covers it); nothing in the harness fixes the ids,
+their number or the thresholds.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
 from agent_eval.models.base import SchemaVersion, WireModel
 
-__all__ = ["FIXED_SUITE", "SuiteSpec"]
+__all__ = ["TASK_ID_PATTERN", "SuiteSpec"]
+
+TASK_ID_PATTERN = r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$"
+"""A task id: lowercase words joined by single hyphens (it names a directory, and a run is
+``<task id>-<n>``)."""
 
 
 class SuiteSpec(WireModel):
@@ -21,11 +31,13 @@ class SuiteSpec(WireModel):
 
     schemaVersion: SchemaVersion
     """Format version of the suite declaration."""
-    taskIds: tuple[str, ...] = Field(min_length=1)
-    """The fixed task ids, in schedule order."""
+    taskIds: tuple[Annotated[str, Field(pattern=TASK_ID_PATTERN, max_length=64)], ...] = Field(
+        min_length=1, max_length=64
+    )
+    """The task ids, in schedule order: each one a directory of the tasks directory."""
     repetitions: int = Field(ge=1, le=10)
     """Fresh-context runs per task."""
-    scheduledRuns: int = Field(ge=1)
+    scheduledRuns: int = Field(ge=1, le=640)
     """Denominator of every total: len(taskIds) * repetitions."""
     minFirstSuccesses: int = Field(ge=1)
     """First-submission successes needed to qualify."""
@@ -67,22 +79,3 @@ class SuiteSpec(WireModel):
                 f"tasks: {', '.join(self.taskIds)}; runs are <task>-1..{self.repetitions}"
             )
         return [r for r in runs if r in only or r.rsplit("-", 1)[0] in only]
-
-
-FIXED_SUITE = SuiteSpec(
-    schemaVersion=1,
-    taskIds=(
-        "core-validation",
-        "storage-hash",
-        "forms",
-        "tool-validation",
-        "approval-boundary",
-        "error-recovery",
-    ),
-    repetitions=3,
-    scheduledRuns=18,
-    minFirstSuccesses=15,
-    requiredFinalSuccesses=18,
-    maxAttemptsPerRun=2,
-)
-"""The one suite this harness runs and qualifies."""

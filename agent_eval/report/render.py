@@ -21,7 +21,6 @@ import agent_eval
 from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import write_bytes_atomic
 from agent_eval.layout import RunDirectory
-from agent_eval.models import FIXED_SUITE
 from agent_eval.project import find_project
 from agent_eval.report.text import segments
 from agent_eval.report.view import BatchView, load_batch
@@ -90,7 +89,7 @@ def _environment() -> Environment:
 def render_report(view: BatchView) -> str:
     """The report's HTML for *view*."""
     template = _environment().get_template("report.html.j2")
-    return template.render(b=view, suite=FIXED_SUITE, version=agent_eval.__version__)
+    return template.render(b=view, suite=view.suite, version=agent_eval.__version__)
 
 
 def write_report(

@@ -1,6 +1,6 @@
 """How much one batch can say: intervals, pass^k and the gate's chance, as pure functions.
 
-A batch is 18 runs, so a rate read off it is uncertain. Every number the
+A batch is a few dozen runs at most, so a rate read off it is uncertain. Every number the
 report prints besides the counts comes from one of these functions, each a
 closed formula of its arguments (no randomness, no state), so a test can pin
 it against values computed by hand.
@@ -40,7 +40,7 @@ def wilson_interval(k: int, n: int, z: float = Z_95) -> Interval | None:
     """The Wilson score interval of the rate k/n; None when n is 0 (nothing observed).
 
     Unlike the normal approximation it stays inside [0, 1] and does not
-    collapse to a point at 0/n or n/n, which is where an 18-run batch lives.
+    collapse to a point at 0/n or n/n, which is where a batch of a few dozen runs lives.
     """
     _check_counts(k, n)
     if n == 0:
@@ -74,7 +74,7 @@ def pass_hat_k(c: int, n: int, k: int) -> float | None:
 def binomial_tail(p: float, n: int, threshold: int) -> float:
     """P(X >= threshold) for X ~ Binomial(n, p): the chance a true rate p clears a gate.
 
-    For the first-submission gate (n = 18, threshold = 15) an agent whose true
+    For the example's first-submission gate (n = 18, threshold = 15) an agent whose true
     rate is 0.8 passes it about half the time (0.501), one at 0.9 about 90 %
     of the time (0.902).
     """

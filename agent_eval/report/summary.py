@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from agent_eval.models import FIXED_SUITE, AttemptRecord, Receipt
+from agent_eval.models import AttemptRecord, Receipt, SuiteSpec
 from agent_eval.report import statistics
 from agent_eval.report.statistics import Interval
 
@@ -93,17 +93,19 @@ class Statistics:
     gate_at_observed: tuple[GateChance, ...]
     """The gate's chance at the observed first-try rate and at the ends of its interval."""
     gate_table: tuple[GateChance, ...]
+    gate_examples: tuple[GateChance, GateChance]
+    """The gate's chance for an agent at 0.80 and at 0.90: how little one batch says."""
     final_gate_at_observed: GateChance | None
-    """The chance of 18/18 final successes at the observed final rate."""
+    """The chance of every final success at the observed final rate."""
 
 
 def _graded(attempt: AttemptRecord | None) -> bool:
     return attempt is not None and attempt.infrastructureStatus == "ok"
 
 
-def batch_statistics(receipt: Receipt) -> Statistics:
-    """Rates, intervals, pass^3 per task and the gate's chance, from the receipt alone."""
-    suite = FIXED_SUITE
+def batch_statistics(receipt: Receipt, suite: SuiteSpec) -> Statistics:
+    """Rates, intervals, pass^3 per task and the gate's chance, from the receipt and the
+    suite's schedule and thresholds."""
     runs = receipt.runs
     first_graded = [r for r in runs if r.attempts and _graded(r.attempts[0])]
     final_graded = [r for r in runs if r.attempts and _graded(r.attempts[-1])]
@@ -153,6 +155,7 @@ def batch_statistics(receipt: Receipt) -> Statistics:
         gate_runs=n,
         gate_at_observed=tuple(observed),
         gate_table=tuple(chance(p, f"{p:.2f}") for p in GATE_TABLE),
+        gate_examples=(chance(0.8, "0.80"), chance(0.9, "0.90")),
         final_gate_at_observed=final_gate,
     )
 
@@ -244,9 +247,10 @@ class GridRow:
     runs: tuple[GridRun, ...]
 
 
-def grid(receipt: Receipt, outcomes: Mapping[tuple[str, int], Outcome]) -> tuple[GridRow, ...]:
+def grid(
+    receipt: Receipt, outcomes: Mapping[tuple[str, int], Outcome], suite: SuiteSpec
+) -> tuple[GridRow, ...]:
     """Every task's runs (the scheduled ones, and any other in the receipt) with their cells."""
-    suite = FIXED_SUITE
     by_id = {r.runId: r for r in receipt.runs}
     task_ids = list(suite.taskIds) + sorted({r.taskId for r in receipt.runs} - set(suite.taskIds))
     rows = []

@@ -23,6 +23,7 @@ from agent_eval.models import (
     Receipt,
     ReviewDecision,
     RunRecord,
+    SuiteSpec,
 )
 from agent_eval.report.attempts import (
     AttemptReader,
@@ -110,6 +111,11 @@ class BatchView:
     """What the batch was held against (the suite and harness digests now)."""
     provenance: Provenance | None
     """When its source commit and registry were committed (None: no repository at hand)."""
+    suite: SuiteSpec
+    """The schedule and thresholds the batch is shown against."""
+    suite_source: str
+    """Where they come from: ``receipt`` (as the batch recorded them), ``checkout`` (the
+    repository's declaration), or ``inferred`` (from the runs alone, thresholds strict)."""
     statistics: Statistics
     model_use: ModelUse
     grid: tuple[GridRow, ...]
@@ -123,6 +129,22 @@ class BatchView:
     wall_ms: int | None
     attempts: int
     anything_cut: bool
+
+
+def _suite_of(receipt: Receipt, current: Anchors) -> tuple[SuiteSpec, str]:
+    """The batch's own record of its suite, else the checkout's, else what the runs show."""
+    if receipt.suite is not None:
+        return receipt.suite, "receipt"
+    if current.spec is not None:
+        return current.spec, "checkout"
+    ids = tuple(dict.fromkeys(r.taskId for r in receipt.runs))
+    repetitions = max((r.repetition for r in receipt.runs), default=0)
+    runs = len(ids) * repetitions
+    inferred = SuiteSpec.model_construct(
+        schemaVersion=1, taskIds=ids, repetitions=repetitions, scheduledRuns=runs,
+        minFirstSuccesses=runs, requiredFinalSuccesses=runs, maxAttemptsPerRun=2,
+    )  # fmt: skip
+    return inferred, "inferred"
 
 
 def load_batch(
@@ -169,6 +191,7 @@ def load_batch(
         for d in receipt.reviewDecisions
     )
     wall = receipt.updatedAt - receipt.createdAt
+    suite, suite_source = _suite_of(receipt, current)
     return BatchView(
         run_dir=run.root,
         receipt_path=run.receipt,
@@ -176,7 +199,9 @@ def load_batch(
         decision=decision,
         current=current,
         provenance=_provenance(run, receipt, current),
-        statistics=batch_statistics(receipt),
+        suite=suite,
+        suite_source=suite_source,
+        statistics=batch_statistics(receipt, suite),
         model_use=model_use(receipt),
         grid=grid(
             receipt,
@@ -185,6 +210,7 @@ def load_batch(
                 for v in run_views.values()
                 for a in v.attempts
             },
+            suite,
         ),
         runs=tuple(run_views.values()),
         review=tuple(

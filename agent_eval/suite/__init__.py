@@ -1,6 +1,6 @@
-"""The task suite: the fixed tasks, their contracts and prompts, and their fixture cases.
+"""The task suite: the repository's tasks, their contracts and prompts, their fixture cases.
 
-    tasks     load and validate the six tasks, render their prompts
+    tasks     read the suite declaration, load and validate its tasks, render their prompts
     contract  a task's ``contract.pyi``: the exports a solution owes (standard library only)
     fixtures  developer-written fixture cases and the verdict each must get
 

@@ -38,7 +38,7 @@ from agent_eval.evidence_io import parse_model, read_bounded
 from agent_eval.grading.errors import GraderError
 from agent_eval.grading.grader import Grader
 from agent_eval.layout import IN_CONTAINER_CONSUMER
-from agent_eval.models.suite import FIXED_SUITE, SuiteSpec
+from agent_eval.models.suite import SuiteSpec
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import CACHE_DIRS
 from agent_eval.suite.contract import ContractError, load_contract
@@ -47,10 +47,12 @@ __all__ = [
     "CONTRACT_FILE",
     "GRADER_FILE",
     "STARTER_DIR",
+    "SUITE_FILE",
     "TASK_FILE",
     "Suite",
     "Task",
     "load_suite",
+    "read_suite_spec",
 ]
 
 TASK_FILE = "task.json"
@@ -162,7 +164,7 @@ class Task:
 
 @dataclass(frozen=True)
 class Suite:
-    """Every task of the fixed suite, in schedule order."""
+    """Every task of the repository's suite, in schedule order."""
 
     spec: SuiteSpec
     tasks: tuple[Task, ...]
@@ -190,32 +192,58 @@ def describe_imports(allowed: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
-def load_suite(tasks_dir: Path, *, graders_dir: Path, suite: SuiteSpec = FIXED_SUITE) -> Suite:
-    """Load and validate every task of *suite* from *tasks_dir*.
+SUITE_FILE = "suite.json"
+"""The repository's suite declaration, inside its tasks directory (so the digest covers it)."""
 
-    Args:
-        tasks_dir: The directory holding one directory per task.
-        graders_dir: The repository's grading helpers the task graders import (``graders``).
-        suite: The fixed task ids and schedule.
+
+def read_suite_spec(tasks_dir: Path) -> SuiteSpec:
+    """The suite the repository declares in ``<tasks>/suite.json``.
 
     Raises:
-        SuiteError: A task is missing, unexpected or inconsistent (the message
-            names the task and the field).
+        SuiteError: It is missing, unreadable or inconsistent (the message names the file
+            and the field).
+    """
+    path = tasks_dir / SUITE_FILE
+    if not path.exists() and not path.is_symlink():
+        raise SuiteError(
+            f"{path}: no suite declaration; write one naming the task directories, e.g. "
+            '{"schemaVersion": 1, "taskIds": ["my-task"], "repetitions": 3, '
+            '"scheduledRuns": 3, "minFirstSuccesses": 3, "requiredFinalSuccesses": 3, '
+            '"maxAttemptsPerRun": 2}'
+        )
+    try:
+        data = read_bounded(path, what="file", max_bytes=_MAX_TASK_FILE_BYTES)
+        return parse_model(data, SuiteSpec, where="")
+    except EvidenceError as exc:
+        raise SuiteError(f"{path}: {exc}") from exc
+
+
+def load_suite(tasks_dir: Path, *, graders_dir: Path) -> Suite:
+    """Load and validate the suite *tasks_dir* declares, and every task of it.
+
+    Args:
+        tasks_dir: The directory holding ``suite.json`` and one directory per task.
+        graders_dir: The repository's grading helpers the task graders import (``graders``).
+
+    Raises:
+        SuiteError: The declaration or a task is missing, unexpected or inconsistent (the
+            message names the file, the task and the field).
     """
     if not tasks_dir.is_dir():
         raise SuiteError(f"{tasks_dir}: the tasks directory does not exist")
     check_plain_tree(tasks_dir, "the tasks directory")
     if graders_dir.exists():
         check_plain_tree(graders_dir, "the graders directory")
+    suite = read_suite_spec(tasks_dir)
     present = sorted(p.name for p in tasks_dir.iterdir() if p.is_dir() and _is_task_dir(p))
     expected = list(suite.taskIds)
     missing = [t for t in expected if t not in present]
     extra = [t for t in present if t not in expected]
     if missing or extra:
         raise SuiteError(
-            f"{tasks_dir}: the task directories must be exactly the fixed task ids {expected}; "
-            f"missing {missing}, unexpected {extra} (the suite is fixed: changing it means "
-            "changing the task ids, schedule and thresholds together)"
+            f"{tasks_dir}: the task directories must be exactly the task ids of "
+            f"{SUITE_FILE} {expected}; missing {missing}, unexpected {extra} (a suite "
+            "changes as one unit: its ids, schedule and thresholds together)"
         )
     tasks = tuple(load_task(tasks_dir / task_id, graders_dir=graders_dir) for task_id in expected)
     return Suite(spec=suite, tasks=tasks)

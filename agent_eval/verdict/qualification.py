@@ -35,7 +35,6 @@ from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, read_bounded, read_model
 from agent_eval.gateway.host import MAX_RECORD_BYTES, parse_records
 from agent_eval.layout import ANALYSIS_FILE, SOLUTION_DIR, RunDirectory, attempt_folder
 from agent_eval.models import (
-    FIXED_SUITE,
     Analysis,
     ArchiveEntry,
     ArchivesManifest,
@@ -48,6 +47,7 @@ from agent_eval.models import (
 from agent_eval.packing import rebuild_archives
 from agent_eval.project import Project, evaluator_digest
 from agent_eval.reference import self_test_reasons
+from agent_eval.suite.tasks import read_suite_spec
 from agent_eval.verdict.registry import (
     RegistryAt,
     RegistryChanged,
@@ -85,6 +85,9 @@ class Anchors:
     """When a commit was committed, by the repository's history; None: no repository."""
     registry_changed: RegistryChanged | None = None
     """The registry's last change in a commit's history (for the report); None: no repository."""
+    spec: SuiteSpec | None = None
+    """The suite the checkout declares (its ids, schedule and thresholds; covered by the suite
+    digest); None: it could not be read (``problems`` says why)."""
 
 
 def current_anchors(project: Project | None, problem: str | None = None) -> Anchors:
@@ -96,10 +99,12 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
     """
     problems = [problem] if problem else []
     suite: str | None = None
+    spec: SuiteSpec | None = None
     rebuild: Rebuild | None = None
     if project is not None:
         try:
             suite = project.suite_digest()
+            spec = read_suite_spec(project.tasks)
         except AgentEvalError as exc:
             problems.append(str(exc))
         packages = project.packages.relative_to(project.root).as_posix()
@@ -119,6 +124,7 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
             registry_name=name,
             committed_at=commit_time(project.root),
             registry_changed=registry_changed(project.root, name),
+            spec=spec,
         )
     return Anchors(suite, evaluator_digest(), rebuild, tuple(problems))
 
@@ -147,13 +153,30 @@ def qualify(
     archives: ArchivesManifest,
     archives_path: Path,
     current: Anchors,
-    suite: SuiteSpec = FIXED_SUITE,
 ) -> list[str]:
-    """Every failed rule as a reason; an empty list means qualified."""
+    """Every failed rule as a reason; an empty list means qualified.
+
+    The schedule and thresholds are the checkout's suite declaration (``current.spec``),
+    never the receipt's: the suite digest binds the two.
+    """
     reasons: list[str] = []
-    reasons += _batch_rules(receipt, suite)
+    suite = current.spec
+    if suite is None:
+        reasons.append(
+            "suite: the checkout's suite declaration could not be read, so the schedule "
+            "and thresholds are unknown"
+        )
+    else:
+        reasons += _batch_rules(receipt, suite)
+        if receipt.suite is not None and receipt.suite != suite:
+            reasons.append(
+                "suite: the receipt's suite declaration differs from the checkout's "
+                f"({list(receipt.suite.taskIds)} x {receipt.suite.repetitions}, thresholds "
+                f"{receipt.suite.minFirstSuccesses}/{receipt.suite.requiredFinalSuccesses})"
+            )
     reasons += _self_test_rules(receipt, archives, receipt_dir)
-    reasons += _success_rules(receipt, suite)
+    if suite is not None:
+        reasons += _success_rules(receipt, suite)
     reasons += _safety_and_review_rules(receipt)
     reasons += _binding_rules(receipt, receipt_dir, archives, archives_path, current)
     reasons += _archive_rules(archives, archives_path)

@@ -32,7 +32,6 @@ from agent_eval.errors import ConfigError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import ARCHIVES_MOUNT, CONSUMER_MOUNT, ConsumerLayout
 from agent_eval.models import (
-    FIXED_SUITE,
     Analysis,
     BehaviourResult,
     Lease,
@@ -46,6 +45,7 @@ from agent_eval.project import Project, find_project
 from agent_eval.verdict.qualification import current_anchors, qualify_files
 from agent_eval.verification.protocol import Verification, Verifier, VerifierContext
 from tests.batch.test_executor import NodeExecutor
+from tests.paths import EXAMPLE_SUITE
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = RunnerIdentity(name="scripted", version="1")
@@ -251,7 +251,7 @@ def test_a_batch_on_fakes_runs_every_scheduled_run_and_cleans_up(batch: Fixture)
         18,
     )
     receipt = batch.receipt()
-    assert [r.runId for r in receipt.runs] == FIXED_SUITE.run_ids()
+    assert [r.runId for r in receipt.runs] == EXAMPLE_SUITE.run_ids()
     assert receipt.selfTest  # no network: the model could only be a scripted one
     assert set(outcome.phase_seconds) == {"preflight", "pack", "consumer", "schedule"}
     batch.assert_nothing_left()
@@ -262,7 +262,7 @@ def test_a_partial_batch_runs_only_the_named_runs_and_never_qualifies(batch: Fix
     assert (outcome.status, outcome.final_successes) == ("completed", 4)
     receipt = batch.receipt()
     selected = ["storage-hash-2", "forms-1", "forms-2", "forms-3"]
-    selected.sort(key=FIXED_SUITE.run_ids().index)
+    selected.sort(key=EXAMPLE_SUITE.run_ids().index)
     assert [r.runId for r in receipt.runs] == selected == receipt.selection
     assert receipt.scheduledRuns == 4
     run_dir = batch.run_dir()
@@ -403,7 +403,7 @@ class FakeCluster:
             raise ConfigError("runnerImage r is sha256:aa on node n-1 but sha256:bb on the driver")
 
         def lost(schedule: Schedule) -> NodeExecutor:
-            return NodeExecutor(schedule, set(FIXED_SUITE.run_ids()))
+            return NodeExecutor(schedule, set(EXAMPLE_SUITE.run_ids()))
 
         return lost
 

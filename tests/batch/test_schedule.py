@@ -23,7 +23,6 @@ from agent_eval.batch.signals import Stop
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import InfrastructureError
 from agent_eval.models import (
-    FIXED_SUITE,
     Analysis,
     ModelIdentity,
     Receipt,
@@ -33,6 +32,7 @@ from agent_eval.models import (
 )
 from agent_eval.models.behaviour import BehaviourResult
 from agent_eval.verification.protocol import Verification
+from tests.paths import EXAMPLE_SUITE
 
 RUNNER = RunnerIdentity(name="scripted", version="1")
 MODEL = ModelIdentity(id="m", settings={})
@@ -147,7 +147,7 @@ def plan(tmp_path: Path, **changes: Any) -> BatchPlan:
             prompt=f"Do {t}.",
             starter_dir=None,
         )
-        for t in FIXED_SUITE.taskIds
+        for t in EXAMPLE_SUITE.taskIds
     }
     receipt = Receipt(
         schemaVersion=1, batchId="b", status="running", reasons=[], selfTest=True,
@@ -159,7 +159,7 @@ def plan(tmp_path: Path, **changes: Any) -> BatchPlan:
     values: dict[str, Any] = {
         "batch_dir": tmp_path / "batch",
         "work_dir": tmp_path / "work",
-        "run_ids": FIXED_SUITE.run_ids(),
+        "run_ids": EXAMPLE_SUITE.run_ids(),
         "tasks": tasks,
         "runner": RUNNER,
         "model": MODEL,
@@ -184,7 +184,7 @@ def test_eighteen_good_runs_complete_with_eighteen_successes(tmp_path: Path) -> 
     runner = FakeRunner(writes("GOOD"))
     receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
     assert (receipt.status, receipt.firstSuccesses, receipt.finalSuccesses) == ("completed", 18, 18)
-    assert [r.runId for r in receipt.runs] == FIXED_SUITE.run_ids()
+    assert [r.runId for r in receipt.runs] == EXAMPLE_SUITE.run_ids()
     assert len(runner.requests) == 18 and all(r.attempt == 1 for r in runner.requests)
     assert saved(tmp_path) == receipt
     solution = tmp_path / "batch" / "runs" / "forms-2" / "attempt-1" / "solution" / "solution.py"

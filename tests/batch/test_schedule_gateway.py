@@ -22,9 +22,10 @@ import pytest
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.batch.schedule import run_schedule
 from agent_eval.digests import sha256_bytes
-from agent_eval.models import FIXED_SUITE, Receipt, RunnerRequest
+from agent_eval.models import Receipt, RunnerRequest
 from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, reply, saved
 from tests.evidence_builders import gateway_line
+from tests.paths import EXAMPLE_SUITE
 
 
 class FakeRoute:
@@ -67,7 +68,7 @@ class FakeGateway:
         return {"provider": frozenset({"model-x-2026"})}
 
 
-FIRST = FIXED_SUITE.run_ids()[0]
+FIRST = EXAMPLE_SUITE.run_ids()[0]
 
 
 def good(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
@@ -102,7 +103,7 @@ def test_each_attempt_gets_its_own_token_and_its_record_is_saved_and_summarised(
 def test_a_served_model_outside_the_accepted_set_stops_the_batch_as_an_identity_mismatch(
     tmp_path: Path,
 ) -> None:
-    second = FIXED_SUITE.run_ids()[1]
+    second = EXAMPLE_SUITE.run_ids()[1]
     gateway = FakeGateway({(second, 1): gateway_line(served="cheaper-model")})
     receipt = schedule(tmp_path, gateway)
     assert receipt.status == "stopped"
@@ -247,7 +248,7 @@ def test_without_a_gateway_no_token_is_given_and_no_record_is_kept(tmp_path: Pat
     assert all(e == {} for e in runner.environments)
     assert all(a.gateway is None for r in receipt.runs for a in r.attempts)
     assert not list((tmp_path / "batch").rglob("gateway.jsonl"))
-    assert {r.runId for r in receipt.runs} == set(FIXED_SUITE.run_ids())
+    assert {r.runId for r in receipt.runs} == set(EXAMPLE_SUITE.run_ids())
     assert json.loads((tmp_path / "batch" / "receipt.json").read_text())["status"] == "completed"
 
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from agent_eval.cli.check import check_command
 from agent_eval.cli.review import review_command
-from agent_eval.models import FIXED_SUITE
 from tests.evidence_builders import attempt, receipt, reference_batch, run, write_batch
+from tests.paths import EXAMPLE_SUITE
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -74,7 +74,7 @@ def test_an_unreadable_receipt_rejects_rather_than_crashing(tmp_path: Path) -> N
 
 
 def test_review_records_a_decision_and_prints_it(tmp_path: Path) -> None:
-    runs = [run(r, [attempt(r, needs_review=True)]) for r in FIXED_SUITE.run_ids()]
+    runs = [run(r, [attempt(r, needs_review=True)]) for r in EXAMPLE_SUITE.run_ids()]
     batch = write_batch(tmp_path, receipt(runs))
     args = ["--receipt", str(batch.receipt), "--run", "forms-1", "--attempt", "1"]
     result = CliRunner().invoke(
@@ -87,7 +87,7 @@ def test_review_records_a_decision_and_prints_it(tmp_path: Path) -> None:
 
 
 def test_review_refusal_is_one_line_on_stderr_with_exit_one(tmp_path: Path) -> None:
-    runs = [run(r, [attempt(r, needs_review=True)]) for r in FIXED_SUITE.run_ids()]
+    runs = [run(r, [attempt(r, needs_review=True)]) for r in EXAMPLE_SUITE.run_ids()]
     batch = write_batch(tmp_path, receipt(runs))
     batch.solution("forms-1").write_text("changed\n")
     args = ["--receipt", str(batch.receipt), "--run", "forms-1", "--attempt", "1"]

@@ -8,7 +8,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from agent_eval import models
-from agent_eval.models import FIXED_SUITE, SuiteSpec, TaskSpec
+from agent_eval.models import SuiteSpec, TaskSpec
+from tests.paths import EXAMPLE_SUITE
 
 ALL_MODELS: list[type[BaseModel]] = [
     getattr(models, name)
@@ -97,6 +98,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "runnerImage",
         "verifierImage",
         "scheduledRuns",
+        "suite",
         "selection",
         "firstSuccesses",
         "finalSuccesses",
@@ -313,7 +315,7 @@ def test_top_level_documents_carry_a_literal_schema_version(name: str) -> None:
 
 
 def test_the_fixed_suite_is_six_tasks_three_times_with_its_thresholds() -> None:
-    assert FIXED_SUITE.taskIds == (
+    assert EXAMPLE_SUITE.taskIds == (
         "core-validation",
         "storage-hash",
         "forms",
@@ -321,9 +323,9 @@ def test_the_fixed_suite_is_six_tasks_three_times_with_its_thresholds() -> None:
         "approval-boundary",
         "error-recovery",
     )
-    assert (FIXED_SUITE.repetitions, FIXED_SUITE.scheduledRuns) == (3, 18)
-    assert (FIXED_SUITE.minFirstSuccesses, FIXED_SUITE.requiredFinalSuccesses) == (15, 18)
-    assert len(FIXED_SUITE.run_ids()) == 18
+    assert (EXAMPLE_SUITE.repetitions, EXAMPLE_SUITE.scheduledRuns) == (3, 18)
+    assert (EXAMPLE_SUITE.minFirstSuccesses, EXAMPLE_SUITE.requiredFinalSuccesses) == (15, 18)
+    assert len(EXAMPLE_SUITE.run_ids()) == 18
 
 
 @pytest.mark.parametrize(
@@ -339,7 +341,7 @@ def test_the_fixed_suite_is_six_tasks_three_times_with_its_thresholds() -> None:
 def test_schedule_and_thresholds_are_validated_together(
     change: dict[str, object], message: str
 ) -> None:
-    data = FIXED_SUITE.model_dump() | change
+    data = EXAMPLE_SUITE.model_dump() | change
     with pytest.raises(ValidationError, match=message):
         SuiteSpec.model_validate(data)
 

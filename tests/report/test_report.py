@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from agent_eval.cli import main
 from agent_eval.errors import EvidenceError
 from agent_eval.grading.dom import Document, Element, parse_html
-from agent_eval.models import FIXED_SUITE, AttemptRecord, BatchStatus
+from agent_eval.models import AttemptRecord, BatchStatus
 from agent_eval.report.attempts import summarise_gateway
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
 from agent_eval.report.summary import attempt_outcome
@@ -47,6 +47,7 @@ from tests.evidence_builders import (
     run,
     write_batch,
 )
+from tests.paths import EXAMPLE_SUITE
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 HOSTILE = (
@@ -111,7 +112,7 @@ def mixed_runs() -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     }
     runs = []
     expected = {}
-    for run_id in FIXED_SUITE.run_ids():
+    for run_id in EXAMPLE_SUITE.run_ids():
         attempts, outcomes = special.get(run_id, ([attempt(run_id)], ["pass"]))
         runs.append(run(run_id, attempts))
         expected[run_id] = outcomes
@@ -205,7 +206,7 @@ def test_agent_written_messages_and_paths_are_text_too(tmp_path: Path) -> None:
         }
     ]
     record["refusedPaths"] = [{"path": "<img src=y onerror=z>", "reason": "not allowlisted"}]
-    runs = [run(r, [record]) if r == "forms-1" else run(r) for r in FIXED_SUITE.run_ids()]
+    runs = [run(r, [record]) if r == "forms-1" else run(r) for r in EXAMPLE_SUITE.run_ids()]
     doc = report(write_batch(tmp_path, receipt(runs)))
     section = attempt_section(doc, "forms-1", 1)
     assert section.find_all("b") == [] and section.find_all("img") == []
@@ -266,7 +267,7 @@ def test_infrastructure_failures_are_counted_apart_from_the_agents_rates(tmp_pat
 def test_a_starved_runner_and_a_repeated_verification_are_said_on_the_attempt(
     tmp_path: Path,
 ) -> None:
-    ids = FIXED_SUITE.run_ids()
+    ids = EXAMPLE_SUITE.run_ids()
     starved = attempt(ids[0], success=False, submitted=False)
     starved.update(
         failureCategory="timeout",
@@ -290,7 +291,7 @@ def test_a_starved_runner_and_a_repeated_verification_are_said_on_the_attempt(
 def test_the_gate_chance_is_shown_for_the_observed_rate(tmp_path: Path) -> None:
     runs = [
         run(r, [attempt(r, success=False), attempt(r, 2)]) if r.endswith("-3") else run(r)
-        for r in FIXED_SUITE.run_ids()
+        for r in EXAMPLE_SUITE.run_ids()
     ]
     doc = report(write_batch(tmp_path, receipt(runs)))
     gate = doc.find("table", class_="gate")
@@ -346,7 +347,7 @@ def test_every_receipt_status_is_reported_with_its_reasons(tmp_path: Path, statu
 
 
 def test_an_interrupted_batch_shows_the_runs_it_did_not_reach(tmp_path: Path) -> None:
-    ids = FIXED_SUITE.run_ids()
+    ids = EXAMPLE_SUITE.run_ids()
     runs = [run(r) for r in ids[:5]] + [run(r, []) for r in ids[5:]]
     data = receipt(runs, status="interrupted", reasons=["interrupted by the operator (Ctrl-C)"])
     doc = report(write_batch(tmp_path, data))
@@ -357,7 +358,7 @@ def test_an_interrupted_batch_shows_the_runs_it_did_not_reach(tmp_path: Path) ->
 
 
 def test_an_infrastructure_failure_batch_is_reported(tmp_path: Path) -> None:
-    ids = FIXED_SUITE.run_ids()
+    ids = EXAMPLE_SUITE.run_ids()
     runs = [run(r) for r in ids[:3]] + [run(ids[3], [infrastructure_failure(ids[3])])]
     data = receipt(runs, status="infrastructure-failure", reasons=["the engine went away"])
     doc = report(write_batch(tmp_path, data))
@@ -502,13 +503,15 @@ def test_findings_link_to_the_numbered_source_lines_they_name(tmp_path: Path) ->
 def test_a_repair_shows_its_feedback_as_sent_and_its_difference(tmp_path: Path) -> None:
     runs = [
         run(r, [attempt(r, success=False), attempt(r, 2)]) if r == "forms-1" else run(r)
-        for r in FIXED_SUITE.run_ids()
+        for r in EXAMPLE_SUITE.run_ids()
     ]
     doc = report(write_batch(tmp_path, receipt(runs)))
     section = attempt_section(doc, "forms-1", 2)
     feedback = section.find("pre", class_="json")
     assert feedback is not None
-    sent = AttemptRecord.model_validate(runs[FIXED_SUITE.run_ids().index("forms-1")]["attempts"][1])
+    sent = AttemptRecord.model_validate(
+        runs[EXAMPLE_SUITE.run_ids().index("forms-1")]["attempts"][1]
+    )
     assert sent.repairFeedback is not None
     assert json.loads(feedback.raw_text) == sent.repairFeedback.model_dump(mode="json")
     diff = section.find("pre", class_="diff")
@@ -521,7 +524,7 @@ def test_a_repair_shows_its_feedback_as_sent_and_its_difference(tmp_path: Path) 
 def test_review_shows_the_exact_command_and_then_the_decision(tmp_path: Path) -> None:
     runs = [
         run(r, [attempt(r, needs_review=True)]) if r == "forms-2" else run(r)
-        for r in FIXED_SUITE.run_ids()
+        for r in EXAMPLE_SUITE.run_ids()
     ]
     batch = write_batch(tmp_path, receipt(runs))
     doc = report(batch)
@@ -604,7 +607,7 @@ def test_optional_logs_are_shown_bounded_and_absent_ones_not_at_all(tmp_path: Pa
 
 
 def test_a_36_attempt_batch_of_worst_case_files_stays_under_2_mb(tmp_path: Path) -> None:
-    runs = [run(r, [attempt(r, success=False), attempt(r, 2)]) for r in FIXED_SUITE.run_ids()]
+    runs = [run(r, [attempt(r, success=False), attempt(r, 2)]) for r in EXAMPLE_SUITE.run_ids()]
     for r in runs:
         for a in r["attempts"]:
             a["diagnostics"] = [
@@ -691,7 +694,7 @@ def test_model_use_totals_the_gateways_counts_and_the_costs_the_clis_reported() 
 def test_the_cluster_node_of_an_attempt_is_shown_as_text_and_only_when_known(
     tmp_path: Path,
 ) -> None:
-    ids = FIXED_SUITE.run_ids()
+    ids = EXAMPLE_SUITE.run_ids()
     placed = attempt(ids[0])
     placed["node"] = "worker-1 <b>x</b>"
     lost = infrastructure_failure(ids[1])
@@ -726,7 +729,7 @@ def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_is(tmp_p
 
 
 def test_controls_in_a_refused_file_name_and_the_model_id_are_marked(tmp_path: Path) -> None:
-    ids = FIXED_SUITE.run_ids()
+    ids = EXAMPLE_SUITE.run_ids()
     refused = attempt(ids[0])
     refused["refusedPaths"] = [{"path": "exe.\u202etxt", "reason": "not allowed \u2066here"}]
     runs = [run(ids[0], [refused])] + [run(i) for i in ids[1:]]
@@ -770,3 +773,30 @@ def test_when_the_commit_and_the_registry_were_committed_is_shown_beside_the_bat
     bare = dataclasses.replace(CURRENT, committed_at=None)
     doc = parse_html(write_report(batch.root, current=bare, now=NOW).read_text())
     assert doc.find(data_provenance="commit") is None
+
+
+def test_a_repository_s_own_suite_is_shown_as_it_declares_it(tmp_path: Path) -> None:
+    own = EXAMPLE_SUITE.model_copy(
+        update={"taskIds": ("sign-up", "content-address"), "repetitions": 2,
+                "scheduledRuns": 4, "minFirstSuccesses": 3, "requiredFinalSuccesses": 4},
+    )  # fmt: skip
+    runs = [run(r) for r in own.run_ids()]
+    data = receipt(runs, scheduledRuns=4, suite=own.model_dump(mode="json"))
+    doc = report(write_batch(tmp_path, data))
+    assert sorted(grid(doc)) == sorted(own.run_ids())
+    first = doc.find(data_kpi="first")
+    assert first is not None and "4 / 4" in first.text and "at least 3 required" in first.text
+    suite = doc.find(data_suite="receipt")
+    assert suite is not None and "2 task(s) \u00d7 2 run(s)" in suite.text
+    assert "15" not in first.text
+
+
+def test_without_any_declaration_the_suite_is_inferred_from_the_runs_and_said_so(
+    tmp_path: Path,
+) -> None:
+    batch = write_batch(tmp_path)
+    path = write_report(batch.root, current=dataclasses.replace(CURRENT, spec=None), now=NOW)
+    doc = parse_html(path.read_text(encoding="utf-8"))
+    suite = doc.find(data_suite="inferred")
+    assert suite is not None and "no suite declaration at hand" in suite.text
+    assert len(grid(doc)) == 18

@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 
 from agent_eval.errors import SuiteError
-from agent_eval.models.suite import FIXED_SUITE
 from agent_eval.suite.tasks import describe_imports, load_suite
-from tests.paths import REPO
+from tests.paths import EXAMPLE_SUITE, REPO
 
 TASKS = REPO / "tasks"
 GRADERS = REPO / "graders"
@@ -56,7 +55,7 @@ def refused(tasks: Path) -> str:
 
 def test_the_repository_suite_loads_every_fixed_task_in_schedule_order() -> None:
     suite = load_suite(TASKS, graders_dir=GRADERS)
-    assert tuple(task.id for task in suite.tasks) == FIXED_SUITE.taskIds
+    assert tuple(task.id for task in suite.tasks) == EXAMPLE_SUITE.taskIds
     for task in suite.tasks:
         assert set(task.grader.assertion_ids) == set(task.spec.assertionIds)
         assert task.contract_exports
@@ -229,3 +228,67 @@ def test_a_grader_calling_a_module_the_agent_cannot_write_is_refused(tmp_path: P
         '    task_id = "forms"\n    solution_module = "app"\n',
     )
     assert "task 'forms', grader.py solution_module" in refused(tasks)
+
+
+def own_suite(tmp_path: Path, renames: dict[str, str], **declared: Any) -> Path:
+    """A repository's own suite: some of the example's tasks under names of its own."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for old, new in renames.items():
+        shutil.copytree(TASKS / old, tasks / new, ignore=shutil.ignore_patterns("__pycache__"))
+        edit_task_json(tasks, new, lambda d, new=new: d.update(id=new))
+        replace_in(tasks / new / "grader.py", f'task_id = "{old}"', f'task_id = "{new}"')
+    ids = list(renames.values())
+    spec = {"schemaVersion": 1, "taskIds": ids, "repetitions": 2, "scheduledRuns": 2 * len(ids),
+            "minFirstSuccesses": 2 * len(ids) - 1, "requiredFinalSuccesses": 2 * len(ids),
+            "maxAttemptsPerRun": 2}  # fmt: skip
+    spec.update(declared)
+    (tasks / "suite.json").write_text(json.dumps(spec))
+    return tasks
+
+
+def test_a_repository_declares_its_own_task_ids_count_and_thresholds(tmp_path: Path) -> None:
+    tasks = own_suite(tmp_path, {"forms": "sign-up", "storage-hash": "content-address"})
+    suite = load_suite(tasks, graders_dir=GRADERS)
+    assert suite.spec.taskIds == ("sign-up", "content-address")
+    assert suite.spec.run_ids() == [
+        "sign-up-1", "content-address-1", "sign-up-2", "content-address-2",
+    ]  # fmt: skip
+    assert (suite.spec.minFirstSuccesses, suite.spec.requiredFinalSuccesses) == (3, 4)
+    assert suite.task("sign-up").spec.title.startswith("A server-rendered sign-up form")
+    assert suite.spec.select(["sign-up"]) == ["sign-up-1", "sign-up-2"]
+
+
+@pytest.mark.parametrize(
+    ("declared", "words"),
+    [
+        ({"scheduledRuns": 5}, "scheduledRuns 5 != 2 tasks x 2 repetitions"),
+        ({"requiredFinalSuccesses": 3}, "requiredFinalSuccesses must equal scheduledRuns"),
+        ({"minFirstSuccesses": 9}, "minFirstSuccesses must be between 1 and scheduledRuns"),
+        ({"taskIds": ["sign-up", "sign-up"]}, "taskIds has duplicates"),
+        ({"taskIds": ["Sign_Up", "content-address"]}, "taskIds.0"),
+        ({"taskIds": ["../x", "content-address"]}, "taskIds.0"),
+        ({"repetitions": 0}, "repetitions"),
+        ({"extra": 1}, "extra"),
+    ],
+)
+def test_a_declaration_that_does_not_hold_together_is_refused_naming_the_file_and_field(
+    tmp_path: Path, declared: dict[str, Any], words: str
+) -> None:
+    tasks = own_suite(tmp_path, {"forms": "sign-up", "storage-hash": "content-address"}, **declared)
+    message = refused(tasks)
+    assert "suite.json" in message and words in message, message
+
+
+def test_a_repository_without_a_declaration_is_told_how_to_make_one(tmp_path: Path) -> None:
+    tasks = own_suite(tmp_path, {"forms": "sign-up"})
+    (tasks / "suite.json").unlink()
+    message = refused(tasks)
+    assert "no suite declaration" in message and '"taskIds": ["my-task"]' in message
+
+
+def test_a_directory_the_declaration_does_not_name_is_refused(tmp_path: Path) -> None:
+    tasks = own_suite(tmp_path, {"forms": "sign-up", "storage-hash": "content-address"})
+    shutil.copytree(tasks / "sign-up", tasks / "sign-in")
+    message = refused(tasks)
+    assert "unexpected ['sign-in']" in message and "suite.json" in message

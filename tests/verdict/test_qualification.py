@@ -20,11 +20,11 @@ from agent_eval.batch.run import is_self_test
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import ConfigError
 from agent_eval.models import (
-    FIXED_SUITE,
     ArchiveEntry,
     AttemptRecord,
     GatewaySettings,
     RunnerConfig,
+    SuiteSpec,
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
 from agent_eval.verdict.registry import commit_time, registry_at_commit, registry_changed
@@ -46,7 +46,7 @@ from tests.evidence_builders import (
     run,
     write_batch,
 )
-from tests.paths import REPO
+from tests.paths import EXAMPLE_SUITE, REPO
 
 
 def check(batch: Batch, current: Anchors = CURRENT) -> list[str]:
@@ -56,7 +56,7 @@ def check(batch: Batch, current: Anchors = CURRENT) -> list[str]:
 
 
 def runs_with(changes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    return [changes.get(r, run(r)) for r in FIXED_SUITE.run_ids()]
+    return [changes.get(r, run(r)) for r in EXAMPLE_SUITE.run_ids()]
 
 
 def rules(reasons: list[str]) -> set[str]:
@@ -73,7 +73,7 @@ def test_a_complete_clean_batch_qualifies(tmp_path: Path) -> None:
 
 
 def test_fourteen_first_successes_are_not_enough(tmp_path: Path) -> None:
-    ids = FIXED_SUITE.run_ids()[:4]
+    ids = EXAMPLE_SUITE.run_ids()[:4]
     repaired = {r: run(r, [attempt(r, 1, success=False), attempt(r, 2)]) for r in ids}
     reasons = check(write_batch(tmp_path, receipt(runs_with(repaired))))
     only_rule(reasons, "first-successes")
@@ -81,7 +81,7 @@ def test_fourteen_first_successes_are_not_enough(tmp_path: Path) -> None:
 
 
 def test_fifteen_first_successes_with_repairs_qualify(tmp_path: Path) -> None:
-    ids = FIXED_SUITE.run_ids()[:3]
+    ids = EXAMPLE_SUITE.run_ids()[:3]
     repaired = {r: run(r, [attempt(r, 1, success=False), attempt(r, 2)]) for r in ids}
     assert check(write_batch(tmp_path, receipt(runs_with(repaired)))) == []
 
@@ -430,7 +430,7 @@ def test_a_batch_that_did_not_complete_rejects(tmp_path: Path, status: str) -> N
 
 
 def test_a_receipt_missing_a_run_rejects_and_names_it(tmp_path: Path) -> None:
-    runs = [run(r) for r in FIXED_SUITE.run_ids() if r != "error-recovery-3"]
+    runs = [run(r) for r in EXAMPLE_SUITE.run_ids() if r != "error-recovery-3"]
     reasons = check(write_batch(tmp_path, receipt(runs)))
     assert any(x.startswith("schedule:") and "error-recovery-3" in x for x in reasons)
     assert any(x.startswith("final-successes:") for x in reasons)
@@ -675,3 +675,47 @@ def test_the_registry_s_last_change_is_read_from_the_commit_s_own_history(
     assert registry_changed(repository, "absent.toml")(later) is None
     assert changed("--output=" + str(tmp_path / "x")) is None
     assert not (tmp_path / "x").exists()
+
+
+OWN = SuiteSpec(
+    schemaVersion=1, taskIds=("sign-up", "content-address"), repetitions=2, scheduledRuns=4,
+    minFirstSuccesses=3, requiredFinalSuccesses=4, maxAttemptsPerRun=2,
+)  # fmt: skip
+
+
+def own_receipt(**overrides: Any) -> dict[str, Any]:
+    runs = [run(r) for r in OWN.run_ids()]
+    return receipt(runs, scheduledRuns=4, suite=OWN.model_dump(mode="json"), **overrides)
+
+
+def test_a_batch_of_a_repository_s_own_suite_is_judged_by_its_declaration(
+    tmp_path: Path,
+) -> None:
+    current = dataclasses.replace(CURRENT, spec=OWN)
+    assert check(write_batch(tmp_path / "own", own_receipt()), current) == []
+    # One first-try failure of four is within its threshold of 3; two are not.
+    runs = [run(r) for r in OWN.run_ids()]
+    for index in (0, 1):
+        runs[index] = run(
+            OWN.run_ids()[index],
+            [attempt(OWN.run_ids()[index], success=False), attempt(OWN.run_ids()[index], 2)],
+        )
+    data = receipt(runs, scheduledRuns=4, suite=OWN.model_dump(mode="json"))
+    reasons = check(write_batch(tmp_path / "two", data), current)
+    only_rule(reasons, "first-successes")
+    assert "2/4 first-submission successes, at least 3 required" in reasons[0]
+
+
+def test_a_batch_of_another_suite_than_the_checkout_s_is_rejected_by_its_schedule(
+    tmp_path: Path,
+) -> None:
+    reasons = check(write_batch(tmp_path, own_receipt()))  # the checkout declares the example
+    assert any(r.startswith("schedule: missing runs core-validation-1") for r in reasons)
+    assert any("the receipt's suite declaration differs from the checkout's" in r for r in reasons)
+    assert any(r.startswith("first-successes: 4/18") for r in reasons), reasons
+
+
+def test_without_the_checkout_s_declaration_nothing_qualifies(tmp_path: Path) -> None:
+    current = dataclasses.replace(CURRENT, spec=None)
+    reasons = check(write_batch(tmp_path), current)
+    only_rule(reasons, "suite")

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from agent_eval.errors import EvidenceError, ReviewError
-from agent_eval.models import FIXED_SUITE
 from agent_eval.verdict.qualification import qualify_files
 from agent_eval.verdict.review import record_review
 from tests.evidence_builders import CURRENT, attempt, receipt, run, write_batch
+from tests.paths import EXAMPLE_SUITE
 
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 RUN = "forms-2"
 
 
 def batch_with(tmp_path: Path, *attempts: dict[str, object]):  # type: ignore[no-untyped-def]
-    runs = [run(r, list(attempts)) if r == RUN else run(r) for r in FIXED_SUITE.run_ids()]
+    runs = [run(r, list(attempts)) if r == RUN else run(r) for r in EXAMPLE_SUITE.run_ids()]
     return write_batch(tmp_path, receipt(runs))
 
 
