@@ -19,16 +19,43 @@ from tests.paths import REPO
 BIN = Path(sys.executable).parent
 
 
-def project_copy(tmp_path: Path) -> Path:
+def project_copy(
+    tmp_path: Path, own_suite: dict[str, str] | None = None, repetitions: int = 2
+) -> Path:
     """A clean git checkout of the repository's library, tasks and graders, with its evidence
     in the checkout (the harness reads [tool.agent-eval]); the checker rebuilds the
-    archives from its commit."""
+    archives from its commit.
+
+    With *own_suite* (example task id -> the copy's own id), the copy is a repository with a
+    suite of its own: only those tasks and their fixtures, renamed, *repetitions* runs each,
+    its own thresholds, and the image recipes (its reference runner holds its fixtures).
+    """
     text = (REPO / "pyproject.toml").read_text()
     root = tmp_path / "project"
     root.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", ".mypy_cache")
-    for name in ("packages", "tasks", "graders", "fixtures"):
-        shutil.copytree(REPO / name, root / name, ignore=ignore)
+    if own_suite is None:
+        for name in ("packages", "tasks", "graders", "fixtures"):
+            shutil.copytree(REPO / name, root / name, ignore=ignore)
+    else:
+        for name in ("packages", "graders", "images"):
+            shutil.copytree(REPO / name, root / name, ignore=ignore)
+        for old, new in own_suite.items():
+            for kind in ("tasks", "fixtures"):
+                shutil.copytree(REPO / kind / old, root / kind / new, ignore=ignore)
+            spec = root / "tasks" / new / "task.json"
+            spec.write_text(json.dumps({**json.loads(spec.read_text()), "id": new}))
+            grader = root / "tasks" / new / "grader.py"
+            grader.write_text(
+                grader.read_text().replace(f'task_id = "{old}"', f'task_id = "{new}"')
+            )
+        runs = len(own_suite) * repetitions
+        declared = {
+            "schemaVersion": 1, "taskIds": list(own_suite.values()),
+            "repetitions": repetitions, "scheduledRuns": runs, "minFirstSuccesses": runs - 1,
+            "requiredFinalSuccesses": runs, "maxAttemptsPerRun": 2,
+        }  # fmt: skip
+        (root / "tasks" / "suite.json").write_text(json.dumps(declared, indent=2))
     (root / "pyproject.toml").write_text(
         text.replace('evidence = ".verification/agent-eval"', f'evidence = "{"evidence"}"')
     )
@@ -46,8 +73,12 @@ def project_copy(tmp_path: Path) -> Path:
     return root
 
 
-def write_config(engine: ContainerEngine, path: Path, mode: str, **changes: Any) -> Path:
-    config = reference_config(engine, mode, project_root=REPO, runtime_path="/var/run/docker.sock")
+def write_config(
+    engine: ContainerEngine, path: Path, mode: str, project: Path = REPO, **changes: Any
+) -> Path:
+    config = reference_config(
+        engine, mode, project_root=project, runtime_path="/var/run/docker.sock"
+    )
     # Validated as the user's file would be.
     write_model_atomic(
         path, RunnerConfig.model_validate({**config.model_dump(mode="json"), **changes})

@@ -66,6 +66,35 @@ def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
     ), decision
 
 
+def test_a_repository_with_a_suite_of_its_own_runs_and_is_judged_by_it(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    """Its own task ids and count (two tasks, two runs each, 3/4 to qualify): its images
+    built from its own recipes, the batch, the checker and the report all go by them."""
+    project = project_copy(tmp_path, {"forms": "sign-up", "storage-hash": "content-address"})
+    built = subprocess.run(
+        [str(BIN / "agent-eval"), "images", "build", "--project", str(project)],
+        capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-2000:]
+    config = write_config(engine, tmp_path / "r.json", "oracle", project=project)
+    code, line = eval_agent(project, config)
+    assert code == 0, line
+    assert (line["status"], line["firstSuccesses"], line["finalSuccesses"]) == ("completed", 4, 4)
+    receipt_path = receipt_of(project, line)
+    receipt = Receipt.model_validate_json(receipt_path.read_bytes())
+    assert [r.runId for r in receipt.runs] == [
+        "sign-up-1", "content-address-1", "sign-up-2", "content-address-2",
+    ]  # fmt: skip
+    assert receipt.suite is not None and receipt.suite.minFirstSuccesses == 3
+    code, decision = check(receipt_path)
+    assert code == 1
+    assert [reason.split(":")[0] for reason in decision["reasons"]] == ["not-self-test"]
+    page = (receipt_path.parent / "report.html").read_text()
+    assert "4 / 4" in page and "sign-up-2" in page and "core-validation" not in page
+    assert list_leftovers(engine, receipt.batchId) == []
+
+
 def test_a_mutant_batch_is_repaired_but_its_unsafe_first_attempts_block_qualification(
     engine: ContainerEngine, tmp_path: Path
 ) -> None:
