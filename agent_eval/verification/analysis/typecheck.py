@@ -176,12 +176,19 @@ def run_mypy(
     except OSError as exc:
         raise MypyError(f"cannot run mypy with {python}: {exc}") from exc
     findings = _parse(done.stdout)
+    if not findings and "No module named mypy" in done.stderr:
+        raise MypyError(
+            f"mypy is not installed for {python}: the local verifier type-checks on this "
+            "interpreter; install agent-eval with its dependencies (mypy is one), or use "
+            "the docker verifier"
+        )
     if done.returncode not in (0, 1) and not findings:
         raise MypyError(
             f"mypy failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()[-1000:]}"
         )
     if done.returncode == 1 and not findings:
-        raise MypyError(f"mypy reported failure without findings: {done.stdout.strip()[-1000:]}")
+        said = (done.stdout.strip() or done.stderr.strip())[-1000:]
+        raise MypyError(f"mypy reported failure without findings: {said or 'nothing'}")
     return findings
 
 
