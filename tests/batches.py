@@ -87,10 +87,17 @@ def write_config(
 
 
 def eval_agent(
-    project: Path, config: Path, env: dict[str, str] | None = None
+    project: Path, config: Path, env: dict[str, str] | None = None, *options: str
 ) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
-        [str(BIN / "eval-agent"), "--runner-config", str(config), "--project", str(project)],
+        [
+            str(BIN / "eval-agent"),
+            "--runner-config",
+            str(config),
+            "--project",
+            str(project),
+            *options,
+        ],
         capture_output=True,
         text=True,
         timeout=1800,

@@ -10,6 +10,7 @@ disposable consumer is deleted whatever happens.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import platform
@@ -130,11 +131,14 @@ def run_batch(
     notice: Callable[[str], None] = lambda _line: None,
     only: Sequence[str] = (),
     remote: RemoteRuns | None = None,
+    repetitions: int | None = None,
 ) -> BatchOutcome:
     """Run one whole batch and return where its receipt is; it never ends ``running``.
 
     With *only* (task ids or run ids), just those runs run: the receipt
-    records the selection and the batch can never qualify. With *remote*, the
+    records the selection and the batch can never qualify. With *repetitions*, each
+    task runs that many times instead of as the suite declares: a measurement batch,
+    which can be compared but never qualifies. With *remote*, the
     runs execute on a cluster's nodes, prepared after the driver's own
     preflight; a node that cannot be prepared ends the batch ``not-run``.
 
@@ -163,6 +167,7 @@ def run_batch(
         ports=_Ports(verifier_factory, connect, environ, clock, progress, notice),
         only=tuple(only),
         remote=remote,
+        repetitions=repetitions,
     )
     batch.evidence.root.mkdir(parents=True, exist_ok=False)
     with held(batch.evidence.root, batch_id, clock) as lease:
@@ -224,6 +229,8 @@ class _Batch:
     """The runs asked for (``--only``); empty: the whole schedule."""
     remote: RemoteRuns | None = None
     """The cluster the runs execute on (None: this machine)."""
+    repetitions: int | None = None
+    """Runs per task of a measurement batch (None: as the suite declares)."""
     engine: ContainerEngine | None = None
     lease: HeldLease | None = None
     phases: dict[str, float] = field(default_factory=dict)
@@ -314,6 +321,9 @@ class _Batch:
             # environment: none of them is needed here, or sent anywhere.
             settings = gateway_settings(config, gateway_image.image_id)
         suite = _suite(project)
+        declared = suite.spec
+        if self.repetitions is not None:
+            suite = _measured(suite, self.repetitions)
         selected = _selection(suite, self.only)
         if self.remote is not None:
             ports.progress(ProgressEvent("joining the cluster"))
@@ -371,7 +381,8 @@ class _Batch:
             verifier_image=config.verifierImage,
             scheduled_runs=len(run_ids),
             selection=None if selected is None else run_ids,
-            suite=suite.spec,
+            suite=declared,
+            repetitions=self.repetitions,
         ).model_copy(update={"updatedAt": ports.clock()})
         executor = None
         if self.remote is not None:
@@ -609,6 +620,17 @@ def _start_gateway(gateway: BatchGateway) -> None:
         raise _NotRun([f"gateway: {exc}"]) from exc
     if reasons:
         raise _NotRun(reasons)
+
+
+def _measured(suite: Suite, repetitions: int) -> Suite:
+    """The suite with *repetitions* runs per task (its thresholds do not apply: a
+    measurement batch never qualifies)."""
+    runs = len(suite.spec.taskIds) * repetitions
+    spec = suite.spec.model_copy(
+        update={"repetitions": repetitions, "scheduledRuns": runs,
+                "minFirstSuccesses": runs, "requiredFinalSuccesses": runs},
+    )  # fmt: skip
+    return dataclasses.replace(suite, spec=spec)
 
 
 def _selection(suite: Suite, only: Sequence[str]) -> list[str] | None:

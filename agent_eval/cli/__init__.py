@@ -7,6 +7,7 @@ import click
 
 from agent_eval.cli.check import check_command
 from agent_eval.cli.cleanup import cleanup_command
+from agent_eval.cli.compare import compare_command, plan_command
 from agent_eval.cli.images import images_group
 from agent_eval.cli.reference import reference_config_command
 from agent_eval.cli.report import report_command
@@ -35,6 +36,8 @@ main.add_command(cleanup_command, name="cleanup")
 main.add_command(report_command, name="report")
 main.add_command(runners_group, name="runners")
 main.add_command(try_agent_command, name="try-agent")
+main.add_command(compare_command, name="compare")
+main.add_command(plan_command, name="plan")
 
 
 HELP_OPTIONS = ["-h", "--help"]

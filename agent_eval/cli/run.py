@@ -18,6 +18,7 @@ from agent_eval.cli.common import reported_errors
 from agent_eval.cli.progress import MODES, Mode, make_display
 from agent_eval.cluster.ray_cluster import RayCluster
 from agent_eval.errors import AgentEvalError
+from agent_eval.models.receipt import MAX_REPETITIONS
 from agent_eval.project import find_project
 from agent_eval.report.render import write_report
 from agent_eval.verification.container.verifier import batch_verifier_factory
@@ -82,6 +83,14 @@ def report_outcome(
     "and can never qualify.",
 )
 @click.option(
+    "--repetitions",
+    type=click.IntRange(1, MAX_REPETITIONS),
+    default=None,
+    metavar="N",
+    help="Run each task N times instead of as the suite declares: a measurement batch, "
+    "to compare with agent-eval compare; it can never qualify.",
+)
+@click.option(
     "--progress",
     "progress",
     type=click.Choice(MODES),
@@ -115,12 +124,15 @@ def eval_agent_command(
     runner_config: Path,
     project: Path | None,
     only: tuple[str, ...],
+    repetitions: int | None,
     progress: Mode,
     executor: str,
     ray_address: str | None,
     ray_node_ip: str | None,
 ) -> None:
-    """Run every scheduled run of the suite; print {"status","receipt","firstSuccesses","finalSuccesses"}.
+    """Run every scheduled run of the suite; print one JSON line saying how it ended.
+
+    The line holds "status", "receipt", "firstSuccesses" and "finalSuccesses".
 
     The line is printed however the batch ends. Exit 0 when the schedule
     completed (whether or not it qualifies: ask check-agent-eval), 2 when the
@@ -142,6 +154,7 @@ def eval_agent_command(
                 notice=display.say,
                 only=only,
                 remote=remote,
+                repetitions=repetitions,
             )
         finally:
             display.close()

@@ -17,6 +17,13 @@ from agent_eval.models.behaviour import (
 )
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
 from agent_eval.models.cluster import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
+from agent_eval.models.compare import (
+    Comparison,
+    IdentityDifference,
+    RateComparison,
+    SideSummary,
+    TaskComparison,
+)
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
 from agent_eval.models.fixture import CorrectCase, NegativeCase
 from agent_eval.models.gateway import (
@@ -77,6 +84,7 @@ __all__ = [
     "CatalogDistribution",
     "CatalogEntry",
     "CatalogKind",
+    "Comparison",
     "ConsumerLock",
     "CorrectCase",
     "Diagnostic",
@@ -86,6 +94,7 @@ __all__ = [
     "GatewayRecord",
     "GatewaySettings",
     "GatewayUse",
+    "IdentityDifference",
     "ImageRecipe",
     "ImageRecord",
     "InstallRecipe",
@@ -102,6 +111,7 @@ __all__ = [
     "PayloadFile",
     "ProtectedInputs",
     "QualificationResult",
+    "RateComparison",
     "Receipt",
     "RecordedUpstream",
     "RefusedPath",
@@ -118,10 +128,12 @@ __all__ = [
     "RunnerResources",
     "RunnerResponse",
     "ShippedFile",
+    "SideSummary",
     "SolutionFile",
     "SourceIdentity",
     "SourcePin",
     "SuiteSpec",
+    "TaskComparison",
     "TaskSpec",
     "Toolchain",
     "VerifierAttempt",

@@ -71,6 +71,8 @@ MAX_REVIEWER_CHARS = 200
 ReviewerName = Annotated[str, AfterValidator(check_reviewer)]
 """Who decided: printable, bounded, nothing that could rewrite how it is shown."""
 
+MAX_REPETITIONS = 20
+"""The most runs per task a measurement batch may ask for."""
 RUN_ID = re.compile(r"^(?P<task>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)-(?P<n>[1-9][0-9]*)$")
 
 BatchStatus = Literal[
@@ -425,6 +427,9 @@ class Receipt(WireModel):
     suite: SuiteSpec | None = None
     """The suite the batch ran, as the repository declared it (its task ids, schedule and
     thresholds; bound by suiteDigest); None when the batch did not get as far."""
+    repetitions: int | None = Field(default=None, ge=1, le=MAX_REPETITIONS)
+    """Runs per task of a measurement batch (``eval-agent --repetitions``), which measures
+    and can be compared but never qualifies; None: as many as the suite declares."""
     selection: list[Annotated[str, Field(pattern=RUN_ID.pattern)]] | None = Field(
         default=None, max_length=64
     )
@@ -474,6 +479,7 @@ class Receipt(WireModel):
         scheduled_runs: int = 0,
         selection: list[str] | None = None,
         suite: SuiteSpec | None = None,
+        repetitions: int | None = None,
     ) -> Receipt:
         """A receipt with no run finished yet: the one way every receipt begins.
 
@@ -497,6 +503,7 @@ class Receipt(WireModel):
             verifierImage=verifier_image,
             scheduledRuns=scheduled_runs,
             suite=suite,
+            repetitions=repetitions,
             selection=selection,
             firstSuccesses=0,
             finalSuccesses=0,

@@ -370,6 +370,16 @@ def _source_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:
 
 def _batch_rules(receipt: Receipt, suite: SuiteSpec) -> list[str]:
     reasons = []
+    if receipt.repetitions is not None:
+        reasons.append(
+            f"measurement: the batch ran {receipt.repetitions} run(s) per task "
+            "(eval-agent --repetitions) to measure, not the suite's schedule; it can be "
+            "compared (agent-eval compare) but never qualifies"
+        )
+        suite = suite.model_copy(
+            update={"repetitions": receipt.repetitions,
+                    "scheduledRuns": len(suite.taskIds) * receipt.repetitions},
+        )  # fmt: skip
     if receipt.selection is not None:
         reasons.append(
             f"partial: the batch ran only {', '.join(receipt.selection)} (eval-agent --only); "

@@ -37,6 +37,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "batch": LEAVES | {"engine", "suite", "packing", "consumer", "reference", "gateway"},
     "verdict": LEAVES | {"packing", "reference", "suite", "verification", "gateway"},
     "report": LEAVES | {"verdict"},
+    "compare": LEAVES | {"verdict", "report"},
     "images": LEAVES | {"engine"},
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset({"layout"}),

@@ -197,3 +197,50 @@ def test_an_interrupted_batch_leaves_a_partial_receipt_that_is_rejected(
     assert code == 1
     rules = {reason.split(":")[0] for reason in decision["reasons"]}
     assert {"batch-completed", "schedule"} <= rules
+
+
+def compare(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "agent-eval"), "compare", *args, "--project", str(project)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def test_did_my_change_help_oracle_against_mutant_and_a_measurement_batch(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    """The comparison of real batches: a measurement batch (eval-agent --repetitions 5, 30
+    runs) is refused by the checker as such and compares like any other; oracle against
+    oracle finds no difference and says what it could have found; oracle against mutant
+    is refused for the runner that differs, then, allowed, finds first attempts worse."""
+    project = project_copy(tmp_path)
+    oracle = write_config(engine, tmp_path / "oracle.json", "oracle")
+    code, line = eval_agent(project, oracle)
+    assert code == 0
+    baseline = receipt_of(project, line).parent
+    code, line = eval_agent(project, oracle, None, "--repetitions", "5")
+    assert code == 0 and line["firstSuccesses"] == 30, line
+    measured = receipt_of(project, line)
+    receipt = Receipt.model_validate_json(measured.read_bytes())
+    assert receipt.repetitions == 5 and len(receipt.runs) == 30
+    code, decision = check(measured)
+    assert code == 1
+    assert sorted(r.split(":")[0] for r in decision["reasons"]) == [
+        "measurement", "not-self-test"
+    ], decision  # fmt: skip
+
+    same = compare(project, str(baseline), str(measured.parent))
+    assert same.returncode == 0, same.stderr
+    first = same.stdout.splitlines()[0]
+    assert first.startswith("no detectable difference: first attempt, all tasks: 18/18 -> 30/30")
+    assert "could detect only a change of about" in first
+
+    code, line = eval_agent(project, write_config(engine, tmp_path / "mutant.json", "mutant"))
+    mutant = receipt_of(project, line).parent
+    refused = compare(project, str(baseline), str(mutant))
+    assert refused.returncode == 1 and "--allow-different runner" in refused.stderr
+    allowed = compare(project, str(baseline), str(mutant), "--allow-different", "runner")
+    assert allowed.returncode == 0, allowed.stderr
+    lines = allowed.stdout.splitlines()
+    assert lines[0].startswith("NOTE: the sides also differ in runner")
+    assert lines[1].startswith("worse: first attempt, all tasks: 18/18 -> 0/18")

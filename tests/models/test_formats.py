@@ -18,6 +18,30 @@ ALL_MODELS: list[type[BaseModel]] = [
 ]
 
 FIELD_SETS: dict[str, set[str]] = {
+    "Comparison": {
+        "schemaVersion",
+        "baseline",
+        "candidate",
+        "differences",
+        "unexpected",
+        "method",
+        "tasks",
+        "first",
+        "final",
+    },
+    "RateComparison": {
+        "baselineSuccesses",
+        "baselineRuns",
+        "candidateSuccesses",
+        "candidateRuns",
+        "difference",
+        "low",
+        "high",
+        "pValue",
+        "detectable",
+        "verdict",
+        "sentence",
+    },
     "TaskSpec": {
         "schemaVersion",
         "id",
@@ -99,6 +123,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "verifierImage",
         "scheduledRuns",
         "suite",
+        "repetitions",
         "selection",
         "firstSuccesses",
         "finalSuccesses",
@@ -278,6 +303,7 @@ FIELD_SETS: dict[str, set[str]] = {
 }
 
 DOCUMENTS = {
+    "Comparison",
     "TaskSpec",
     "SuiteSpec",
     "RunnerConfig",

@@ -719,3 +719,12 @@ def test_without_the_checkout_s_declaration_nothing_qualifies(tmp_path: Path) ->
     current = dataclasses.replace(CURRENT, spec=None)
     reasons = check(write_batch(tmp_path), current)
     only_rule(reasons, "suite")
+
+
+def test_a_measurement_batch_is_refused_as_such_and_only_as_such(tmp_path: Path) -> None:
+    five = EXAMPLE_SUITE.model_copy(update={"repetitions": 5, "scheduledRuns": 30})
+    runs = [run(r) for r in five.run_ids()]
+    data = receipt(runs, scheduledRuns=30, repetitions=5)
+    reasons = check(write_batch(tmp_path, data))
+    only_rule(reasons, "measurement")
+    assert "ran 5 run(s) per task" in reasons[0] and "agent-eval compare" in reasons[0]

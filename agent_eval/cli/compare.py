@@ -1,0 +1,149 @@
+"""``agent-eval compare`` and ``agent-eval plan``: did a change help, and how many runs
+would show it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agent_eval.cli.common import reported_errors
+from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
+from agent_eval.compare.statistics import runs_needed
+from agent_eval.errors import AgentEvalError
+from agent_eval.evidence_io import write_model_atomic
+from agent_eval.models.receipt import MAX_REPETITIONS
+from agent_eval.project import find_project
+from agent_eval.suite.tasks import read_suite_spec
+from agent_eval.verdict.qualification import current_anchors
+
+__all__ = ["compare_command", "plan_command"]
+
+
+def _dirs(value: str) -> list[Path]:
+    return [Path(part) for part in value.split(",") if part]
+
+
+@click.command()
+@click.argument("baseline", metavar="BASELINE[,BASELINE...]")
+@click.argument("candidate", metavar="CANDIDATE[,CANDIDATE...]")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the comparison as JSON here.",
+)
+@click.option(
+    "--allow-different",
+    "allow",
+    multiple=True,
+    type=click.Choice(sorted(ALLOWABLE)),
+    help="Compare although the sides differ in this too, not only in the library "
+    "(repeatable); the difference is said first.",
+)
+@click.option(
+    "--project",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Repository the batches belong to (default: the current one).",
+)
+def compare_command(
+    baseline: str, candidate: str, json_path: Path | None, allow: tuple[str, ...],
+    project: Path | None,
+) -> None:  # fmt: skip
+    """Compare the run directories of a baseline with a candidate's, task by task.
+
+    Each side is one run directory, or several joined by commas, pooled (they must
+    share every identity: a measurement batch of `eval-agent --repetitions N` pools
+    with others of its kind). Every batch must pass the checker's evidence rules.
+    Prints what differs and, per task and pooled, the rates, their difference with a
+    95 % interval, an exact test and a verdict: better, worse, or no detectable
+    difference with the change these runs could have detected. Exit 0 when compared,
+    1 when refused (evidence, or identities that differ), 2 on a usage error.
+
+    \b
+    Example:
+      agent-eval compare .verification/agent-eval/BEFORE .verification/agent-eval/AFTER
+    """
+    base, cand = _dirs(baseline), _dirs(candidate)
+    if not base or not cand:
+        raise click.UsageError("name at least one run directory on each side")
+    for path in (*base, *cand):
+        if not path.is_dir():
+            raise click.UsageError(f"{path}: no such run directory")
+    try:
+        located = find_project(project)
+    except AgentEvalError as exc:
+        raise click.UsageError(
+            f"{exc}, or name the repository the batches belong to with --project"
+        ) from None
+    with reported_errors():
+        comparison = compare_batches(base, cand, current_anchors(located), allow)
+        if json_path is not None:
+            write_model_atomic(json_path, comparison)
+    click.echo(as_text(comparison))
+
+
+@click.command()
+@click.option(
+    "--baseline-rate",
+    type=click.FloatRange(0.0, 1.0),
+    required=True,
+    metavar="P",
+    help="The rate you expect now (for example a baseline batch's first-try rate).",
+)
+@click.option(
+    "--detect",
+    type=click.FloatRange(-1.0, 1.0),
+    required=True,
+    metavar="D",
+    help="The change worth detecting, as a difference of rates (0.1 = ten points up).",
+)
+def plan_command(baseline_rate: float, detect: float) -> None:
+    """Say how many runs per side a comparison needs before any is spent.
+
+    The count is for Fisher's exact test at the 5 % level with 80 % power, both sides
+    equal; divide it by the number of tasks for `eval-agent --repetitions`.
+
+    \b
+    Example:
+      agent-eval plan --baseline-rate 0.8 --detect 0.1
+    """
+    other = baseline_rate + detect
+    if detect == 0 or not 0.0 <= other <= 1.0:
+        raise click.UsageError(
+            f"--detect: {baseline_rate} + {detect} = {other:g} is not a rate in [0, 1] "
+            "other than the baseline's"
+        )
+    needed = runs_needed(baseline_rate, detect)
+    tasks = _task_count()
+    if needed is None:
+        click.echo(
+            f"more than 400 runs per side would be needed to detect {baseline_rate:g} -> "
+            f"{other:g}; look for a larger change, or measure it otherwise"
+        )
+        return
+    said = (
+        f"{needed} runs per side detect {baseline_rate:g} -> {other:g} with 80 % power at the "
+        "5 % level (Fisher's exact test)"
+    )
+    if tasks:
+        per_task = -(-needed // tasks)
+        batches = -(-per_task // MAX_REPETITIONS)
+        said += f"; with {tasks} task(s): {per_task} runs of each task per side"
+        said += (
+            f" (eval-agent --repetitions {per_task})"
+            if batches == 1
+            else f" ({batches} batches of eval-agent --repetitions {-(-per_task // batches)} "
+            "per side, pooled with commas in agent-eval compare)"
+        )
+    click.echo(said)
+
+
+def _task_count() -> int:
+    """The number of tasks the current repository declares (0: none found)."""
+    try:
+        return len(read_suite_spec(find_project(None).tasks).taskIds)
+    except AgentEvalError:
+        return 0

@@ -1,0 +1,392 @@
+"""Set a baseline's batches against a candidate's: what differs, and what changed.
+
+Each batch is first held to the checker's evidence rules (every file against its
+digest, the archives against the commit, the record against itself); one that fails
+them is refused with those reasons, whatever its verdict. Batches pooled on one side
+must share every identity. The two sides may differ in the library under evaluation
+(that is what a comparison is for); any other difference (suite, runner, model,
+images, gateway, harness) refuses the comparison unless the caller allows it, and is
+then said first.
+
+Only graded runs count: a run whose attempt failed on the infrastructure's side says
+nothing about the agent, so it is left out of both the successes and the runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_eval.compare import statistics as stats
+from agent_eval.errors import ConfigError, EvidenceError
+from agent_eval.evidence_io import read_model
+from agent_eval.layout import RunDirectory
+from agent_eval.models import ArchivesManifest, AttemptRecord, Receipt, RunRecord
+from agent_eval.models.compare import (
+    Comparison,
+    IdentityDifference,
+    RateComparison,
+    SideSummary,
+    TaskComparison,
+)
+from agent_eval.verdict.qualification import Anchors, qualify_files
+
+__all__ = ["ALLOWABLE", "EVIDENCE_RULES", "as_text", "compare_batches"]
+
+EVIDENCE_RULES = frozenset(
+    {
+        "receipt-readable", "archives-readable", "archive-integrity", "archives-digest",
+        "archives-rebuild", "consumer-lock", "solution-integrity", "analysis-integrity",
+        "log-integrity", "evidence-integrity", "self-test-flag", "runner-identity",
+        "model-identity",
+    }
+)  # fmt: skip
+"""The checker's rules about whether the evidence is what it says: a batch failing one
+cannot be compared. (Rules about whether it qualifies, such as self-test, the thresholds
+or a partial schedule, do not matter to a comparison.)"""
+
+LIBRARY = frozenset({"archives", "apiCatalogDigest", "sourceCommit"})
+"""What a comparison compares: the library under evaluation."""
+ALLOWABLE = {
+    "suite": frozenset({"suiteDigest", "taskIds"}),
+    "runner": frozenset({"runner", "runnerImage"}),
+    "model": frozenset({"model", "servedModels", "upstreams"}),
+    "images": frozenset({"runnerImage", "verifierImage", "gatewayImage"}),
+    "harness": frozenset({"evaluatorDigest"}),
+}
+"""What ``--allow-different NAME`` lets differ, by name."""
+_COMPARED = (
+    "suiteDigest", "taskIds", "runner", "model", "servedModels", "runnerImage",
+    "verifierImage", "gatewayImage", "upstreams", "evaluatorDigest", "archives",
+    "apiCatalogDigest", "sourceCommit",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Batch:
+    receipt: Receipt
+    archives: ArchivesManifest
+
+
+def _load(run_dir: Path, current: Anchors) -> _Batch:
+    run = RunDirectory(run_dir)
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir}: not a run directory")
+    decision = qualify_files(run.receipt, run.archives_manifest, current)
+    broken = [r for r in decision.reasons if r.split(":", 1)[0] in EVIDENCE_RULES]
+    if broken:
+        raise EvidenceError(
+            f"{run_dir} fails the checker's evidence rules, so it cannot be compared: "
+            + "; ".join(broken[:5])
+            + (f" (and {len(broken) - 5} more)" if len(broken) > 5 else "")
+        )
+    receipt = read_model(run.receipt, Receipt, what="receipt")
+    if not receipt.runs:
+        raise EvidenceError(f"{run_dir}: the batch ran nothing ({receipt.status})")
+    return _Batch(receipt, read_model(run.archives_manifest, ArchivesManifest, what="archives"))
+
+
+def _served(receipt: Receipt) -> list[str]:
+    return sorted(
+        {m for r in receipt.runs for a in r.attempts if a.gateway for m in a.gateway.servedModels}
+    )
+
+
+def _identity(batch: _Batch) -> dict[str, Any]:
+    receipt, archives = batch.receipt, batch.archives
+    gateway = archives.gateway
+    return {
+        "suiteDigest": receipt.suiteDigest,
+        "taskIds": sorted({r.taskId for r in receipt.runs}),
+        "runner": receipt.runner.model_dump(mode="json") if receipt.runner else None,
+        "model": receipt.model.model_dump(mode="json") if receipt.model else None,
+        "servedModels": _served(receipt),
+        "runnerImage": archives.runnerImage.imageId,
+        "verifierImage": archives.verifierImage.imageId,
+        "gatewayImage": gateway.image if gateway else None,
+        "upstreams": sorted(f"{u.name}={u.upstream} ({u.api})" for u in gateway.upstreams)
+        if gateway
+        else [],
+        "evaluatorDigest": receipt.evaluatorDigest,
+        "archives": sorted(f"{a.filename} {a.sha256}" for a in archives.archives),
+        "apiCatalogDigest": archives.apiCatalogDigest,
+        "sourceCommit": archives.source.commit,
+    }
+
+
+def _side(dirs: Sequence[Path], current: Anchors, name: str) -> tuple[list[_Batch], dict[str, Any]]:
+    batches = [_load(d, current) for d in dirs]
+    identities = [_identity(b) for b in batches]
+    for other, run_dir in zip(identities[1:], dirs[1:], strict=True):
+        differing = [k for k in _COMPARED if other[k] != identities[0][k]]
+        if differing:
+            raise ConfigError(
+                f"the {name} batches cannot be pooled: {run_dir} differs from {dirs[0]} in "
+                f"{', '.join(differing)} (batches of one side must share every identity)"
+            )
+    return batches, identities[0]
+
+
+def _summary(batches: list[_Batch], identity: dict[str, Any]) -> SideSummary:
+    receipt = batches[0].receipt
+    per_task: dict[str, int] = {}
+    for b in batches:
+        for r in b.receipt.runs:
+            per_task[r.taskId] = per_task.get(r.taskId, 0) + 1
+    return SideSummary(
+        batchIds=[b.receipt.batchId for b in batches],
+        measurement=any(b.receipt.repetitions is not None for b in batches),
+        suiteDigest=identity["suiteDigest"],
+        taskIds=list(dict.fromkeys(r.taskId for b in batches for r in b.receipt.runs)),
+        runsPerTask=max(per_task.values(), default=0),
+        runner=receipt.runner,
+        model=receipt.model,
+        servedModels=identity["servedModels"],
+        runnerImage=identity["runnerImage"],
+        verifierImage=identity["verifierImage"],
+        gatewayImage=identity["gatewayImage"],
+        upstreams=identity["upstreams"],
+        archives=identity["archives"],
+        apiCatalogDigest=identity["apiCatalogDigest"],
+        sourceCommit=identity["sourceCommit"],
+        evaluatorDigest=identity["evaluatorDigest"],
+    )
+
+
+def _graded(attempt: AttemptRecord) -> bool:
+    return attempt.infrastructureStatus == "ok"
+
+
+def _counts(runs: Iterable[RunRecord], final: bool) -> tuple[int, int]:
+    """(successes, runs) over the runs whose deciding attempt was graded."""
+    k = n = 0
+    for run in runs:
+        if not run.attempts:
+            continue
+        deciding = run.attempts[-1] if final else run.attempts[0]
+        if _graded(deciding):
+            n += 1
+            k += run.finalSuccess if final else run.firstSuccess
+    return k, n
+
+
+def _percent(x: float) -> str:
+    return f"{x * 100:+.0f} points"
+
+
+def _rate(counts: Sequence[tuple[int, int, int, int]], what: str) -> RateComparison:
+    """One rate pooled over *counts* (k1, n1, k2, n2 per task), with test and verdict."""
+    k1, n1 = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    k2, n2 = sum(c[2] for c in counts), sum(c[3] for c in counts)
+    if n1 == 0 or n2 == 0:
+        return RateComparison(
+            baselineSuccesses=k1, baselineRuns=n1, candidateSuccesses=k2, candidateRuns=n2,
+            difference=None, low=None, high=None, pValue=None, detectable=None,
+            verdict="not-measured",
+            sentence=f"{what}: not measured (a side has no graded run)",
+        )  # fmt: skip
+    strata = [stats.Stratum(*c) for c in counts if c[1] and c[3]]
+    p = stats.stratified_exact(strata) if strata else 1.0
+    d = stats.difference_interval(k1, n1, k2, n2)
+    assert d is not None
+    detectable = stats.detectable_difference(n1, n2, k1 / n1)
+    said = f"{what}: {k1}/{n1} -> {k2}/{n2} ({_percent(d.estimate)}, 95 % interval "
+    said += f"{d.low * 100:+.0f} to {d.high * 100:+.0f})"
+    if p < stats.ALPHA:
+        verdict = "better" if d.estimate > 0 else "worse"
+        sentence = f"{verdict}: {said}; a difference this large arises by chance with p={p:.3g}"
+    else:
+        verdict = "no-detectable-difference"
+        could = (
+            f"these runs could detect only a change of about {detectable * 100:.0f} points "
+            "(80 % power)"
+            if detectable is not None
+            else "these runs could detect no change from this rate"
+        )
+        sentence = f"no detectable difference: {said}; {could}"
+    return RateComparison(
+        baselineSuccesses=k1, baselineRuns=n1, candidateSuccesses=k2, candidateRuns=n2,
+        difference=d.estimate, low=d.low, high=d.high, pValue=p, detectable=detectable,
+        verdict=verdict, sentence=sentence,
+    )  # fmt: skip
+
+
+def _cell(run: RunRecord) -> str:
+    if not run.attempts or any(not _graded(a) for a in run.attempts):
+        return "infrastructure"
+    if any(a.unsafe for a in run.attempts):
+        return "unsafe"
+    if run.firstSuccess:
+        return "pass"
+    return "repaired" if run.finalSuccess else "fail"
+
+
+def _tokens(attempt: AttemptRecord) -> float:
+    use = attempt.gateway
+    return float(use.inputTokens + use.outputTokens) if use else 0.0
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _task(task_id: str, base: list[RunRecord], cand: list[RunRecord]) -> TaskComparison:
+    first = (*_counts(base, final=False), *_counts(cand, final=False))
+    final = (*_counts(base, final=True), *_counts(cand, final=True))
+
+    def attempts(runs: list[RunRecord]) -> list[AttemptRecord]:
+        return [a for r in runs for a in r.attempts]
+
+    def pair(f: Any) -> Any:
+        return (f(base), f(cand))
+
+    return TaskComparison(
+        taskId=task_id,
+        first=_rate([first], f"{task_id}, first attempt"),
+        final=_rate([final], f"{task_id}, final"),
+        baselineCells=[_cell(r) for r in base],
+        candidateCells=[_cell(r) for r in cand],
+        unsafe=pair(lambda runs: sum(a.unsafe for a in attempts(runs))),
+        unsupportedApi=pair(
+            lambda runs: sum(bool(r.attempts and r.attempts[-1].unsupportedApiCount) for r in runs)
+        ),
+        repairs=pair(lambda runs: sum(len(r.attempts) > 1 for r in runs)),
+        meanTokens=pair(
+            lambda runs: _mean(
+                [
+                    a.gateway.inputTokens + a.gateway.outputTokens
+                    for a in attempts(runs)
+                    if a.gateway
+                ]
+            )
+        ),
+        meanAttemptSeconds=pair(lambda runs: _mean([a.durationMs / 1000 for a in attempts(runs)])),
+    )
+
+
+METHOD = (
+    "Rates count graded runs only (an infrastructure failure is nobody's). Differences are "
+    "the candidate's rate minus the baseline's, with Newcombe's hybrid score 95 % interval. "
+    "Per task the test is Fisher's exact test (two-sided); pooled, the exact conditional test "
+    "stratified by task. A difference is called only at p < 0.05; otherwise the smallest "
+    "change these runs detect with 80 % power (Fisher's test, exact) is given."
+)
+
+
+def compare_batches(
+    baseline: Sequence[Path],
+    candidate: Sequence[Path],
+    current: Anchors,
+    allow: Iterable[str] = (),
+) -> Comparison:
+    """Compare the pooled *baseline* batches with the pooled *candidate* ones.
+
+    Raises:
+        EvidenceError: A batch fails the checker's evidence rules, or ran nothing.
+        ConfigError: Batches of one side differ, or the sides differ beyond the library
+            in a way not allowed by *allow* (names of :data:`ALLOWABLE`).
+    """
+    allowed_names = set(allow)
+    unknown = allowed_names - set(ALLOWABLE)
+    if unknown:
+        raise ConfigError(
+            f"--allow-different: {sorted(unknown)} unknown; one of {sorted(ALLOWABLE)}"
+        )
+    allowed = set(LIBRARY).union(*(ALLOWABLE[n] for n in allowed_names))
+    base_batches, base_id = _side(baseline, current, "baseline")
+    cand_batches, cand_id = _side(candidate, current, "candidate")
+    differences = [
+        IdentityDifference(
+            field=k, baseline=base_id[k], candidate=cand_id[k], expected=k in allowed
+        )
+        for k in _COMPARED
+        if base_id[k] != cand_id[k]
+    ]
+    refused = [d.field for d in differences if not d.expected]
+    if refused:
+        hint = sorted(n for n, fields in ALLOWABLE.items() if fields & set(refused))
+        raise ConfigError(
+            f"the two sides differ in {', '.join(refused)}, not only in the library: a "
+            "difference in their results could come from that instead; compare anyway with "
+            + " ".join(f"--allow-different {n}" for n in hint)
+        )
+    unexpected = [d.field for d in differences if d.field not in LIBRARY]
+    base_runs = [r for b in base_batches for r in b.receipt.runs]
+    cand_runs = [r for b in cand_batches for r in b.receipt.runs]
+    task_ids = list(dict.fromkeys([r.taskId for r in base_runs] + [r.taskId for r in cand_runs]))
+    tasks = [
+        _task(t, [r for r in base_runs if r.taskId == t], [r for r in cand_runs if r.taskId == t])
+        for t in task_ids
+    ]
+
+    def pooled(final: bool) -> list[tuple[int, int, int, int]]:
+        out = []
+        for t in tasks:
+            rate = t.final if final else t.first
+            out.append(
+                (rate.baselineSuccesses, rate.baselineRuns, rate.candidateSuccesses,
+                 rate.candidateRuns)
+            )  # fmt: skip
+        return out
+
+    return Comparison(
+        schemaVersion=1,
+        baseline=_summary(base_batches, base_id),
+        candidate=_summary(cand_batches, cand_id),
+        differences=differences,
+        unexpected=unexpected,
+        method=METHOD,
+        tasks=tasks,
+        first=_rate(pooled(final=False), "first attempt, all tasks"),
+        final=_rate(pooled(final=True), "final, all tasks"),
+    )
+
+
+def as_text(comparison: Comparison) -> str:
+    """The comparison as a terminal table, verdicts first."""
+    lines = []
+    if comparison.unexpected:
+        lines.append(
+            "NOTE: the sides also differ in " + ", ".join(comparison.unexpected)
+            + " (allowed): a difference may come from that, not from the library"
+        )  # fmt: skip
+    lines.append(comparison.first.sentence)
+    lines.append(comparison.final.sentence)
+    lines.append("")
+    lines.append("what differs:")
+    for d in comparison.differences:
+        lines.append(f"  {d.field}: {_short(d.baseline)} -> {_short(d.candidate)}")
+    if not comparison.differences:
+        lines.append("  nothing: the same library, runner, model, images and suite")
+    lines.append("")
+    width = max([len(t.taskId) for t in comparison.tasks] + [4])
+    lines.append(
+        f"{'task':<{width}}  {'first: base':>11} {'cand':>6} {'diff':>6} {'p':>6}  "
+        f"{'final: base':>11} {'cand':>6}  verdict (first)"
+    )
+    for t in comparison.tasks:
+        f, g = t.first, t.final
+        lines.append(
+            f"{t.taskId:<{width}}  {f.baselineSuccesses:>5}/{f.baselineRuns:<5} "
+            f"{f.candidateSuccesses:>3}/{f.candidateRuns:<2} {_diff(f.difference):>6} "
+            f"{_p(f.pValue):>6}  {g.baselineSuccesses:>5}/{g.baselineRuns:<5} "
+            f"{g.candidateSuccesses:>3}/{g.candidateRuns:<2}  {f.verdict}"
+        )
+    lines.append("")
+    lines.append(comparison.method)
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _diff(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.0f}"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}"

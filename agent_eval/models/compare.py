@@ -1,0 +1,151 @@
+"""compare.json: a baseline's batches set against a candidate's, task by task."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.identity import ModelIdentity, RunnerIdentity
+
+__all__ = [
+    "Comparison",
+    "IdentityDifference",
+    "RateComparison",
+    "SideSummary",
+    "TaskComparison",
+    "Verdict",
+]
+
+Verdict = Literal["better", "worse", "no-detectable-difference", "not-measured"]
+"""What a comparison may conclude: a difference the exact test finds (p < 0.05) in one
+direction, none it could find (with the difference these runs could have detected), or
+nothing measured on one side."""
+
+
+class SideSummary(WireModel):
+    """One side of the comparison: its batches (pooled) and what they were bound to."""
+
+    batchIds: list[NonEmptyStr] = Field(min_length=1)
+    """The batches pooled on this side."""
+    measurement: bool
+    """At least one of them ran more repetitions than the suite declares (a measurement)."""
+    suiteDigest: str | None
+    """The suite's digest, as the batches recorded it."""
+    taskIds: list[str]
+    """The tasks the batches ran, in schedule order."""
+    runsPerTask: int
+    """The most runs of one task on this side (pooled)."""
+    runner: RunnerIdentity | None
+    """The runner's identity."""
+    model: ModelIdentity | None
+    """The model's identity."""
+    servedModels: list[str]
+    """The models the provider said it served, as the gateway recorded them."""
+    runnerImage: str
+    """The runner image's id."""
+    verifierImage: str
+    """The verifier image's id."""
+    gatewayImage: str | None
+    """The gateway image (None: no gateway)."""
+    upstreams: list[str]
+    """Each upstream as ``name=origin (api)``."""
+    archives: list[str]
+    """Each candidate wheel as ``filename sha256``: the library under evaluation."""
+    apiCatalogDigest: str
+    """The digest of the library's API catalog, as generated from the installed wheels."""
+    sourceCommit: str | None
+    """The commit the wheels were built from."""
+    evaluatorDigest: str | None
+    """The harness's digest."""
+
+
+class IdentityDifference(WireModel):
+    """One identity the two sides do not share."""
+
+    field: NonEmptyStr
+    """Which identity (a field of :class:`SideSummary`)."""
+    baseline: JsonValue
+    """The baseline's value."""
+    candidate: JsonValue
+    """The candidate's value."""
+    expected: bool
+    """The library under evaluation (what a comparison is for), or allowed by the caller."""
+
+
+class RateComparison(WireModel):
+    """One rate on both sides, their difference, the exact test and the verdict."""
+
+    baselineSuccesses: int = Field(ge=0)
+    """Successes among the baseline's graded runs."""
+    baselineRuns: int = Field(ge=0)
+    """The baseline's graded runs."""
+    candidateSuccesses: int = Field(ge=0)
+    """Successes among the candidate's graded runs."""
+    candidateRuns: int = Field(ge=0)
+    """The candidate's graded runs."""
+    difference: float | None
+    """Candidate rate minus baseline rate (None: a side has no graded run)."""
+    low: float | None
+    """The 95 % interval of the difference (Newcombe's hybrid score interval)."""
+    high: float | None
+    """The upper end of that interval."""
+    pValue: float | None
+    """Two-sided p of the exact test (Fisher's; stratified by task when pooled)."""
+    detectable: float | None
+    """The smallest change from the baseline's rate these runs find with 80 % power
+    (None: none, or nothing measured)."""
+    verdict: Verdict
+    """better, worse, no-detectable-difference or not-measured."""
+    sentence: NonEmptyStr
+    """The verdict in plain words, never a bare p-value."""
+
+
+class TaskComparison(WireModel):
+    """One task on both sides."""
+
+    taskId: NonEmptyStr
+    """The task."""
+    first: RateComparison
+    """First-attempt success."""
+    final: RateComparison
+    """Final success (after the repair)."""
+    baselineCells: list[str]
+    """Each run's outcome on the baseline side, in order: ``pass``, ``repaired``, ``fail``,
+    ``unsafe`` or ``infrastructure``."""
+    candidateCells: list[str]
+    """Each run's outcome on the candidate side."""
+    unsafe: tuple[int, int]
+    """Attempts with an observed safety violation (baseline, candidate)."""
+    unsupportedApi: tuple[int, int]
+    """Final attempts with an unsupported or hallucinated API reference."""
+    repairs: tuple[int, int]
+    """Runs that used their repair."""
+    meanTokens: tuple[float | None, float | None]
+    """Tokens per attempt as the gateway counted them (None: no gateway)."""
+    meanAttemptSeconds: tuple[float | None, float | None]
+    """Wall time per attempt, runner and verification (baseline, candidate)."""
+
+
+class Comparison(WireModel):
+    """A baseline against a candidate: identities, per-task and pooled results, verdicts."""
+
+    schemaVersion: SchemaVersion
+    """Format version of the comparison."""
+    baseline: SideSummary
+    """The baseline side."""
+    candidate: SideSummary
+    """The candidate side."""
+    differences: list[IdentityDifference]
+    """Every identity the sides do not share."""
+    unexpected: list[str]
+    """The identities that differ beyond the library, allowed by the caller: said first."""
+    method: NonEmptyStr
+    """The tests and intervals used, in words."""
+    tasks: list[TaskComparison]
+    """Each task both or either side ran."""
+    first: RateComparison
+    """First-attempt success, pooled over the tasks both sides ran (stratified by task)."""
+    final: RateComparison
+    """Final success, pooled likewise."""

@@ -1,0 +1,148 @@
+"""A baseline against a candidate: refused on broken evidence or a difference beyond the
+library, pooled per side, judged per task and stratified overall."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from agent_eval.cli import main
+from agent_eval.compare.compare import as_text, compare_batches
+from agent_eval.errors import ConfigError, EvidenceError
+from agent_eval.models.compare import Comparison
+from tests.evidence_builders import (
+    CURRENT,
+    Batch,
+    attempt,
+    receipt,
+    run,
+    write_batch,
+)
+from tests.paths import EXAMPLE_SUITE
+
+RUNS = EXAMPLE_SUITE.run_ids()
+
+
+def batch(root: Path, failing_first: int = 0, **overrides: Any) -> Batch:
+    """A batch whose first *failing_first* runs fail their first attempt and are repaired."""
+    runs = [
+        run(r, [attempt(r, success=False), attempt(r, 2)]) if i < failing_first else run(r)
+        for i, r in enumerate(RUNS)
+    ]
+    return write_batch(root, receipt(runs, **overrides))
+
+
+def test_a_change_that_breaks_first_attempts_everywhere_is_worse(tmp_path: Path) -> None:
+    before, after = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=18)
+    result = compare_batches([before.root], [after.root], CURRENT)
+    assert result.first.verdict == "worse" and result.first.pValue is not None
+    assert result.first.pValue < 1e-6
+    assert (result.first.baselineSuccesses, result.first.candidateSuccesses) == (18, 0)
+    assert result.final.verdict == "no-detectable-difference"
+    assert "could detect only a change of about 35 points" in result.final.sentence
+    forms = next(t for t in result.tasks if t.taskId == "forms")
+    assert forms.first.verdict == "no-detectable-difference"  # 3 runs a task show nothing
+    assert forms.candidateCells == ["repaired"] * 3 and forms.repairs == (0, 3)
+    assert result.differences == [] and result.unexpected == []
+
+
+def test_the_same_results_are_no_detectable_difference_with_what_could_be_detected(
+    tmp_path: Path,
+) -> None:
+    result = compare_batches([batch(tmp_path / "a").root], [batch(tmp_path / "b").root], CURRENT)
+    assert result.first.verdict == "no-detectable-difference"
+    assert result.first.detectable == pytest.approx(0.35)
+    text = as_text(result)
+    assert text.splitlines()[0].startswith("no detectable difference: first attempt")
+    assert "nothing: the same library" in text
+
+
+def test_a_batch_whose_evidence_fails_the_checker_is_refused_with_the_reasons(
+    tmp_path: Path,
+) -> None:
+    broken = batch(tmp_path / "b")
+    broken.solution("forms-3").write_text("changed\n")
+    with pytest.raises(EvidenceError) as caught:
+        compare_batches([batch(tmp_path / "a").root], [broken.root], CURRENT)
+    assert "fails the checker's evidence rules" in str(caught.value)
+    assert "solution-integrity: forms-3 attempt 1" in str(caught.value)
+
+
+def test_a_difference_beyond_the_library_is_refused_unless_allowed_and_then_said_first(
+    tmp_path: Path,
+) -> None:
+    other_model = {"id": "another-model", "settings": {}}
+    a = batch(tmp_path / "a")
+    b = write_batch(
+        tmp_path / "b",
+        receipt(model=other_model),
+        lambda manifest: manifest.update(model=other_model),
+    )
+    with pytest.raises(ConfigError, match="--allow-different model"):
+        compare_batches([a.root], [b.root], CURRENT)
+    result = compare_batches([a.root], [b.root], CURRENT, allow=["model"])
+    assert result.unexpected == ["model"]
+    assert as_text(result).startswith("NOTE: the sides also differ in model")
+
+
+def test_batches_of_one_side_are_pooled_and_must_share_every_identity(tmp_path: Path) -> None:
+    a1, a2 = batch(tmp_path / "a1"), batch(tmp_path / "a2", failing_first=3)
+    b = batch(tmp_path / "b")
+    result = compare_batches([a1.root, a2.root], [b.root], CURRENT)
+    assert (result.first.baselineSuccesses, result.first.baselineRuns) == (33, 36)
+    assert result.baseline.runsPerTask == 6 and len(result.baseline.batchIds) == 2
+    other_model = {"id": "another-model", "settings": {}}
+    odd = write_batch(
+        tmp_path / "odd",
+        receipt(model=other_model),
+        lambda manifest: manifest.update(model=other_model),
+    )
+    with pytest.raises(ConfigError, match="cannot be pooled"):
+        compare_batches([a1.root, odd.root], [b.root], CURRENT)
+
+
+def test_infrastructure_failures_count_on_neither_side(tmp_path: Path) -> None:
+    runs = [run(r) for r in RUNS]
+    broken = attempt(RUNS[0], success=False)
+    broken.update(infrastructureStatus="failed", failureCategory="infrastructure",
+                  assertions=[], safetyPassed=None, submitted=False, solutionFiles=[],
+                  solutionDigest=None)  # fmt: skip
+    runs[0] = run(RUNS[0], [broken])
+    b = write_batch(tmp_path / "b", receipt(runs, status="infrastructure-failure"))
+    result = compare_batches([batch(tmp_path / "a").root], [b.root], CURRENT)
+    assert (result.first.candidateSuccesses, result.first.candidateRuns) == (17, 17)
+    task = next(t for t in result.tasks if t.taskId == RUNS[0].rsplit("-", 1)[0])
+    assert task.candidateCells[0] == "infrastructure"
+
+
+def test_the_command_prints_the_table_and_writes_the_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_eval.cli.compare as command
+
+    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    a, b = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=18)
+    out = tmp_path / "compare.json"
+    result = CliRunner().invoke(
+        main, ["compare", str(a.root), str(b.root), "--json", str(out)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("worse: first attempt, all tasks: 18/18 -> 0/18")
+    saved = Comparison.model_validate_json(out.read_bytes())
+    assert saved.first.verdict == "worse"
+    assert json.loads(out.read_text())["schemaVersion"] == 1
+    missing = CliRunner().invoke(main, ["compare", str(a.root), str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no such run directory" in missing.output
+
+
+def test_plan_says_how_many_runs_a_change_needs() -> None:
+    result = CliRunner().invoke(main, ["plan", "--baseline-rate", "1.0", "--detect", "-0.3"])
+    assert result.exit_code == 0
+    assert result.output.startswith("21 runs per side detect 1 -> 0.7")
+    assert "6 task(s): 4 runs of each task per side (eval-agent --repetitions 4)" in result.output
+    bad = CliRunner().invoke(main, ["plan", "--baseline-rate", "0.9", "--detect", "0.2"])
+    assert bad.exit_code == 2 and "is not a rate" in bad.output

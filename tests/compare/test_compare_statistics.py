@@ -1,0 +1,80 @@
+"""The comparison's statistics, pinned to values computed by hand and to published ones."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_eval.compare.statistics import (
+    Stratum,
+    detectable_difference,
+    difference_interval,
+    fisher_exact,
+    power,
+    runs_needed,
+    stratified_exact,
+)
+
+
+def test_fisher_exact_matches_the_tea_tasting_and_the_textbook_table() -> None:
+    # Lady tasting tea: 3 of 4 right each way; the hypergeometric gives 1+16+36+16+1 = 70.
+    assert fisher_exact(3, 4, 1, 4) == pytest.approx(34 / 70)
+    # Men 1 of 12 dieting, women 9 of 12: the two-sided p of the textbook example.
+    assert fisher_exact(1, 12, 9, 12) == pytest.approx(0.002759456, rel=1e-6)
+    assert fisher_exact(3, 3, 0, 3) == pytest.approx(0.1)  # 2 * 1/20
+    assert fisher_exact(5, 5, 5, 5) == 1.0
+
+
+def test_the_stratified_test_of_one_task_is_fisher_s_and_of_many_is_their_convolution() -> None:
+    assert stratified_exact([Stratum(3, 4, 1, 4)]) == pytest.approx(fisher_exact(3, 4, 1, 4))
+    # Six tasks, 3/3 against 0/3 each: the baseline's total is 18 of the 18 possible only
+    # when every task is 3/3, probability (1/20)^6; as unlikely: 0 of 18. Two-sided:
+    assert stratified_exact([Stratum(3, 3, 0, 3)] * 6) == pytest.approx(2 * (1 / 20) ** 6)
+    # Tasks where both sides agree add nothing to the evidence of a difference.
+    assert stratified_exact([Stratum(3, 3, 0, 3), Stratum(3, 3, 3, 3)]) == pytest.approx(0.1)
+
+
+def test_newcombe_s_interval_matches_his_published_example() -> None:
+    # Newcombe (1998), method 10, 56/70 against 48/80: 0.2000 (0.0524, 0.3339).
+    d = difference_interval(48, 80, 56, 70)
+    assert d is not None
+    assert (round(d.estimate, 4), round(d.low, 4), round(d.high, 4)) == (0.2, 0.0524, 0.3339)
+    assert difference_interval(0, 0, 1, 1) is None
+
+
+def test_exact_power_is_summed_over_every_outcome() -> None:
+    # One run a side can never be significant.
+    assert power(1, 1, 0.0, 1.0) == 0.0
+    # Three a side: only 3/3 against 0/3 (p = 0.1) comes close, and it is not below 0.05.
+    assert power(3, 3, 1.0, 0.0) == 0.0
+    # Four a side: only 4/4 against 0/4 (p = 2/70) is rejected; at rates 1 and 0 it is certain.
+    assert power(4, 4, 1.0, 0.0) == pytest.approx(1.0)
+    assert power(4, 4, 0.9, 0.1) == pytest.approx(0.9**8)
+
+
+def test_what_a_batch_can_detect_and_how_many_runs_a_change_needs() -> None:
+    assert detectable_difference(18, 18, 1.0) == pytest.approx(0.35)
+    assert detectable_difference(3, 3, 1.0) is None  # three runs can show nothing
+    # Published sample sizes for Fisher's test at 5 %, 80 % power: about 103 per side for
+    # 0.5 against 0.7 and about 219 for 0.8 against 0.9 (normal approximation with
+    # continuity correction); the exact test's counts are within a few runs of them.
+    assert runs_needed(0.5, 0.2) == 102
+    assert runs_needed(0.8, 0.1) == 214
+    with pytest.raises(ValueError, match="non-zero"):
+        runs_needed(0.5, 0.0)
+
+
+@given(st.integers(0, 12), st.integers(1, 12), st.integers(0, 12), st.integers(1, 12))
+def test_p_values_are_probabilities_and_the_interval_holds_the_estimate(
+    k1: int, n1: int, k2: int, n2: int
+) -> None:
+    k1, k2 = min(k1, n1), min(k2, n2)
+    p = fisher_exact(k1, n1, k2, n2)
+    assert 0.0 < p <= 1.0
+    assert stratified_exact([Stratum(k1, n1, k2, n2)]) == pytest.approx(p)
+    d = difference_interval(k1, n1, k2, n2)
+    assert d is not None and -1.0 <= d.low <= d.estimate <= d.high <= 1.0
+    assert math.isclose(fisher_exact(k2, n2, k1, n1), p)  # symmetric in the sides
