@@ -107,10 +107,6 @@ class ConsumerLayout(Generic[P]):
         """Every distribution pinned by version and sha256."""
         return self.root / "requirements.txt"
 
-    def task(self, task_id: str) -> P:
-        """The prompt and contract of one task."""
-        return self.root / "tasks" / task_id
-
 
 IN_CONTAINER_CONSUMER = ConsumerLayout(PurePosixPath(CONSUMER_MOUNT))
 """The consumer as runners and verifiers see it."""

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from agent_eval.batch.ports import RunnerOutcome  # noqa: E402
 from agent_eval.batch.runner_container import ContainerRunner  # noqa: E402
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule  # noqa: E402
-from agent_eval.consumer.archives import TaskMaterial, prepare_consumer  # noqa: E402
+from agent_eval.consumer.archives import prepare_consumer  # noqa: E402
 from agent_eval.digests import solution_digest, solution_files  # noqa: E402
 from agent_eval.engine import ContainerEngine, ContainerSpec, Mount  # noqa: E402
 from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
@@ -133,10 +133,6 @@ def consumer(engine: ContainerEngine, project: Project, suite: Suite, work: Path
         archives=archives,
         dependency_lock=project.packages / "requirements.lock",
         guides=project.guides(),
-        tasks=[
-            TaskMaterial(t.id, t.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), t.contract_text)
-            for t in suite.tasks
-        ],
         batch_id="bench-gateway",
     )
     return prepared.root

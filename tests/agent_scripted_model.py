@@ -27,7 +27,7 @@ import pytest
 
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
-from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare_consumer
+from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import sha256_bytes, solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
@@ -186,9 +186,9 @@ class MarkingGateway:
 
 
 def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
-    """The batch's consumer for the one task: library, guides, catalog, prompt and contract."""
+    """The batch's consumer: the library, its guides and catalog (no task: prompts travel
+    in each attempt's request)."""
     project = find_project(ROOT)
-    task = load_suite(project.tasks, graders_dir=project.graders).task(TASK)
     archives = build_archives(ROOT / "packages", work / "archives")
     verifier = image_for_checkout(engine, ROOT, "verifier")
     return prepare_consumer(
@@ -200,11 +200,6 @@ def prepared_consumer(engine: ContainerEngine, work: Path) -> PreparedConsumer:
         archives=archives,
         dependency_lock=ROOT / "packages" / "requirements.lock",
         guides=project.guides(),
-        tasks=[
-            TaskMaterial(
-                task.id, task.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), task.contract_text
-            )
-        ],
         batch_id="agent-cli-tests",
     )
 

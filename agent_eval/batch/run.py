@@ -37,7 +37,7 @@ from agent_eval.batch.schedule import (
     run_schedule,
 )
 from agent_eval.batch.signals import Stop
-from agent_eval.consumer.archives import PreparedConsumer, TaskMaterial, prepare_consumer
+from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import file_sha256, solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
@@ -337,9 +337,8 @@ class _Batch:
         self.lap("pack")
         ports.progress(ProgressEvent("preparing the consumer"))
         consumer = _consumer(
-            engine, project, suite, verifier_image, evidence, self.work_dir, archives,
-            self.batch_id,
-        )  # fmt: skip
+            engine, project, verifier_image, evidence, self.work_dir, archives, self.batch_id
+        )
         concurrency = config.concurrency or _default_concurrency()
         verifier: Verifier = _OnTheNodes()
         if self.remote is None:  # on a cluster every node verifies what it ran
@@ -660,7 +659,6 @@ def _pack(project: Project, evidence: RunDirectory) -> list[ArchiveEntry]:
 def _consumer(
     engine: ContainerEngine,
     project: Project,
-    suite: Suite,
     verifier_image: ImageIdentity,
     evidence: RunDirectory,
     work_dir: Path,
@@ -669,8 +667,8 @@ def _consumer(
 ) -> PreparedConsumer:
     try:
         return batch_consumer(
-            engine, project, suite, verifier_image.image_id, evidence.archives, archives,
-            work_dir, batch_id,
+            engine, project, verifier_image.image_id, evidence.archives, archives, work_dir,
+            batch_id,
         )  # fmt: skip
     except AgentEvalError as exc:
         raise _NotRun([f"consumer: {exc}"]) from exc
@@ -679,7 +677,6 @@ def _consumer(
 def batch_consumer(
     engine: ContainerEngine,
     project: Project,
-    suite: Suite,
     verifier_image_id: str,
     archives_dir: Path,
     archives: list[ArchiveEntry],
@@ -692,8 +689,6 @@ def batch_consumer(
         AgentEvalError: It could not be prepared.
     """
     lock = project.packages / "requirements.lock"
-    docs = str(IN_CONTAINER_CONSUMER.docs)
-    tasks = [TaskMaterial(t.id, t.render_prompt(docs), t.contract_text) for t in suite.tasks]
     return prepare_consumer(
         engine,
         verifier_image=verifier_image_id,
@@ -703,7 +698,6 @@ def batch_consumer(
         archives=archives,
         dependency_lock=lock if lock.is_file() else None,
         guides=project.guides(),
-        tasks=tasks,
         batch_id=batch_id,
     )
 

@@ -147,8 +147,8 @@ class NodeWorker:
         archives_dir = self._work / "archives"
         write_shipped(archives_dir, assignment.archiveFiles)
         consumer = batch_consumer(
-            engine, project, suite, assignment.verifierImageId, archives_dir,
-            assignment.archives, self._work, assignment.batchId,
+            engine, project, assignment.verifierImageId, archives_dir, assignment.archives,
+            self._work, assignment.batchId,
         )  # fmt: skip
         write_model_atomic(self._evidence.consumer_lock, consumer.lock(assignment.archivesDigest))
         if (lock := file_sha256(self._evidence.consumer_lock)) != assignment.consumerLockDigest:

@@ -6,7 +6,9 @@ Layout (mounted read-only into every runner and verifier container):
     /consumer/requirements.txt     every distribution pinned by version and sha256
     /consumer/site/                the archives and their dependencies, installed by pip
     /consumer/docs/                <distribution>/GUIDE.md, API.md and api-catalog.json
-    /consumer/tasks/<id>/          prompt.md and task-contract.pyi of each task
+
+It holds no task: an attempt's prompt (its contract in it) reaches the runner in its
+request only, so an agent never reads another task's prompt.
 
 ``consumer-lock.json`` binds every installed distribution (its RECORD digest)
 and the archives.json it came from. Nothing is reinstalled per attempt.
@@ -31,20 +33,11 @@ from agent_eval.models import ArchiveEntry, ConsumerLock, LockedDistribution
 from agent_eval.models.catalog import ApiCatalog
 from agent_eval.packing import normalise_name
 
-__all__ = ["PreparedConsumer", "TaskMaterial", "prepare_consumer"]
+__all__ = ["PreparedConsumer", "prepare_consumer"]
 
 _SETUP_TIMEOUT_S = 600.0
 _LOG_LIMIT = 64 * 1024
 _STAGE_MOUNT = "/verifier"
-
-
-@dataclass(frozen=True)
-class TaskMaterial:
-    """What the agent may read about one task."""
-
-    task_id: str
-    prompt: str
-    contract: str
 
 
 @dataclass(frozen=True)
@@ -84,7 +77,6 @@ def write_project(
     archives: list[ArchiveEntry],
     dependency_lock: Path | None,
     guides: dict[str, Path],
-    tasks: list[TaskMaterial],
 ) -> None:
     """Write the consumer project's files on the host (before installation)."""
     layout = ConsumerLayout(root)
@@ -115,11 +107,6 @@ def write_project(
     for name, guide in sorted(guides.items()):
         (docs / name).mkdir()
         shutil.copyfile(guide, docs / name / "GUIDE.md")
-    for task in tasks:
-        folder = layout.task(task.task_id)
-        folder.mkdir(parents=True)
-        (folder / "prompt.md").write_text(task.prompt, encoding="utf-8")
-        (folder / "task-contract.pyi").write_text(task.contract, encoding="utf-8")
     layout.site.mkdir()
 
 
@@ -133,7 +120,6 @@ def prepare_consumer(
     archives: list[ArchiveEntry],
     dependency_lock: Path | None,
     guides: dict[str, Path],
-    tasks: list[TaskMaterial],
     batch_id: str,
 ) -> PreparedConsumer:
     """Write, install (in a consumer container) and lock the consumer.
@@ -141,7 +127,7 @@ def prepare_consumer(
     Raises:
         InfrastructureError: the installation or the catalog failed, or cleanup did.
     """
-    write_project(root, archives, dependency_lock, guides, tasks)
+    write_project(root, archives, dependency_lock, guides)
     stage_harness(stage)
     spec = ContainerSpec(
         image=verifier_image,

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
+from agent_eval.batch.run import batch_consumer
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
 from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ResourceLimits, list_leftovers
-from agent_eval.layout import CONSUMER_MOUNT, SOLUTION_MOUNT
+from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
 from agent_eval.models import Receipt, TaskSpec
 from agent_eval.packing import build_archives
 from agent_eval.project import find_project
@@ -47,7 +48,6 @@ def consumer(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) 
         archives=archives,
         dependency_lock=REPO / "packages" / "requirements.lock",
         guides={},
-        tasks=[],
         batch_id="boundary-tests",
     )
 
@@ -211,3 +211,28 @@ def test_a_runner_killed_for_memory_says_so_and_names_its_limit(
     assert attempt.failureCategory == "invalid-response" and len(receipt.runs[0].attempts) == 1
     assert any("killed the runner for memory (limit 64 MiB)" in d.message
                for d in attempt.diagnostics), attempt.diagnostics  # fmt: skip
+
+
+def test_the_batch_s_consumer_holds_no_task_s_prompt(
+    engine: ContainerEngine, tmp_path: Path
+) -> None:
+    """Every runner reads the consumer: it must hold the library and its guides, never a
+    task (an agent would read the other tasks' prompts and contracts)."""
+    project = find_project(REPO)
+    suite = load_suite(project.tasks, graders_dir=project.graders)
+    archives = build_archives(REPO / "packages", tmp_path / "archives")
+    verifier = reference_config(
+        engine, "oracle", project_root=REPO, runtime_path="/var/run/docker.sock"
+    )
+    consumer = batch_consumer(
+        engine, project, engine.resolve_image(verifier.verifierImage).image_id,
+        tmp_path / "archives", archives, tmp_path / "work", "no-prompts",
+    )  # fmt: skip
+    files = [p for p in consumer.root.rglob("*") if p.is_file()]
+    assert files and not (consumer.root / "tasks").exists()
+    for task in suite.tasks:
+        prompt = task.render_prompt(str(IN_CONTAINER_CONSUMER.docs))
+        opening = prompt.strip().splitlines()[0]
+        holding = [p for p in files if opening.encode() in p.read_bytes()]
+        assert holding == [], (task.id, holding)
+        assert not [p for p in files if task.contract_text.encode() in p.read_bytes()]

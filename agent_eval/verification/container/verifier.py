@@ -228,7 +228,6 @@ def evidence_verifiers(
                 archives=archives.archives,
                 dependency_lock=lock if lock.is_file() else None,
                 guides={},
-                tasks=[],
                 batch_id=batch_id,
             )
             cache = warm_analysis_cache(
