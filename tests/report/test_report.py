@@ -306,6 +306,12 @@ def test_the_gate_chance_is_shown_for_the_observed_rate(tmp_path: Path) -> None:
     }
     table = doc.find("table", class_="gate-table")
     assert table is not None and "0.501" in table.text and "0.902" in table.text
+    # The gate's chances for agents at 0.80 and 0.90, computed for this suite's gate.
+    gate_text = gate.closest("section") or doc
+    assert "0.80 clears it with a chance of 0.501" in gate_text.text
+    assert "0.90 with 0.902" in gate_text.text
+    nxt = doc.find(data_next="measure")
+    assert nxt is not None and "agent-eval compare BEFORE AFTER" in nxt.text
     tasks = doc.find("table", class_="tasks")
     assert tasks is not None
     forms = tasks.find("tr", data_task="forms")
