@@ -7,7 +7,7 @@ import click
 
 from agent_eval.cli.check import check_command
 from agent_eval.cli.cleanup import cleanup_command
-from agent_eval.cli.compare import compare_command, plan_command
+from agent_eval.cli.compare import compare_command, plan_command, summary_command
 from agent_eval.cli.images import images_group
 from agent_eval.cli.reference import reference_config_command
 from agent_eval.cli.report import report_command
@@ -38,6 +38,7 @@ main.add_command(runners_group, name="runners")
 main.add_command(try_agent_command, name="try-agent")
 main.add_command(compare_command, name="compare")
 main.add_command(plan_command, name="plan")
+main.add_command(summary_command, name="summary")
 
 
 HELP_OPTIONS = ["-h", "--help"]

@@ -9,6 +9,7 @@ import click
 
 from agent_eval.cli.common import reported_errors
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
+from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.compare.statistics import runs_needed
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_model_atomic
@@ -17,7 +18,7 @@ from agent_eval.project import find_project
 from agent_eval.suite.tasks import read_suite_spec
 from agent_eval.verdict.qualification import current_anchors
 
-__all__ = ["compare_command", "plan_command"]
+__all__ = ["compare_command", "plan_command", "summary_command"]
 
 
 def _dirs(value: str) -> list[Path]:
@@ -147,3 +148,52 @@ def _task_count() -> int:
         return len(read_suite_spec(find_project(None).tasks).taskIds)
     except AgentEvalError:
         return 0
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option(
+    "--compare",
+    "other",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="BASELINE_RUN_DIR",
+    help="Also set the batch against this baseline batch.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the summary as JSON here.",
+)
+@click.option(
+    "--project",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Repository the batch belongs to (default: the current one).",
+)
+def summary_command(
+    run_dir: Path, other: Path | None, json_path: Path | None, project: Path | None
+) -> None:
+    """Print a summary of the batch in RUN_DIR that may be shared, as Markdown.
+
+    Counts with their denominators, each task's results, the identities by digest and
+    the names of the rules the decision rests on; never a solution, transcript, log,
+    prompt, solution file name, environment value, reason wording or local path.
+
+    \b
+    Example:
+      agent-eval summary .verification/agent-eval/RUN --compare .verification/agent-eval/BEFORE
+    """
+    try:
+        located = find_project(project)
+    except AgentEvalError as exc:
+        raise click.UsageError(
+            f"{exc}, or name the repository the batch belongs to with --project"
+        ) from None
+    with reported_errors():
+        shared = share_summary(run_dir, current_anchors(located), other)
+        if json_path is not None:
+            write_model_atomic(json_path, shared)
+    click.echo(as_markdown(shared), nl=False)

@@ -33,7 +33,7 @@ from agent_eval.models.compare import (
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
-__all__ = ["ALLOWABLE", "EVIDENCE_RULES", "as_text", "compare_batches"]
+__all__ = ["ALLOWABLE", "EVIDENCE_RULES", "as_text", "batch_identity", "compare_batches"]
 
 EVIDENCE_RULES = frozenset(
     {
@@ -153,6 +153,12 @@ def _summary(batches: list[_Batch], identity: dict[str, Any]) -> SideSummary:
         sourceCommit=identity["sourceCommit"],
         evaluatorDigest=identity["evaluatorDigest"],
     )
+
+
+def batch_identity(receipt: Receipt, archives: ArchivesManifest) -> SideSummary:
+    """What one batch was bound to, by digest."""
+    batch = _Batch(receipt, archives)
+    return _summary([batch], _identity(batch))
 
 
 def _graded(attempt: AttemptRecord) -> bool:

@@ -21,6 +21,8 @@ from agent_eval.models.compare import (
     Comparison,
     IdentityDifference,
     RateComparison,
+    SharedSummary,
+    SharedTask,
     SideSummary,
     TaskComparison,
 )
@@ -127,6 +129,8 @@ __all__ = [
     "RunnerRequest",
     "RunnerResources",
     "RunnerResponse",
+    "SharedSummary",
+    "SharedTask",
     "ShippedFile",
     "SideSummary",
     "SolutionFile",

@@ -13,6 +13,8 @@ __all__ = [
     "Comparison",
     "IdentityDifference",
     "RateComparison",
+    "SharedSummary",
+    "SharedTask",
     "SideSummary",
     "TaskComparison",
     "Verdict",
@@ -149,3 +151,58 @@ class Comparison(WireModel):
     """First-attempt success, pooled over the tasks both sides ran (stratified by task)."""
     final: RateComparison
     """Final success, pooled likewise."""
+
+
+class SharedTask(WireModel):
+    """One task's counts in a shareable summary."""
+
+    taskId: NonEmptyStr
+    """The task."""
+    runs: int = Field(ge=0)
+    """Its runs in the batch."""
+    firstSuccesses: int = Field(ge=0)
+    """Runs whose first attempt succeeded."""
+    finalSuccesses: int = Field(ge=0)
+    """Runs whose last attempt succeeded."""
+    unsafeAttempts: int = Field(ge=0)
+    """Attempts with an observed safety violation."""
+    unsupportedApi: int = Field(ge=0)
+    """Runs whose final attempt referenced an unsupported or hallucinated API."""
+    infrastructure: int = Field(ge=0)
+    """Runs an infrastructure failure touched (nobody's result)."""
+
+
+class SharedSummary(WireModel):
+    """A batch as it may be shared: counts, identities by digest, the decision's rules.
+
+    Never a solution, a transcript, a log, a prompt, a file name of a solution, an
+    environment value, a reason's own words (they may quote files) or a path of the
+    machine that ran it.
+    """
+
+    schemaVersion: SchemaVersion
+    """Format version of the summary."""
+    batchId: NonEmptyStr
+    """The batch."""
+    status: NonEmptyStr
+    """How the batch ended."""
+    qualified: bool
+    """What the checker's rules decided, against the checkout the summary was made in."""
+    reasonRules: list[str]
+    """The rules it failed (their names only: the reasons' words may quote files)."""
+    measurement: bool
+    """A measurement batch (``eval-agent --repetitions``), which never qualifies."""
+    scheduledRuns: int = Field(ge=0)
+    """The denominator of the totals."""
+    firstSuccesses: int = Field(ge=0)
+    """Runs whose first attempt succeeded."""
+    finalSuccesses: int = Field(ge=0)
+    """Runs whose last attempt succeeded."""
+    minFirstSuccesses: int | None
+    """The suite's first-try threshold (None: no declaration at hand)."""
+    tasks: list[SharedTask]
+    """Each task's counts."""
+    identity: SideSummary
+    """What the batch was bound to, by digest."""
+    comparison: Comparison | None = None
+    """Set against another batch (``--compare``), when asked."""

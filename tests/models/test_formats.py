@@ -304,6 +304,7 @@ FIELD_SETS: dict[str, set[str]] = {
 
 DOCUMENTS = {
     "Comparison",
+    "SharedSummary",
     "TaskSpec",
     "SuiteSpec",
     "RunnerConfig",

@@ -1,0 +1,118 @@
+"""A batch's summary as it may leave the machine: counts, identities, the decision's rules.
+
+The summary is built from fields the harness wrote itself (counts, digests, identities
+and the names of the rules a batch failed), never from text an agent, a provider or
+the machine chose: no solution, transcript, log, prompt, solution file name, environment
+value, reason wording (a reason may quote a file) or path. Its Markdown is rendered from
+the same model, so the two say the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_eval.compare.compare import batch_identity, compare_batches
+from agent_eval.errors import EvidenceError
+from agent_eval.evidence_io import read_model
+from agent_eval.layout import RunDirectory
+from agent_eval.models import ArchivesManifest, Receipt
+from agent_eval.models.compare import SharedSummary, SharedTask
+from agent_eval.verdict.qualification import Anchors, qualify_files
+
+__all__ = ["as_markdown", "share_summary"]
+
+
+def share_summary(
+    run_dir: Path, current: Anchors, compare_with: Path | None = None
+) -> SharedSummary:
+    """The shareable summary of the batch in *run_dir* (set against *compare_with*).
+
+    Raises:
+        EvidenceError: The receipt or archives.json cannot be read.
+        ConfigError: The comparison is refused (see :func:`compare_batches`).
+    """
+    run = RunDirectory(run_dir)
+    if not run_dir.is_dir():
+        raise EvidenceError(f"{run_dir}: not a run directory")
+    receipt = read_model(run.receipt, Receipt, what="receipt")
+    archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
+    decision = qualify_files(run.receipt, run.archives_manifest, current)
+    rules = list(dict.fromkeys(r.split(":", 1)[0] for r in decision.reasons))
+    tasks: dict[str, list[int]] = {}
+    for r in receipt.runs:
+        counts = tasks.setdefault(r.taskId, [0, 0, 0, 0, 0, 0])
+        counts[0] += 1
+        counts[1] += r.firstSuccess
+        counts[2] += r.finalSuccess
+        counts[3] += sum(a.unsafe for a in r.attempts)
+        counts[4] += bool(r.attempts and r.attempts[-1].unsupportedApiCount)
+        counts[5] += any(a.infrastructureStatus == "failed" for a in r.attempts)
+    spec = receipt.suite or current.spec
+    comparison = (
+        compare_batches([compare_with], [run_dir], current) if compare_with is not None else None
+    )
+    return SharedSummary(
+        schemaVersion=1,
+        batchId=receipt.batchId,
+        status=receipt.status,
+        qualified=decision.qualified,
+        reasonRules=rules,
+        measurement=receipt.repetitions is not None,
+        scheduledRuns=receipt.scheduledRuns,
+        firstSuccesses=receipt.firstSuccesses,
+        finalSuccesses=receipt.finalSuccesses,
+        minFirstSuccesses=spec.minFirstSuccesses if spec is not None else None,
+        tasks=[_task(task_id, c) for task_id, c in tasks.items()],
+        identity=batch_identity(receipt, archives),
+        comparison=comparison,
+    )
+
+
+def _task(task_id: str, c: list[int]) -> SharedTask:
+    return SharedTask(
+        taskId=task_id, runs=c[0], firstSuccesses=c[1], finalSuccesses=c[2],
+        unsafeAttempts=c[3], unsupportedApi=c[4], infrastructure=c[5],
+    )  # fmt: skip
+
+
+def as_markdown(summary: SharedSummary) -> str:
+    """The summary as Markdown, for a pull request or an issue."""
+    s, ident = summary, summary.identity
+    verdict = "qualified" if s.qualified else "rejected (" + ", ".join(s.reasonRules) + ")"
+    threshold = f" (at least {s.minFirstSuccesses} needed)" if s.minFirstSuccesses else ""
+    lines = [
+        f"## agent-eval batch {s.batchId}",
+        "",
+        f"- status: {s.status}; decision: {verdict}"
+        + ("; a measurement batch" if s.measurement else ""),
+        f"- first-attempt successes: {s.firstSuccesses}/{s.scheduledRuns}{threshold}",
+        f"- final successes: {s.finalSuccesses}/{s.scheduledRuns}",
+        f"- runner: {_who(ident.runner)}; model: {_who(ident.model)}"
+        + (f" (served: {', '.join(ident.servedModels)})" if ident.servedModels else ""),
+        f"- images: runner {ident.runnerImage}, verifier {ident.verifierImage}"
+        + (f", gateway {ident.gatewayImage}" if ident.gatewayImage else ""),
+        f"- library: {'; '.join(ident.archives)} (commit {ident.sourceCommit or 'none'})",
+        f"- suite {ident.suiteDigest}; harness {ident.evaluatorDigest}",
+        "",
+        "| task | runs | first | final | unsafe attempts | unsupported API | infrastructure |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {t.taskId} | {t.runs} | {t.firstSuccesses} | {t.finalSuccesses} | "
+        f"{t.unsafeAttempts} | {t.unsupportedApi} | {t.infrastructure} |"
+        for t in s.tasks
+    ]
+    if s.comparison is not None:
+        c = s.comparison
+        lines += ["", f"### Against {', '.join(c.baseline.batchIds)}", ""]
+        lines += [f"- {c.first.sentence}", f"- {c.final.sentence}"]
+        lines += [f"- {t.taskId}: {t.first.sentence}" for t in c.tasks]
+    return "\n".join(lines) + "\n"
+
+
+def _who(identity: object) -> str:
+    if identity is None:
+        return "none"
+    name = getattr(identity, "name", None) or getattr(identity, "id", "")
+    version = getattr(identity, "version", None)
+    return f"{name} {version}" if version else str(name)

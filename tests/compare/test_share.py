@@ -1,0 +1,96 @@
+"""The shareable summary says the counts and identities and leaks nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_eval.cli import main
+from agent_eval.compare.share import as_markdown, share_summary
+from agent_eval.digests import sha256_bytes, solution_digest
+from agent_eval.models import SharedSummary
+from tests.evidence_builders import CURRENT, receipt, run, write_batch
+from tests.paths import EXAMPLE_SUITE
+
+SOLUTION_NAME = "zz_private_module_name.py"
+
+
+def leaky_batch(root: Path, secret: str) -> Path:
+    """A batch whose solution, log and transcript (and a solution file name) hold *secret*."""
+    runs = [run(r) for r in EXAMPLE_SUITE.run_ids()]
+    first = runs[0]["attempts"][0]
+    content = f"# {secret}\nVALUE = 1\n".encode()
+    log = f"runner said {secret} from /home/someone/{secret}\n".encode()
+    transcript = json.dumps({"text": secret}).encode() + b"\n"
+    first.update(
+        solutionFiles=[{"path": SOLUTION_NAME, "sha256": sha256_bytes(content),
+                        "size": len(content)}],
+        runnerLogDigest=sha256_bytes(log), transcriptDigest=sha256_bytes(transcript),
+        diagnostics=[{"category": "runner", "message": f"said {secret}", "path": None,
+                      "line": None}],
+    )  # fmt: skip
+    first["solutionDigest"] = solution_digest([(SOLUTION_NAME, sha256_bytes(content))])
+    batch = write_batch(root, receipt(runs))
+    where = batch.attempt_dir(runs[0]["runId"], 1)
+    (where / "solution" / "solution.py").unlink(missing_ok=True)
+    (where / "solution").mkdir(exist_ok=True)
+    (where / "solution" / SOLUTION_NAME).write_bytes(content)
+    (where / "runner.log").write_bytes(log)
+    (where / "transcript.jsonl").write_bytes(transcript)
+    return batch.root
+
+
+def test_a_summary_holds_the_counts_and_identities(tmp_path: Path) -> None:
+    root = write_batch(tmp_path / "b", receipt()).root
+    shared = share_summary(root, CURRENT)
+    assert (shared.firstSuccesses, shared.finalSuccesses, shared.scheduledRuns) == (18, 18, 18)
+    assert shared.qualified and shared.reasonRules == [] and shared.minFirstSuccesses == 15
+    assert [t.taskId for t in shared.tasks] == list(EXAMPLE_SUITE.taskIds)
+    text = as_markdown(shared)
+    assert "first-attempt successes: 18/18 (at least 15 needed)" in text
+    assert "| forms | 3 | 3 | 3 | 0 | 0 | 0 |" in text
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=12, max_size=24))
+def test_no_byte_of_a_solution_log_transcript_or_path_is_in_the_summary(
+    tmp_path_factory: pytest.TempPathFactory, word: str
+) -> None:
+    secret = f"canary{word}"
+    root = leaky_batch(tmp_path_factory.mktemp("leak"), secret)
+    other = write_batch(tmp_path_factory.mktemp("base"), receipt()).root
+    shared = share_summary(root, CURRENT, compare_with=other)
+    assert shared.qualified and shared.comparison is not None
+    damaged = root / "runs" / EXAMPLE_SUITE.run_ids()[0] / "attempt-1" / "solution"
+    (damaged / f"added_{secret}.py").write_text(secret)  # a reason would quote its name
+    rejected = share_summary(root, CURRENT)
+    assert "solution-integrity" in rejected.reasonRules
+    for summary in (shared, rejected):
+        for text in (as_markdown(summary), summary.model_dump_json()):
+            assert secret not in text
+            assert SOLUTION_NAME not in text and "zz_private" not in text
+            assert str(root) not in text and str(other) not in text and "/home/" not in text
+            assert "/tmp" not in text
+
+
+def test_the_command_prints_markdown_and_writes_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_eval.cli.compare as command
+
+    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    root = write_batch(tmp_path / "b", receipt()).root
+    out = tmp_path / "summary.json"
+    result = CliRunner().invoke(main, ["summary", str(root), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("## agent-eval batch batch-1")
+    assert SharedSummary.model_validate_json(out.read_bytes()).batchId == "batch-1"
+    missing = CliRunner().invoke(main, ["summary", str(tmp_path / "nope")])
+    assert missing.exit_code == 2
