@@ -134,7 +134,7 @@ def test_a_null_batch_completes_with_nothing_but_the_untouched_starter_submitted
         ({"verifierImage": "agent-eval/verifier@sha256:" + "2" * 64}, {}, "verifierImage:"),
         ({}, {"DOCKER_HOST": "tcp://127.0.0.1:2375"}, "engine:"),
         ({"envAllowlist": ["GITHUB_TOKEN"]}, {}, "config:"),
-        ({"envAllowlist": ["AGENT_EVAL_UNSET_KEY"]}, {}, "unset variables"),
+        ({"envAllowlist": ["AGENT_EVAL_UNSET_SETTING"]}, {}, "unset variables"),
     ],
 )
 def test_a_batch_that_cannot_run_safely_is_not_run_with_its_reason(
