@@ -3,42 +3,99 @@ parses arguments, calls one library function and maps errors to exit codes."""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import click
 
 from agent_eval.cli.check import check_command
-from agent_eval.cli.cleanup import cleanup_command
-from agent_eval.cli.compare import compare_command, plan_command, summary_command
-from agent_eval.cli.images import images_group
-from agent_eval.cli.reference import reference_config_command
-from agent_eval.cli.report import report_command
 from agent_eval.cli.review import review_command
 from agent_eval.cli.run import eval_agent_command
-from agent_eval.cli.runners import runners_group
-from agent_eval.cli.tasks import tasks_group
-from agent_eval.cli.trial import try_agent_command
 
-__all__ = ["check_main", "eval_agent_main", "main", "review_main"]
+__all__ = ["COMMANDS", "check_main", "eval_agent_main", "main", "review_main"]
+
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": (
+        "agent_eval.cli.run", "eval_agent_command",
+        "Run every scheduled run of the suite (eval-agent).",
+    ),
+    "check": (
+        "agent_eval.cli.check", "check_command",
+        "Qualify a saved batch or reject it with reasons (check-agent-eval).",
+    ),
+    "review": (
+        "agent_eval.cli.review", "review_command",
+        "Record a reviewer's decision on one attempt (review-agent-eval).",
+    ),
+    "report": (
+        "agent_eval.cli.report", "report_command",
+        "Write the reviewer's HTML page of a saved batch.",
+    ),
+    "compare": (
+        "agent_eval.cli.compare", "compare_command",
+        "Compare a baseline's batches with a candidate's.",
+    ),
+    "summary": (
+        "agent_eval.cli.compare", "summary_command",
+        "Print a summary of a batch that may be shared.",
+    ),
+    "plan": (
+        "agent_eval.cli.compare", "plan_command",
+        "Say how many runs a comparison needs.",
+    ),
+    "images": (
+        "agent_eval.cli.images", "images_group",
+        "Build, lock and verify the offline images.",
+    ),
+    "tasks": (
+        "agent_eval.cli.tasks", "tasks_group",
+        "Check the suite's tasks against their fixtures.",
+    ),
+    "runners": (
+        "agent_eval.cli.runners", "runners_group",
+        "Review runner configurations into the registry.",
+    ),
+    "reference-config": (
+        "agent_eval.cli.reference", "reference_config_command",
+        "Write the runner config of a built-in reference runner.",
+    ),
+    "try-agent": (
+        "agent_eval.cli.trial", "try_agent_command",
+        "Try an agent CLI offline against a scripted model.",
+    ),
+    "cleanup": (
+        "agent_eval.cli.cleanup", "cleanup_command",
+        "Clean up after batches whose process died.",
+    ),
+}  # fmt: skip
+"""Each subcommand: its module, its object and the one line ``agent-eval --help`` shows.
+A subcommand's module is imported only when it runs (or its own help is asked for), so
+``agent-eval --help`` costs the interpreter and click; a test keeps the lines true."""
 
 
-@click.group(name="agent-eval")
+class _LazyGroup(click.Group):
+    """A group whose subcommands are imported when used, listed from :data:`COMMANDS`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[cmd_name]
+        command: Any = getattr(importlib.import_module(module), attribute)
+        return command  # type: ignore[no-any-return]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(name="agent-eval", cls=_LazyGroup)
 @click.version_option(package_name="agent-eval")
 def main() -> None:
     """Evaluate coding agents against this repository's library."""
-
-
-main.add_command(eval_agent_command, name="run")
-main.add_command(check_command, name="check")
-main.add_command(review_command, name="review")
-main.add_command(images_group, name="images")
-main.add_command(tasks_group, name="tasks")
-main.add_command(reference_config_command, name="reference-config")
-main.add_command(cleanup_command, name="cleanup")
-main.add_command(report_command, name="report")
-main.add_command(runners_group, name="runners")
-main.add_command(try_agent_command, name="try-agent")
-main.add_command(compare_command, name="compare")
-main.add_command(plan_command, name="plan")
-main.add_command(summary_command, name="summary")
 
 
 HELP_OPTIONS = ["-h", "--help"]

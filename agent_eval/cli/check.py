@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from agent_eval.errors import AgentEvalError
-from agent_eval.models import QualificationResult
-from agent_eval.project import Project, find_project
-from agent_eval.verdict.qualification import current_anchors, qualify_files
-from agent_eval.verdict.reverify import reverify_files
-from agent_eval.verification.container.verifier import evidence_verifiers
+
+if TYPE_CHECKING:
+    from agent_eval.project import Project
 
 __all__ = ["check_command"]
 
@@ -54,6 +53,12 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
       check-agent-eval --receipt evidence/RUN/receipt.json \\
                        --archives evidence/RUN/archives.json
     """
+    from agent_eval.models import QualificationResult
+    from agent_eval.project import find_project
+    from agent_eval.verdict.qualification import current_anchors, qualify_files
+    from agent_eval.verdict.reverify import reverify_files
+    from agent_eval.verification.container.verifier import evidence_verifiers
+
     located: Project | None = None
     try:
         located = find_project(project)

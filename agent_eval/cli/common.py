@@ -9,6 +9,11 @@ import click
 
 from agent_eval.errors import AgentEvalError
 
+MAX_REPETITIONS = 20
+"""The most runs per task ``eval-agent --repetitions`` takes; equal to the receipt's bound
+(``agent_eval.models.receipt.MAX_REPETITIONS``, a test keeps them equal), spelled here so
+the command's options need no model imported."""
+
 __all__ = ["EXIT_FAILURE", "reported_errors"]
 
 EXIT_FAILURE = 1

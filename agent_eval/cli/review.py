@@ -10,7 +10,6 @@ from typing import Literal, cast
 import click
 
 from agent_eval.cli.common import reported_errors
-from agent_eval.verdict.review import record_review
 
 __all__ = ["review_command"]
 
@@ -23,6 +22,8 @@ __all__ = ["review_command"]
 @click.option("--decision", required=True, type=click.Choice(["accept", "reject"]))
 def review_command(receipt: Path, run_id: str, attempt: int, reviewer: str, decision: str) -> None:
     """Bind a reviewer's decision to the attempt's recomputed solution digest."""
+    from agent_eval.verdict.review import record_review
+
     with reported_errors():
         entry = record_review(
             receipt,

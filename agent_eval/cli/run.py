@@ -8,20 +8,20 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from agent_eval.batch.ports import RemoteRuns
-from agent_eval.batch.run import BatchOutcome, run_batch
-from agent_eval.batch.signals import stopping_on_signals
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import MAX_REPETITIONS, reported_errors
 from agent_eval.cli.progress import MODES, Mode, make_display
-from agent_eval.cluster.ray_cluster import RayCluster
 from agent_eval.errors import AgentEvalError
-from agent_eval.models.receipt import MAX_REPETITIONS
-from agent_eval.project import find_project
-from agent_eval.report.render import write_report
-from agent_eval.verification.container.verifier import batch_verifier_factory
+
+if TYPE_CHECKING:
+    from agent_eval.batch.ports import RemoteRuns
+    from agent_eval.batch.run import BatchOutcome
+
+# The library is imported where a command runs, never at import: --help and a usage
+# error cost the interpreter and click alone.
 
 __all__ = ["eval_agent_command", "report_outcome"]
 
@@ -41,6 +41,8 @@ def report_outcome(
     if outcome.receipt_written:
         # The reviewer's view; a batch whose report cannot be written keeps its exit code.
         try:
+            from agent_eval.report.render import write_report
+
             say(f"report: {write_report(outcome.receipt.parent, project=project)}")
         except AgentEvalError as exc:
             say(f"warning: no report: {exc}")
@@ -140,6 +142,11 @@ def eval_agent_command(
     1 when it stopped early (interrupted, stopped, an infrastructure failure).
     SIGINT, SIGTERM and SIGHUP stop it with a truthful receipt.
     """
+    from agent_eval.batch.run import run_batch
+    from agent_eval.batch.signals import stopping_on_signals
+    from agent_eval.project import find_project
+    from agent_eval.verification.container.verifier import batch_verifier_factory
+
     with reported_errors():
         located = find_project(project)
         remote = _remote(executor, ray_address, ray_node_ip)
@@ -184,6 +191,8 @@ def _remote(executor: str, address: str | None, node_ip: str | None) -> RemoteRu
             raise click.BadParameter(
                 f"{node_ip!r} is not an IP address", param_hint="--ray-node-ip"
             ) from None
+    from agent_eval.cluster.ray_cluster import RayCluster
+
     return RayCluster(address, node_ip=node_ip)
 
 

@@ -52,3 +52,48 @@ def test_a_runner_config_that_is_not_there_is_a_usage_error_leaving_nothing(
     )
     assert done.returncode == 2 and "runner.jsn" in done.stderr and done.stdout == ""
     assert sorted(p.name for p in project.iterdir()) == ["pyproject.toml"]
+
+
+def test_every_listed_subcommand_is_the_command_it_names() -> None:
+    """The help line of each subcommand is listed without importing it; each entry must
+    still lead to a command."""
+    import click
+
+    from agent_eval.cli import COMMANDS, main
+
+    context = click.Context(main)
+    for name in COMMANDS:
+        command = main.get_command(context, name)
+        assert isinstance(command, click.Command), name
+    assert main.get_command(context, "no-such-command") is None
+    listed = run("agent-eval", "--help").stdout
+    assert all(f"  {name} " in listed for name in COMMANDS)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["agent-eval", "--help"], ["eval-agent", "--help"], ["check-agent-eval", "--help"],
+     ["review-agent-eval", "--help"]],
+)  # fmt: skip
+def test_help_imports_no_model_no_engine_and_no_subcommand(argv: list[str]) -> None:
+    """What --help costs: the interpreter and click, never the library behind a command."""
+    entries = {"agent-eval": "main", "eval-agent": "eval_agent_main",
+               "check-agent-eval": "check_main", "review-agent-eval": "review_main"}  # fmt: skip
+    entry = entries[argv[0]]
+    code = (
+        "import sys\n"
+        f"sys.argv = {argv!r}\n"
+        "import agent_eval.cli as cli\n"
+        "try:\n"
+        f"    getattr(cli, {entry!r})()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'docker', 'pydantic'}\n"
+        "               or m.startswith(('agent_eval.models', 'agent_eval.batch.run',\n"
+        "                                'agent_eval.verdict', 'agent_eval.verification')))\n"
+        "print(heavy, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr[-2000:]
