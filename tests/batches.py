@@ -38,7 +38,7 @@ def project_copy(
         for name in ("packages", "tasks", "graders", "fixtures"):
             shutil.copytree(REPO / name, root / name, ignore=ignore)
     else:
-        for name in ("packages", "graders", "images"):
+        for name in ("packages", "graders", "images", "tasks/_shared"):
             shutil.copytree(REPO / name, root / name, ignore=ignore)
         for old, new in own_suite.items():
             for kind in ("tasks", "fixtures"):

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Any
@@ -46,6 +47,7 @@ from agent_eval.suite.contract import ContractError, load_contract
 __all__ = [
     "CONTRACT_FILE",
     "GRADER_FILE",
+    "SHARED_DIR",
     "STARTER_DIR",
     "SUITE_FILE",
     "TASK_FILE",
@@ -60,6 +62,10 @@ PROMPT_FILE = "prompt.md"
 CONTRACT_FILE = "contract.pyi"
 GRADER_FILE = "grader.py"
 STARTER_DIR = "starter"
+SHARED_DIR = "_shared"
+"""``tasks/_shared/``: Markdown parts several prompts include (``{% include "x.md" %}``)."""
+_MAX_SHARED_FILES = 64
+_SHARED_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}\.md")
 
 _MAX_TASK_FILE_BYTES = 256 * 1024
 MAX_PROMPT_CHARS = 200_000
@@ -118,6 +124,8 @@ class Task:
     contract_exports: tuple[str, ...]
     prompt_template: str
     grader: DeclaredAssertions
+    shared: Mapping[str, str] = field(default_factory=dict)
+    """The parts under ``tasks/_shared/`` its prompt may include, by file name."""
 
     @property
     def id(self) -> str:
@@ -149,7 +157,7 @@ class Task:
         Raises:
             SuiteError: The template does not render.
         """
-        return _render(self.id, self.prompt_template, self._variables(consumer_dir))
+        return _render(self.id, self.prompt_template, self._variables(consumer_dir), self.shared)
 
     def _variables(self, consumer_dir: str) -> dict[str, Any]:
         return {
@@ -249,6 +257,20 @@ def load_suite(tasks_dir: Path, *, graders_dir: Path) -> Suite:
     return Suite(spec=suite, tasks=tasks)
 
 
+def _read_shared(tasks_dir: Path, task_id: str) -> dict[str, str]:
+    """The prompt parts of ``tasks/_shared/``, by file name (bounded, plain files only)."""
+    folder = tasks_dir / SHARED_DIR
+    if not folder.is_dir() or folder.is_symlink():
+        return {}
+    names = sorted(p.name for p in folder.iterdir())
+    if len(names) > _MAX_SHARED_FILES:
+        raise _error(task_id, SHARED_DIR, f"holds {len(names)} files, at most {_MAX_SHARED_FILES}")
+    bad = [n for n in names if not _SHARED_NAME.fullmatch(n)]
+    if bad:
+        raise _error(task_id, SHARED_DIR, f"{bad[:3]}: only lowercase name.md files are parts")
+    return {n: _read_text(folder / n, task_id) for n in names}
+
+
 def _is_task_dir(path: Path) -> bool:
     return not path.name.startswith((".", "_"))
 
@@ -281,6 +303,7 @@ def load_task(task_dir: Path, *, graders_dir: Path) -> Task:
         contract_exports=contract.exports,
         prompt_template=_read_text(task_dir / PROMPT_FILE, name),
         grader=declared,
+        shared=_read_shared(task_dir.parent, name),
     )
     rendered = task.render_prompt(_VALIDATION_CONSUMER_DIR)
     if contract_text not in rendered:
@@ -364,14 +387,20 @@ def _template_line(exc: BaseException) -> int | None:
     return line if isinstance(line, int) else None
 
 
-def _render(task_id: str, template: str, variables: Mapping[str, Any]) -> str:
-    """Render *template* sandboxed, within a time and a size limit; any failure is a SuiteError."""
+def _render(
+    task_id: str, template: str, variables: Mapping[str, Any], shared: Mapping[str, str]
+) -> str:
+    """Render *template* sandboxed, within a time and a size limit; any failure is a SuiteError.
+
+    ``{% include "name.md" %}`` reaches the parts of *shared* and nothing else.
+    """
     chunks: list[str] = []
     size = 0
     deadline = time.monotonic() + RENDER_SECONDS
+    environment = _ENVIRONMENT.overlay(loader=jinja2.DictLoader(dict(shared)))
     try:
         with _time_limit(RENDER_SECONDS):
-            for chunk in _ENVIRONMENT.from_string(template).generate(**variables):
+            for chunk in environment.from_string(template).generate(**variables):
                 size += len(chunk)
                 if size > MAX_PROMPT_CHARS:
                     raise _error(

@@ -232,10 +232,12 @@ jinja_pieces = st.sampled_from(
         "{{ m() }}", "{% include 'x.md' %}", "{{ contract.decode('x') }}", "{{ nope }}",
         "{{ ''.__class__ }}", "{{ 'x' * 10**7 }}", "{{ 9 ** 9999 }}", "{%", "}}", "{#", "#}",
         "{{ title|upper }}", "{{ allowed_output_paths[0] }}", "{% set x = 1 %}", "text\n",
-        "{% raw %}", "{% endraw %}", "{{ range(10**9)|list }}",
+        "{% raw %}", "{% endraw %}", "{{ range(10**9)|list }}", "{% include 'part.md' %}",
+        "{% include 'loop.md' %}", "{% include '../task.json' %}",
     ]
 )  # fmt: skip
 templates = st.lists(jinja_pieces | st.text(max_size=10), max_size=12).map("".join)
+SHARED = {"part.md": "{{ title }} part\n", "loop.md": "{% include 'loop.md' %}"}
 
 
 @FUZZ
@@ -243,7 +245,7 @@ templates = st.lists(jinja_pieces | st.text(max_size=10), max_size=12).map("".jo
 def test_any_prompt_template_renders_or_is_a_suite_error(template: str) -> None:
     variables = {"title": "T", "contract": "c", "allowed_output_paths": ["solution.py"]}
     try:
-        _render("forms", template, variables)
+        _render("forms", template, variables, SHARED)
     except SuiteError as exc:
         assert "prompt.md" in str(exc)
 

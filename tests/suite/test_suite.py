@@ -147,7 +147,8 @@ def test_a_grader_that_does_not_load_is_refused(tmp_path: Path) -> None:
 
 def test_a_prompt_without_the_contract_is_refused(tmp_path: Path) -> None:
     tasks = copy_tasks(tmp_path)
-    replace_in(tasks / "core-validation" / "prompt.md", "{{contract}}", "(see contract.pyi)")
+    replace_in(tasks / "core-validation" / "prompt.md", "where-to-look.md", "no-contract.md")
+    (tasks / "_shared" / "no-contract.md").write_text("(see contract.pyi)\n")
     message = refused(tasks)
     assert "task 'core-validation', prompt.md: does not contain the contract" in message
 
@@ -234,6 +235,7 @@ def own_suite(tmp_path: Path, renames: dict[str, str], **declared: Any) -> Path:
     """A repository's own suite: some of the example's tasks under names of its own."""
     tasks = tmp_path / "tasks"
     tasks.mkdir()
+    shutil.copytree(TASKS / "_shared", tasks / "_shared")
     for old, new in renames.items():
         shutil.copytree(TASKS / old, tasks / new, ignore=shutil.ignore_patterns("__pycache__"))
         edit_task_json(tasks, new, lambda d, new=new: d.update(id=new))
@@ -292,3 +294,43 @@ def test_a_directory_the_declaration_does_not_name_is_refused(tmp_path: Path) ->
     shutil.copytree(tasks / "sign-up", tasks / "sign-in")
     message = refused(tasks)
     assert "unexpected ['sign-in']" in message and "suite.json" in message
+
+
+def test_prompts_include_the_shared_parts_of_tasks_shared(tmp_path: Path) -> None:
+    tasks = copy_tasks(tmp_path)
+    suite = load_suite(tasks, graders_dir=GRADERS)
+    forms = suite.task("forms")
+    assert '{% include "where-to-look.md" %}' in forms.prompt_template
+    rendered = forms.render_prompt("/consumer/docs")
+    assert "## Where to look" in rendered and forms.contract_text in rendered
+    assert "`/consumer/docs`" in rendered  # the included part sees the task's variables
+
+
+@pytest.mark.parametrize(
+    ("include", "words"),
+    [
+        ("missing.md", "TemplateNotFound: missing.md"),
+        ("../forms/task.json", "TemplateNotFound"),
+        ("/etc/passwd", "TemplateNotFound"),
+    ],
+)
+def test_an_include_reaches_the_shared_parts_and_nothing_else(
+    tmp_path: Path, include: str, words: str
+) -> None:
+    tasks = copy_tasks(tmp_path)
+    replace_in(tasks / "forms" / "prompt.md", "where-to-look.md", include)
+    message = refused(tasks)
+    assert "prompt.md" in message and words in message, message
+
+
+def test_a_shared_part_that_is_not_a_plain_markdown_file_is_refused(tmp_path: Path) -> None:
+    tasks = copy_tasks(tmp_path)
+    (tasks / "_shared" / "Notes.txt").write_text("x")
+    assert "only lowercase name.md files are parts" in refused(tasks)
+
+
+def test_a_part_that_includes_itself_is_refused_not_recursed_forever(tmp_path: Path) -> None:
+    tasks = copy_tasks(tmp_path)
+    (tasks / "_shared" / "loop.md").write_text('{% include "loop.md" %}')
+    replace_in(tasks / "forms" / "prompt.md", "where-to-look.md", "loop.md")
+    assert "does not render" in refused(tasks)
