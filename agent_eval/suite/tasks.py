@@ -55,6 +55,7 @@ __all__ = [
     "Task",
     "load_suite",
     "read_suite_spec",
+    "task_titles",
 ]
 
 TASK_FILE = "task.json"
@@ -224,6 +225,18 @@ def read_suite_spec(tasks_dir: Path) -> SuiteSpec:
         return parse_model(data, SuiteSpec, where="")
     except EvidenceError as exc:
         raise SuiteError(f"{path}: {exc}") from exc
+
+
+def task_titles(tasks_dir: Path, spec: SuiteSpec) -> dict[str, str]:
+    """Each declared task's title from its task.json (a task whose file cannot be read is
+    left out: the suite's own checks say why)."""
+    titles = {}
+    for task_id in spec.taskIds:
+        try:
+            titles[task_id] = _read_spec(tasks_dir / task_id).title
+        except SuiteError:
+            continue
+    return titles
 
 
 def load_suite(tasks_dir: Path, *, graders_dir: Path) -> Suite:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -47,7 +47,7 @@ from agent_eval.models import (
 from agent_eval.packing import rebuild_archives
 from agent_eval.project import Project, evaluator_digest
 from agent_eval.reference import self_test_reasons
-from agent_eval.suite.tasks import read_suite_spec
+from agent_eval.suite.tasks import read_suite_spec, task_titles
 from agent_eval.verdict.registry import (
     RegistryAt,
     RegistryChanged,
@@ -85,6 +85,8 @@ class Anchors:
     """When a commit was committed, by the repository's history; None: no repository."""
     registry_changed: RegistryChanged | None = None
     """The registry's last change in a commit's history (for the report); None: no repository."""
+    titles: Mapping[str, str] = field(default_factory=dict)
+    """Each task's title in the checkout (for the report; empty: none at hand)."""
     spec: SuiteSpec | None = None
     """The suite the checkout declares (its ids, schedule and thresholds; covered by the suite
     digest); None: it could not be read (``problems`` says why)."""
@@ -100,11 +102,13 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
     problems = [problem] if problem else []
     suite: str | None = None
     spec: SuiteSpec | None = None
+    titles: dict[str, str] = {}
     rebuild: Rebuild | None = None
     if project is not None:
         try:
             suite = project.suite_digest()
             spec = read_suite_spec(project.tasks)
+            titles = task_titles(project.tasks, spec)
         except AgentEvalError as exc:
             problems.append(str(exc))
         packages = project.packages.relative_to(project.root).as_posix()
@@ -125,6 +129,7 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
             committed_at=commit_time(project.root),
             registry_changed=registry_changed(project.root, name),
             spec=spec,
+            titles=titles,
         )
     return Anchors(suite, evaluator_digest(), rebuild, tuple(problems))
 

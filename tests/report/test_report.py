@@ -32,10 +32,11 @@ from agent_eval.cli import main
 from agent_eval.errors import EvidenceError
 from agent_eval.grading.dom import Document, Element, parse_html
 from agent_eval.models import AttemptRecord, BatchStatus
+from agent_eval.project import find_project
 from agent_eval.report.attempts import summarise_gateway
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
 from agent_eval.report.summary import attempt_outcome
-from agent_eval.verdict.qualification import Anchors, qualify_files
+from agent_eval.verdict.qualification import Anchors, current_anchors, qualify_files
 from agent_eval.verdict.registry import RegistryChange
 from agent_eval.verdict.review import record_review
 from tests.evidence_builders import (
@@ -47,7 +48,7 @@ from tests.evidence_builders import (
     run,
     write_batch,
 )
-from tests.paths import EXAMPLE_SUITE
+from tests.paths import EXAMPLE_SUITE, REPO
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 HOSTILE = (
@@ -806,3 +807,23 @@ def test_without_any_declaration_the_suite_is_inferred_from_the_runs_and_said_so
     suite = doc.find(data_suite="inferred")
     assert suite is not None and "no suite declaration at hand" in suite.text
     assert len(grid(doc)) == 18
+
+
+def test_each_task_s_title_is_shown_beside_its_id(tmp_path: Path) -> None:
+    titled = dataclasses.replace(CURRENT, titles={"forms": "A sign-up <form> & more"})
+    path = write_report(write_batch(tmp_path).root, current=titled, now=NOW)
+    doc = parse_html(path.read_text(encoding="utf-8"))
+    table = doc.find("table", class_="grid")
+    assert table is not None
+    row = table.find("tr", data_task="forms")
+    assert row is not None
+    title = row.find(data_title=True)
+    assert title is not None and title.text == "A sign-up <form> & more"
+    other = table.find("tr", data_task="storage-hash")
+    assert other is not None and other.find(data_title=True) is None
+
+
+def test_the_checkout_s_titles_come_from_each_task_json() -> None:
+    titles = current_anchors(find_project(REPO)).titles
+    assert set(titles) == set(EXAMPLE_SUITE.taskIds)
+    assert titles["forms"].startswith("A server-rendered sign-up form")
