@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from agent_eval.errors import AgentEvalError
-
-if TYPE_CHECKING:
-    from agent_eval.project import Project
+from agent_eval.cli.common import located_project
 
 __all__ = ["check_command"]
 
@@ -54,32 +50,20 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
                        --archives evidence/RUN/archives.json
     """
     from agent_eval.models import QualificationResult
-    from agent_eval.project import find_project
     from agent_eval.verdict.qualification import current_anchors, qualify_files
     from agent_eval.verdict.reverify import reverify_files
     from agent_eval.verification.container.verifier import evidence_verifiers
 
-    located: Project | None = None
-    try:
-        located = find_project(project)
-    except AgentEvalError as exc:
-        # Without the repository every rule that needs it would reject: a typo, not a verdict.
-        raise click.UsageError(
-            f"{exc}, or name the repository the batch belongs to with --project"
-        ) from None
+    located = located_project(project)
     anchors = current_anchors(located)
     result = qualify_files(receipt, archives, anchors)
     if reverify:
-        if located is None:
-            again = ["reverify: no repository to take the suite and graders from"]
-        else:
-            project_of = located
-            again = reverify_files(
-                receipt,
-                archives,
-                located,
-                lambda manifest, run_dir: evidence_verifiers(project_of, manifest, run_dir),
-            )
+        again = reverify_files(
+            receipt,
+            archives,
+            located,
+            lambda manifest, run_dir: evidence_verifiers(located, manifest, run_dir),
+        )
         reasons = [*result.reasons, *again]
         result = QualificationResult(qualified=not reasons, reasons=reasons)
     click.echo(result.model_dump_json())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import located_project, reported_errors
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.compare.statistics import runs_needed
@@ -73,12 +73,7 @@ def compare_command(
     for path in (*base, *cand):
         if not path.is_dir():
             raise click.UsageError(f"{path}: no such run directory")
-    try:
-        located = find_project(project)
-    except AgentEvalError as exc:
-        raise click.UsageError(
-            f"{exc}, or name the repository the batches belong to with --project"
-        ) from None
+    located = located_project(project, "batches")
     with reported_errors():
         comparison = compare_batches(base, cand, current_anchors(located), allow)
         if json_path is not None:
@@ -186,12 +181,7 @@ def summary_command(
     Example:
       agent-eval summary .verification/agent-eval/RUN --compare .verification/agent-eval/BEFORE
     """
-    try:
-        located = find_project(project)
-    except AgentEvalError as exc:
-        raise click.UsageError(
-            f"{exc}, or name the repository the batch belongs to with --project"
-        ) from None
+    located = located_project(project)
     with reported_errors():
         shared = share_summary(run_dir, current_anchors(located), other)
         if json_path is not None:

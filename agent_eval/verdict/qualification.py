@@ -15,6 +15,7 @@ and harness must equal the checkout's.
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 from collections.abc import Callable, Mapping
@@ -113,9 +114,15 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
             problems.append(str(exc))
         packages = project.packages.relative_to(project.root).as_posix()
 
-        def rebuild_here(commit: str) -> list[ArchiveEntry]:
+        @functools.cache
+        def rebuilt_at(commit: str) -> tuple[ArchiveEntry, ...]:
             with tempfile.TemporaryDirectory(prefix="agent-eval-rebuild-") as work:
-                return rebuild_archives(project.root, packages, commit, Path(work))
+                return tuple(rebuild_archives(project.root, packages, commit, Path(work)))
+
+        def rebuild_here(commit: str) -> list[ArchiveEntry]:
+            # A commit's wheels are the same every time: batches of one commit (pooled in
+            # a comparison, or checked again for a summary) rebuild them once.
+            return list(rebuilt_at(commit))
 
         rebuild = rebuild_here
         name = project.registry.relative_to(project.root).as_posix()

@@ -97,3 +97,10 @@ def test_help_imports_no_model_no_engine_and_no_subcommand(argv: list[str]) -> N
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr[-2000:]
+
+
+def test_the_command_s_repetition_bound_is_the_receipt_s() -> None:
+    from agent_eval.cli.common import MAX_REPETITIONS as COMMAND_BOUND
+    from agent_eval.models.receipt import MAX_REPETITIONS as RECEIPT_BOUND
+
+    assert COMMAND_BOUND == RECEIPT_BOUND

@@ -13,7 +13,11 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+import agent_eval.verdict.qualification as qualification
 from agent_eval.packing import build_archives
 from agent_eval.project import find_project
 from agent_eval.verdict.qualification import current_anchors, qualify_files
@@ -92,3 +96,22 @@ def test_a_commit_the_repository_does_not_have_is_rejected(tmp_path: Path) -> No
     rebind(batch)
     [reason] = archive_reasons(batch, root)
     assert reason.startswith("archives-rebuild:") and "is not in the repository" in reason
+
+
+def test_a_commit_s_wheels_are_rebuilt_once_per_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches of one commit (pooled in a comparison, summarised and compared) share it."""
+    calls: list[str] = []
+
+    def counted(root: Path, packages: str, commit: str, work: Path) -> list[Any]:
+        calls.append(commit)
+        return []
+
+    monkeypatch.setattr(qualification, "rebuild_archives", counted)
+    rebuild = qualification.current_anchors(find_project(REPO)).rebuild
+    assert rebuild is not None
+    first, again = rebuild("a" * 40), rebuild("a" * 40)
+    assert first == again == [] and first is not again
+    rebuild("b" * 40)
+    assert calls == ["a" * 40, "b" * 40]
