@@ -40,7 +40,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent_eval.models import FIXED_SUITE  # noqa: E402
 from agent_eval.project import find_project  # noqa: E402
 from agent_eval.report.render import write_report  # noqa: E402
 from agent_eval.verdict.qualification import current_anchors  # noqa: E402
@@ -53,7 +52,7 @@ from tests.browser import (  # noqa: E402
     run_chromium,
     short_scratch,
 )
-from tests.evidence_builders import attempt, receipt, run, write_batch  # noqa: E402
+from tests.evidence_builders import EXAMPLE_SUITE, attempt, receipt, run, write_batch  # noqa: E402
 
 GOAL_BYTES = 2_000_000
 GOAL_LOAD_SECONDS = 1.0
@@ -61,9 +60,9 @@ GOAL_LOAD_SECONDS = 1.0
 
 def synthesise(root: Path) -> Path:
     """A 36-attempt batch: each run fails first and passes its repair, with real solutions."""
-    runs = [run(r, [attempt(r, success=False), attempt(r, 2)]) for r in FIXED_SUITE.run_ids()]
+    runs = [run(r, [attempt(r, success=False), attempt(r, 2)]) for r in EXAMPLE_SUITE.run_ids()]
     batch = write_batch(root, receipt(runs))
-    for run_id in FIXED_SUITE.run_ids():
+    for run_id in EXAMPLE_SUITE.run_ids():
         task = run_id.rpartition("-")[0]
         fixtures = ROOT / "fixtures" / task
         negative = sorted(p for p in fixtures.iterdir() if p.name != "correct" and p.is_dir())[0]
