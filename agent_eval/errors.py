@@ -5,13 +5,16 @@
     ├── EvidenceError               an evidence file is missing, unreadable or inconsistent
     ├── ReviewError                 a review decision was refused
     ├── SuiteError                  the task suite is inconsistent
-    ├── CatalogError                the API catalog cannot be generated (catalog.py)
-    ├── ContractError               a task's contract.pyi is unusable (analysis/contract.py)
-    ├── AnalysisInputError          static analysis was given unusable inputs (analysis/report.py)
+    ├── CatalogError                the API catalog cannot be generated (consumer/catalog.py)
+    ├── ContractError               a task's contract.pyi is unusable (suite/contract.py)
+    ├── AnalysisInputError          static analysis was given unusable inputs
+    │                               (verification/analysis/report.py)
     └── InfrastructureError         the engine, an image or cleanup failed (never an agent failure)
+        ├── NotStartedError         a container did not get going, so a fresh one may replace it
         ├── EngineUnavailableError  no local engine answers, or it is not local
         ├── CleanupError            a container's removal could not be confirmed
-        └── MypyError               the type checker could not run (analysis/typecheck.py)
+        └── MypyError               the type checker could not run
+                                    (verification/analysis/typecheck.py)
 
 The four defined elsewhere live beside the stdlib-only code that raises them,
 which runs inside containers without the rest of the harness.
