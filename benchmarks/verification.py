@@ -9,29 +9,38 @@ Measures, in one run, on the local engine with the project's images:
 * **attempt**: one verification (static analysis + behavioural scenarios) of
   each task's reference solution, one at a time, with the batch's warm
   analysis cache; and a cold sample (no cache) of one per task;
-* **concurrent**: 6 tasks x 3 = 18 verifications at concurrency 2 (wall time).
+* **concurrent**: 6 tasks x 3 = 18 verifications at concurrency 2 (wall time);
+* **profile**: where one warm verification's time goes, from the engine's side:
+  the median time per verification in each engine call (create, start, wait —
+  the container's own work: analysis, type check and scenarios —, copying the
+  result out, logs, removal), and the rest on the host (staging the attempt,
+  reading and validating the result).
 
-Prints a table and one JSON line with the medians and their ratios. Every
-container is labelled with this run's batch id and removed (confirmed).
+Prints a table and one JSON line with the medians and their ratios (with
+``--record``, also appended to the performance record). Every container is
+labelled with this run's batch id and removed (confirmed).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from agent_eval.verification.container.run import VerifierSetup
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from record import add_record_option, emit  # noqa: E402
 
 from agent_eval.consumer.source import prepare_source_consumer  # noqa: E402
 from agent_eval.engine import ContainerSpec, remove_leftovers, run_container  # noqa: E402
@@ -41,7 +50,7 @@ from agent_eval.project import find_project  # noqa: E402
 from agent_eval.suite.tasks import Task, load_suite  # noqa: E402
 from agent_eval.verification.container.cache import warm_analysis_cache  # noqa: E402
 from agent_eval.verification.container.limits import VerificationLimits  # noqa: E402
-from agent_eval.verification.container.run import verify_in_container  # noqa: E402
+from agent_eval.verification.container.run import VerifierSetup, verify_in_container  # noqa: E402
 from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
 
 
@@ -56,17 +65,60 @@ def reference_solution(task: Task, fixtures: Path, root: Path) -> Path:
     return target
 
 
+class TimedEngine:
+    """The engine with the time of every call added up per method, while ``timing`` is on."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self.timing = False
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._engine, name)
+        if not callable(found):
+            return found
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.monotonic()
+            try:
+                return found(*args, **kwargs)
+            finally:
+                if self.timing:
+                    self.seconds[name] += time.monotonic() - began
+
+        return timed
+
+
+def profile(verify: Callable[[], float], engine: TimedEngine, rounds: int) -> dict[str, float]:
+    """Median seconds per verification in each engine call, and the host's rest."""
+    samples: dict[str, list[float]] = defaultdict(list)
+    for _ in range(rounds):
+        engine.seconds.clear()
+        engine.timing = True
+        try:
+            total = verify()
+        finally:
+            engine.timing = False
+        for name, seconds in engine.seconds.items():
+            samples[name].append(seconds)
+        samples["host (staging, reading, validating)"].append(total - sum(engine.seconds.values()))
+        samples["whole verification"].append(total)
+    return {name: round(statistics.median(values), 3) for name, values in samples.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="sequential runs per task")
     parser.add_argument("--floor-runs", type=int, default=12, help="bare container runs")
+    parser.add_argument("--profile-runs", type=int, default=6, help="profiled verifications")
+    add_record_option(parser)
     args = parser.parse_args()
 
     project = find_project(REPO)
     suite = load_suite(project.tasks, graders_dir=project.graders)
     limits = VerificationLimits()
     batch = f"bench-verification-{uuid.uuid4().hex[:12]}"
-    engine = connect_local_engine()
+    engine = TimedEngine(connect_local_engine())
     try:
         image = build_images(engine, project.root).verifier
         with tempfile.TemporaryDirectory(prefix="agent-eval-bench-") as tmp:
@@ -120,6 +172,8 @@ def main() -> int:
                 for task in suite.tasks:
                     per_task[task.id].append(verify(task, n, 0, seeded=True))
             cold = [verify(task, 99, 0, seeded=False) for task in suite.tasks]
+            first = suite.tasks[0]
+            phases = profile(lambda: verify(first, 50, 0, seeded=True), engine, args.profile_runs)
 
             # As a batch does it: a verifier with two slots (two child UIDs).
             verifier = ContainerVerifier(
@@ -171,6 +225,8 @@ def main() -> int:
         "coldOverFloor": round(cold_median / floor_median, 2),
         "concurrentOverSequential": round(concurrent_s / (18 * attempt_median), 2),
         "samples": {"floor": len(floor), "attempt": len(attempts), "cold": len(cold)},
+        "profileTask": first.id,
+        "profileMedianS": phases,
     }
     rows = [
         ("bare hardened container (python3 -c pass)", f"{floor_median:.2f} s", "1.00"),
@@ -185,7 +241,11 @@ def main() -> int:
         print(f"{name.ljust(width)}  {value.ljust(8)}  {ratio}")
     for task_id, runs in per_task.items():
         print(f"  {task_id.ljust(width - 2)}  {statistics.median(runs):.2f} s")
-    print(json.dumps(figures, sort_keys=True))
+    print(f"where one warm verification of {first.id} spends its time", end=" ")
+    print(f"(median of {args.profile_runs}):")
+    for name, seconds in sorted(phases.items(), key=lambda item: -item[1]):
+        print(f"  {name.ljust(width - 2)}  {seconds:.3f} s")
+    emit("verification", figures, record=args.record)
     return 0
 
 
