@@ -1,10 +1,15 @@
-"""The runner port: how the schedule runs one attempt of the agent, as an interface it is given.
+"""The batch's ports: what the schedule is given rather than constructs.
 
-The schedule never constructs a container itself: the container-backed
-runner is :class:`agent_eval.batch.runner_container.ContainerRunner`, and
-tests pass in-memory ones. Verification comes through
-:class:`agent_eval.verification.protocol.Verifier`, the same way.
-"""
+* :class:`RunnerPort` runs one attempt of the agent (the container-backed one
+  is :class:`agent_eval.batch.runner_container.ContainerRunner`; tests pass
+  in-memory ones);
+* :class:`GatewayPort` and :class:`GatewayRoute` are the batch's model gateway
+  and one attempt's way through it;
+* :class:`RunExecutor` is where whole scheduled runs execute (this machine's
+  threads, or a cluster's nodes through :class:`RemoteRuns`).
+
+Verification comes through :class:`agent_eval.verification.protocol.Verifier`,
+the same way."""
 
 from __future__ import annotations
 
