@@ -304,7 +304,7 @@ class _Batch:
 
     def _prepare(self) -> _Prepared:
         project, ports, evidence = self.project, self.ports, self.evidence
-        self.steps.start("preflight", "checking the config, the engine, the images and the suite")
+        self.steps.start("preflight", "checking the config, engine, images and suite")
         _check_free_space(project.evidence)
         _reserve(evidence)
         config = _load_config(self.config_path)
