@@ -286,8 +286,12 @@ class Bar(Display):
     def _tick(self, every_s: float) -> None:
         while not self._stop.wait(every_s):
             with self._lock:
-                if not self._closed:
+                if self._closed:
+                    return
+                try:
                     self._draw()
+                except (OSError, ValueError):
+                    return  # the terminal went away (closed, a broken pipe): the clock stops
 
 
 def make_display(mode: Mode, stream: TextIO, prefix: str) -> Display:

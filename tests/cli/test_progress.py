@@ -8,7 +8,8 @@ labelled estimate in one duration format, the open preparing phase with its
 own timer, and one mark per run (waiting, runner, verifying, repair, passed,
 failed, unsafe, infrastructure, all distinct); notices and a phase's end stay
 on lines of their own; its clock moves with no event (a ticker), and nothing
-is written after close; ``none`` shows notices only; ``auto`` is the bar on a
+is written after close (a terminal that goes away stops it quietly);
+``none`` shows notices only; ``auto`` is the bar on a
 terminal and lines otherwise.
 """
 
@@ -282,3 +283,22 @@ def test_none_shows_notices_only_and_auto_follows_the_terminal() -> None:
     chosen.close()
     assert type(make_display("auto", io.StringIO(), "x")) is Lines
     assert type(display) is Display
+
+
+class Gone(Terminal):
+    """A terminal that went away after its first line."""
+
+    def write(self, text: str) -> int:
+        if self.getvalue():
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().write(text)
+
+
+def test_a_terminal_that_goes_away_stops_the_clock_quietly() -> None:
+    stream = Gone()
+    display = Bar(stream, "eval-agent", width=lambda: 80, tick_s=0.02)
+    display(ProgressEvent("packing the candidate archives", phase="packing"))
+    time.sleep(1.1)  # the ticker's redraw fails; a failure would be raised in its thread
+    assert not any(t.name == "progress-clock" for t in threading.enumerate())
+    with pytest.raises(BrokenPipeError):  # its last line has nowhere to go either
+        display.close()
