@@ -89,6 +89,14 @@ def write_config(
 def eval_agent(
     project: Path, config: Path, env: dict[str, str] | None = None, *options: str
 ) -> tuple[int, dict[str, Any]]:
+    done = eval_agent_process(project, config, env, *options)
+    return done.returncode, json.loads(done.stdout)
+
+
+def eval_agent_process(
+    project: Path, config: Path, env: dict[str, str] | None = None, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """The finished eval-agent, its stdout checked to be its one line."""
     done = subprocess.run(
         [
             str(BIN / "eval-agent"),
@@ -105,7 +113,7 @@ def eval_agent(
         check=False,
     )
     assert done.stdout.count("\n") == 1, (done.stdout, done.stderr)
-    return done.returncode, json.loads(done.stdout)
+    return done
 
 
 def check(receipt: Path, *options: str) -> tuple[int, dict[str, Any]]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from agent_eval.batch.lease import HeldLease, held
 from agent_eval.batch.ports import RemoteContext, RemoteRuns
-from agent_eval.batch.progress import ProgressEvent
+from agent_eval.batch.progress import PhaseSteps, ProgressEvent
 from agent_eval.batch.reaper import reap
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import (
@@ -235,6 +235,11 @@ class _Batch:
     lease: HeldLease | None = None
     phases: dict[str, float] = field(default_factory=dict)
     _mark: float = field(default_factory=time.monotonic)
+    steps: PhaseSteps = field(init=False)
+    """Tells the watcher each preparing phase's start and end."""
+
+    def __post_init__(self) -> None:
+        self.steps = PhaseSteps(self.ports.progress)
 
     def lap(self, name: str) -> None:
         now = time.monotonic()
@@ -281,7 +286,8 @@ class _Batch:
 
     def _run(self) -> Receipt:
         try:
-            prepared = self._prepare()
+            with self.steps:
+                prepared = self._prepare()
         except _NotRun as exc:
             return self._closed_before_running("not-run", exc.reasons)
         except (Stop, KeyboardInterrupt) as exc:
@@ -298,6 +304,7 @@ class _Batch:
 
     def _prepare(self) -> _Prepared:
         project, ports, evidence = self.project, self.ports, self.evidence
+        self.steps.start("preflight", "checking the config, engine, images and suite")
         _check_free_space(project.evidence)
         _reserve(evidence)
         config = _load_config(self.config_path)
@@ -326,23 +333,23 @@ class _Batch:
             suite = _measured(suite, self.repetitions)
         selected = _selection(suite, self.only)
         if self.remote is not None:
-            ports.progress(ProgressEvent("joining the cluster"))
+            self.steps.start("cluster", "joining the cluster")
             try:
                 self.remote.connect(self.batch_id, ports.notice)
             except AgentEvalError as exc:
                 raise _NotRun([f"cluster: {exc}"]) from exc
         self.lap("preflight")
-        ports.progress(ProgressEvent("packing the candidate archives"))
+        self.steps.start("packing", "packing the candidate archives")
         archives = _pack(project, evidence)
         self.lap("pack")
-        ports.progress(ProgressEvent("preparing the consumer"))
+        self.steps.start("consumer", "preparing the consumer")
         consumer = _consumer(
             engine, project, verifier_image, evidence, self.work_dir, archives, self.batch_id
         )
         concurrency = config.concurrency or _default_concurrency()
         verifier: Verifier = _OnTheNodes()
         if self.remote is None:  # on a cluster every node verifies what it ran
-            ports.progress(ProgressEvent("preparing the verifier"))
+            self.steps.start("verifier", "preparing the verifier")
             verifier = _verifier(
                 ports.verifier_factory,
                 VerifierContext(
@@ -356,9 +363,7 @@ class _Batch:
             )
         self.lap("consumer")
         if gateway is not None:
-            ports.progress(
-                ProgressEvent("starting the model gateway and asking each upstream once")
-            )
+            self.steps.start("gateway", "starting the model gateway and asking each upstream once")
             _start_gateway(gateway)
             self.lap("gateway")
         archives_digest, lock_digest = _write_bindings(
@@ -385,7 +390,7 @@ class _Batch:
         ).model_copy(update={"updatedAt": ports.clock()})
         executor = None
         if self.remote is not None:
-            ports.progress(ProgressEvent("preparing the cluster's nodes"))
+            self.steps.start("nodes", "preparing the cluster's nodes")
             context = RemoteContext(
                 project=project,
                 config=config,

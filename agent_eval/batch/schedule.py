@@ -29,7 +29,7 @@ from agent_eval.batch.ports import (
     RunnerOutcome,
     RunnerPort,
 )
-from agent_eval.batch.progress import ProgressEvent, RunState, Tally
+from agent_eval.batch.progress import ProgressEvent, RunState, Tally, duration, run_outcome
 from agent_eval.batch.response import ResponseVerdict, judge_response
 from agent_eval.batch.signals import Stop
 from agent_eval.digests import sha256_bytes
@@ -263,22 +263,17 @@ def run_schedule(
                 run_id = in_flight.pop(future)
                 book.finish_run(record)
                 done += 1
-                infrastructure = any(a.infrastructureStatus == "failed" for a in record.attempts)
-                state: RunState = (
-                    "infrastructure"
-                    if infrastructure
-                    else "passed"
-                    if record.finalSuccess
-                    else "failed"
-                )
+                state, words = run_outcome(record)
+                infrastructure = state == "infrastructure"
+                took = duration(sum(a.durationMs for a in record.attempts) / 1000)
                 tally = Tally(
                     done, len(plan.run_ids), book.receipt.firstSuccesses,
                     book.receipt.finalSuccesses,
                 )  # fmt: skip
                 plan.progress(
                     ProgressEvent(
-                        f"{done}/{tally.total} runs done, {tally.first} first / {tally.final} "
-                        f"final successes; {run_id}: {state}",
+                        f"{run_id} {words} (took {took}); {done}/{tally.total} runs done, "
+                        f"{tally.first} first / {tally.final} final successes",
                         run_id,
                         state,
                         tally,
@@ -639,8 +634,10 @@ class Schedule:
             timeBudgetMs=max(1, int(timeout_s * 1000)),
             repairFeedback=feedback,
         )
+        # A repair shows as one state throughout, its runner and its verification alike.
+        repair: RunState | None = "repairing" if number > 1 else None
         plan.progress(
-            ProgressEvent(f"{run_id} attempt {number}: runner started", run_id, "running")
+            ProgressEvent(f"{run_id} attempt {number}: runner started", run_id, repair or "running")
         )
         before = plan.protected_digest()
         route = plan.gateway.open_route(run_id, number) if plan.gateway else None
@@ -725,7 +722,9 @@ class Schedule:
         seen.collection = collection
         if collection.hostile or not collection.files:
             return observed()
-        plan.progress(ProgressEvent(f"{run_id} attempt {number}: verifying", run_id, "verifying"))
+        plan.progress(
+            ProgressEvent(f"{run_id} attempt {number}: verifying", run_id, repair or "verifying")
+        )
         try:
             verification = self.verifier.verify(task.spec, evidence.solution, run_id)
         except AgentEvalError as exc:

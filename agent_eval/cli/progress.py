@@ -2,24 +2,34 @@
 
 ``--progress auto`` picks the bar when stderr is a terminal and lines when it
 is not (a CI log then shows every step); ``none`` shows nothing but the
-notices and the end. The bar is click's own progress bar (the dependency the
-CLI already has; it does the in-place redraw, the width and the estimate),
-with the runs done, the successes so far, the elapsed time and each task's
-runs as one mark each after it. Events arrive from the schedule's threads,
-so every display takes a lock.
+notices and the end.
+
+The bar is one line redrawn in place: the open preparing phase with its own
+timer, then the runs done, the successes so far, the elapsed time, an
+estimate of what remains and one mark per run of each task. It is laid out
+again at each redraw for the terminal's width then (parts are dropped, least
+important first, and what is left is cut, so it never wraps: a wrapped line
+cannot be redrawn in place), and a ticker thread redraws it twice a second so
+the clock moves when no event arrives. Lines carry a UTC timestamp each.
+Events arrive from the schedule's threads, so every display takes a lock.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import time
-from typing import Any, Literal, TextIO
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, TextIO
 
 import click
 
-from agent_eval.batch.progress import ProgressEvent, RunState
+from agent_eval.batch.progress import ProgressEvent, RunState, Tally, duration
 
-__all__ = ["MODES", "Display", "Mode", "make_display"]
+__all__ = ["MARKS", "MODES", "Display", "Mode", "Screen", "layout", "make_display"]
 
 Mode = Literal["auto", "bar", "lines", "none"]
 MODES: tuple[Mode, ...] = ("auto", "bar", "lines", "none")
@@ -27,11 +37,18 @@ MARKS: dict[RunState | None, str] = {
     None: "·",
     "running": "▸",
     "verifying": "…",
+    "repairing": "↻",
     "passed": "✓",
     "failed": "✗",
+    "unsafe": "⚠",
     "infrastructure": "!",
 }
-"""One mark per run: waiting, its runner, its verification, and how it ended."""
+"""One mark per run: waiting, its runner, its verification, its repair, and how it ended."""
+
+TICK_S = 0.5
+"""How often the bar is redrawn without an event (so its clock never stands still)."""
+CLEAR_LINE = "\r\x1b[K"
+"""Back to the line's start, and clear it to its end."""
 
 
 class Display:
@@ -57,72 +74,224 @@ class Display:
 
 
 class Lines(Display):
-    """One plain line per event."""
+    """One plain line per event and notice, each after the UTC time it was written."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        prefix: str,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        super().__init__(stream, prefix)
+        self._now = now
 
     def __call__(self, event: ProgressEvent) -> None:
         self.say(event.message)
 
+    def _write(self, line: str) -> None:
+        stamp = self._now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        click.echo(f"{stamp} {self.prefix}: {line}", file=self.stream)
+
+
+@dataclass(frozen=True)
+class Screen:
+    """What the bar shows at one moment, before it is laid out for a width."""
+
+    prefix: str
+    elapsed: float
+    """Seconds since the display opened."""
+    phase: tuple[str, float] | None = None
+    """The preparing phase open (its line, and seconds since it began), if any."""
+    tally: Tally | None = None
+    """The schedule's counts (None: the schedule has not started)."""
+    left: float | None = None
+    """The estimate of the seconds that remain, negative once it has passed (None: none
+    yet, or nothing remains)."""
+    tasks: tuple[tuple[str, str], ...] = ()
+    """Each task's id and its runs' marks, in the schedule's order."""
+
+
+def layout(screen: Screen, width: int) -> str:
+    """The bar's line for a terminal *width* columns wide: never longer than ``width - 1``.
+
+    The richest variant that fits is taken (one column is kept free, so that no
+    terminal wraps the cursor onto a new line); when none fits, the barest is cut.
+    """
+    room = max(1, width - 1)
+    variant = ""
+    for variant in _variants(screen):
+        if len(variant) <= room:
+            return variant
+    return variant[:room]
+
+
+def _variants(screen: Screen) -> Iterator[str]:
+    """The line from richest to barest: each drops the next least important part."""
+    head = f"{screen.prefix}:"
+    elapsed = f"elapsed {duration(screen.elapsed)}"
+    if screen.tally is None:
+        if screen.phase is None:
+            yield f"{head} {elapsed}"
+            yield elapsed
+            return
+        step, seconds = screen.phase
+        timer = duration(seconds)
+        yield f"{head} {step} · {timer} · {elapsed}"
+        yield f"{step} · {timer} · {elapsed}"
+        yield f"{step} · {timer}"
+        yield f"{timer} {step}"
+        return
+    tally = screen.tally
+    runs = f"{tally.done}/{tally.total} runs"
+    successes = f"{tally.first} first / {tally.final} final"
+    timing = [elapsed, *([_estimate(screen.left)] if screen.left is not None else [])]
+    stats = [runs, successes, *timing]
+    named = " ".join(f"{task} {marks}" for task, marks in screen.tasks)
+    short = " ".join(f"{task.split('-')[0]} {marks}" for task, marks in screen.tasks)
+    bare = " ".join(marks for _task, marks in screen.tasks)
+    for marks in (named, short, bare):
+        yield f"{head} " + " · ".join([*stats, marks])
+    yield " · ".join([*stats, bare])
+    # The successes can be told from the marks, roughly; the time cannot.
+    yield " · ".join([runs, *timing, bare])
+    yield " · ".join(stats)
+    yield " · ".join([runs, *timing])
+    yield " · ".join([runs, elapsed])
+    yield runs
+
+
+def _estimate(left: float) -> str:
+    """The estimate labelled; once it has passed, by how much."""
+    if round(left) >= 1:
+        return f"about {duration(left)} left"
+    return f"{duration(-left)} over the estimate"
+
+
+def terminal_width(stream: TextIO) -> int:
+    """The width of the terminal *stream* writes to, as it is now (80 when unknown)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        columns = shutil.get_terminal_size().columns
+    return columns if columns > 0 else 80
+
 
 class Bar(Display):
-    """click's progress bar, redrawn in place with each run's mark."""
+    """One line redrawn in place, by events and by a ticker thread, until closed."""
 
-    def __init__(self, stream: TextIO, prefix: str) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        prefix: str,
+        *,
+        width: Callable[[], int] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        tick_s: float = TICK_S,
+    ) -> None:
         super().__init__(stream, prefix)
-        self._bar: Any = None
+        self._width = width or (lambda: terminal_width(stream))
+        self._monotonic = monotonic
+        self._opened = monotonic()
+        self._phase: tuple[str, float] | None = None
         self._states: dict[str, RunState | None] = {}
-        self._counts = "0 first / 0 final"
-        self._started = time.monotonic()
+        self._tally: Tally | None = None
+        self._scheduled_at = 0.0
+        self._due: float | None = None  # the schedule's end, projected at the last run's end
+        self._drawn: str | None = None  # the bar as it is on the screen (None: not there)
+        self._closed = False
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(
+            target=self._tick, args=(tick_s,), name="progress-clock", daemon=True
+        )
+        self._ticker.start()
 
     def __call__(self, event: ProgressEvent) -> None:
         with self._lock:
+            if self._closed:
+                return
+            now = self._monotonic()
             if event.scheduled:
-                self._open(event)
-                return
-            if self._bar is None or event.run_id is None:
-                self._write(event.message)  # the preflight's steps, before the bar
-                return
-            self._states[event.run_id] = event.state
-            if event.tally is not None:
-                self._counts = f"{event.tally.first} first / {event.tally.final} final"
-                self._bar.update(1, event.run_id)
-            self._bar.render_progress()
+                self._states = dict.fromkeys(event.scheduled)
+                self._tally = Tally(0, len(event.scheduled), 0, 0)
+                self._scheduled_at, self._phase = now, None
+            elif event.phase is not None and event.seconds is None:
+                self._phase = (event.message, now)
+            elif event.phase is not None:
+                self._phase = None
+                self._line(event.message)  # a phase's end stays, with its duration
+            elif event.run_id is not None and event.run_id in self._states:
+                self._states[event.run_id] = event.state
+                if event.tally is not None:
+                    self._tally = event.tally
+                    self._due = self._projected(event.tally, now)
+            else:
+                self._line(event.message)
+            self._draw(force=True)
 
     def say(self, line: str) -> None:
         with self._lock:
-            if self._bar is not None:
-                self.stream.write("\r\x1b[2K")  # clear the bar's line, print, redraw below
-            self._write(line)
-            if self._bar is not None:
-                self._bar.render_progress()
+            self._line(line)
+            if not self._closed:
+                self._draw(force=True)
 
     def close(self) -> None:
+        self._stop.set()
+        self._ticker.join()
         with self._lock:
-            if self._bar is not None:
-                self._bar.render_finish()
-                self._bar = None
+            if not self._closed:
+                self._draw(force=True)
+                if self._drawn is not None:
+                    self.stream.write("\n")
+                    self.stream.flush()
+            self._closed = True
 
-    def _open(self, event: ProgressEvent) -> None:
-        self._states = dict.fromkeys(event.scheduled)
-        self._started = time.monotonic()
-        self._bar = click.progressbar(
-            length=len(event.scheduled),
-            label=f"{self.prefix}: runs",
-            file=self.stream,
-            show_eta=True,
-            show_pos=True,
-            width=20,
-            item_show_func=lambda _item: self._status(),
-        )
-        self._bar.render_progress()
-
-    def _status(self) -> str:
-        elapsed = int(time.monotonic() - self._started)
+    def screen(self) -> Screen:
+        """What the bar shows now."""
+        now = self._monotonic()
+        phase = None
+        if self._phase is not None:
+            phase = (self._phase[0], now - self._phase[1])
         tasks: dict[str, str] = {}
         for run_id, state in self._states.items():
             task = run_id.rsplit("-", 1)[0]
             tasks[task] = tasks.get(task, "") + MARKS[state]
-        marks = " ".join(f"{task.split('-')[0]} {runs}" for task, runs in tasks.items())
-        return f"{elapsed // 60}:{elapsed % 60:02d} elapsed, {self._counts} · {marks}"
+        left = None if self._due is None else self._due - now
+        return Screen(
+            self.prefix, now - self._opened, phase, self._tally, left, tuple(tasks.items())
+        )
+
+    def _projected(self, tally: Tally, now: float) -> float | None:
+        """The schedule's end at the rate its runs have finished so far (None: all done)."""
+        if tally.done == 0 or tally.done >= tally.total:
+            return None
+        per_run = (now - self._scheduled_at) / tally.done
+        return now + per_run * (tally.total - tally.done)
+
+    def _line(self, line: str) -> None:
+        """A line that stays: the bar is cleared, the line written, the bar drawn again below."""
+        if self._drawn is not None and not self._closed:
+            self.stream.write(CLEAR_LINE)
+            self._drawn = None
+        self._write(line)
+
+    def _draw(self, *, force: bool = False) -> None:
+        if self._tally is None and self._phase is None:
+            return  # nothing to time yet
+        line = layout(self.screen(), self._width())
+        if force or line != self._drawn:
+            self.stream.write(f"{CLEAR_LINE}{line}")
+            self.stream.flush()
+            self._drawn = line
+
+    def _tick(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            with self._lock:
+                if self._closed:
+                    return
+                try:
+                    self._draw()
+                except (OSError, ValueError):
+                    return  # the terminal went away (closed, a broken pipe): the clock stops
 
 
 def make_display(mode: Mode, stream: TextIO, prefix: str) -> Display:

@@ -98,8 +98,9 @@ def report_outcome(
     type=click.Choice(MODES),
     default="auto",
     show_default=True,
-    help="How progress is shown on stderr: a bar updated in place, one line per event, or "
-    "nothing (auto: the bar on a terminal, lines otherwise).",
+    help="How progress is shown on stderr: one line redrawn in place with a ticking clock and "
+    "an estimate, one line per event after its UTC time, or nothing (auto: the bar on a "
+    "terminal, lines otherwise).",
 )
 @click.option(
     "--executor",
