@@ -17,14 +17,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
+from pyproject_hooks import BackendInvalid, BackendUnavailable, BuildBackendHookCaller, HookMissing
 
 from agent_eval.digests import file_sha256
 from agent_eval.errors import ConfigError, InfrastructureError
@@ -32,8 +33,9 @@ from agent_eval.models import ArchiveEntry
 from agent_eval.packing.environment import build_environment
 from agent_eval.packing.lock import (
     BUILD_LOCK,
+    BuildLock,
     check_build_requirements,
-    pip_environment,
+    clean_environment,
     read_build_lock,
 )
 from agent_eval.packing.sources import NOT_PACKED, SourceDistribution, find_distributions
@@ -110,45 +112,72 @@ def git_version(repository: Path, revision: str, dist: SourceDistribution) -> st
     return f"{'.'.join(map(str, release))}.dev{distance}+{node}"
 
 
-def _last_lines(done: subprocess.CompletedProcess[str]) -> str:
-    lines = (done.stdout + done.stderr).strip().splitlines()
-    return "\n".join(lines[-_OUTPUT_LINES:])[-3000:]
+class _Hooks:
+    """Runs a backend's PEP 517 hooks in the build environment, keeping what they print."""
+
+    def __init__(self, dist: SourceDistribution, source: Path, python: Path, env: dict[str, str]):
+        self._dist, self._env, self._output = dist, env, ""
+        system = dist.build_system
+        self.caller = BuildBackendHookCaller(
+            str(source), system.backend, list(system.backend_path) or None,
+            runner=self._run, python_executable=str(python),
+        )  # fmt: skip
+
+    def _run(
+        self,
+        cmd: Sequence[str],
+        cwd: str | None = None,
+        extra_environ: Mapping[str, str] | None = None,
+    ) -> None:
+        try:
+            done = subprocess.run(
+                cmd, cwd=cwd, env={**self._env, **(extra_environ or {})}, capture_output=True,
+                text=True, timeout=_BUILD_TIMEOUT_S, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as exc:
+            raise InfrastructureError(
+                f"building {self._dist.name} took over {_BUILD_TIMEOUT_S}s"
+            ) from exc
+        self._output = (done.stdout + done.stderr).strip()
+        if done.returncode != 0:
+            raise self.failed(f"exit {done.returncode}")
+
+    def failed(self, why: str, output: str = "") -> ConfigError:
+        """The error of a build that failed for *why*, with its last lines of output."""
+        printed = output.strip() or self._output
+        lines = "\n".join(printed.splitlines()[-_OUTPUT_LINES:])[-3000:]
+        return ConfigError(
+            f"{self._dist.pyproject}: building the wheel of {self._dist.name} with its "
+            f"[build-system] build-backend {self._dist.build_system.backend!r} failed "
+            f"({why}); its last lines:\n{lines}"
+        )
 
 
 def _build_wheel(
-    dist: SourceDistribution, python: Path, output_dir: Path, version: str | None
+    dist: SourceDistribution, python: Path, lock: BuildLock, output_dir: Path, version: str | None
 ) -> ArchiveEntry:
     with tempfile.TemporaryDirectory(prefix="agent-eval-pack-") as tmp:
         clean = Path(tmp) / dist.directory.name
         shutil.copytree(dist.directory, clean, ignore=_IGNORED)
         out = Path(tmp) / "out"
-        env = {**pip_environment(), "SOURCE_DATE_EPOCH": _EPOCH, "PIP_NO_INDEX": "1"}
+        out.mkdir()
+        env = {**clean_environment(), "SOURCE_DATE_EPOCH": _EPOCH}
         if version is not None:
             env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
-        # pip runs the backend's PEP 517 hooks with the build environment's interpreter,
-        # which sees that environment's site-packages only.
-        command = [
-            sys.executable, "-m", "pip", "--python", str(python), "wheel", "--no-deps",
-            "--no-build-isolation", "--check-build-dependencies", "--no-index",
-            "--no-cache-dir", "--quiet", "-w", str(out), str(clean),
-        ]  # fmt: skip
+        hooks = _Hooks(dist, clean, python, env)
         try:
-            done = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise InfrastructureError(
-                f"building {dist.name} took over {_BUILD_TIMEOUT_S}s"
+            more = hooks.caller.get_requires_for_build_wheel()
+            check_build_requirements(lock, dist, more, "get_requires_for_build_wheel()")
+            name = hooks.caller.build_wheel(str(out))
+        except (BackendUnavailable, BackendInvalid, HookMissing) as exc:
+            raise hooks.failed(
+                f"{type(exc).__name__}: {exc}", getattr(exc, "traceback", "")
             ) from exc
-        wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
-        if done.returncode != 0 or len(wheels) != 1:
-            raise ConfigError(
-                f"{dist.pyproject}: building the wheel of {dist.name} with its "
-                f"[build-system] build-backend {dist.build_system.backend!r} failed "
-                f"(exit {done.returncode}); its last lines:\n{_last_lines(done)}"
-            )
-        target = output_dir / wheels[0].name
-        shutil.copyfile(wheels[0], target)
+        wheels = sorted(out.glob("*.whl"))
+        if wheels != [out / name]:
+            raise hooks.failed(f"it made {[w.name for w in wheels]}, not one wheel")
+        target = output_dir / name
+        shutil.copyfile(out / name, target)
     return ArchiveEntry(
         filename=target.name,
         distribution=dist.name,
@@ -195,7 +224,9 @@ def build_archives(
     python = build_environment(lock, cache.wheelhouse, cache.environments)
     with ThreadPoolExecutor(max_workers=min(4, len(distributions))) as pool:
         return list(
-            pool.map(lambda d: _build_wheel(d, python, output_dir, versions[d.name]), distributions)
+            pool.map(
+                lambda d: _build_wheel(d, python, lock, output_dir, versions[d.name]), distributions
+            )
         )
 
 

@@ -25,7 +25,7 @@ import zipfile
 from pathlib import Path
 
 from agent_eval.errors import ConfigError, InfrastructureError
-from agent_eval.packing.lock import BuildLock, pip_environment, verified_wheels
+from agent_eval.packing.lock import BuildLock, clean_environment, verified_wheels
 
 __all__ = ["build_environment"]
 
@@ -105,7 +105,7 @@ def _install(lock: BuildLock, wheels: list[Path], env: Path) -> None:
     ]  # fmt: skip
     try:
         done = subprocess.run(
-            command, env=pip_environment(), capture_output=True, text=True,
+            command, env=clean_environment(), capture_output=True, text=True,
             timeout=_INSTALL_TIMEOUT_S, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired as exc:

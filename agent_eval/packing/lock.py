@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,29 +103,40 @@ def read_build_lock(path: Path) -> BuildLock:
     return BuildLock(path, hashlib.sha256(data).hexdigest(), pins)
 
 
-def check_build_requirements(lock: BuildLock, dist: SourceDistribution) -> None:
+def check_build_requirements(
+    lock: BuildLock,
+    dist: SourceDistribution,
+    requires: Sequence[str] | None = None,
+    field: str = "[build-system] requires",
+) -> None:
     """Refuse *dist* unless the lock pins each of its build requirements within its range.
+
+    Args:
+        lock: The build lock.
+        dist: The distribution.
+        requires: Its requirements (default: its ``[build-system] requires``).
+        field: Where *requires* come from, for the message.
 
     Raises:
         ConfigError: A requirement is malformed, not pinned, or pinned outside its range.
     """
-    field = f"{dist.pyproject}: [build-system] requires"
-    for text in dist.build_system.requires:
+    where = f"{dist.pyproject}: {field}"
+    for text in dist.build_system.requires if requires is None else requires:
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
-            raise ConfigError(f"{field}: {text!r} is not a requirement: {exc}") from exc
+            raise ConfigError(f"{where}: {text!r} is not a requirement: {exc}") from exc
         if requirement.marker is not None and not requirement.marker.evaluate():
             continue
         pin = lock.pins.get(normalise_name(requirement.name))
         if pin is None:
             raise ConfigError(
-                f"{field} {text!r} of {dist.name}, but {lock.path} does not pin "
+                f"{where} {text!r} of {dist.name}, but {lock.path} does not pin "
                 f"{requirement.name}: add it (and its dependencies) with their hashes"
             )
         if not requirement.specifier.contains(pin.version, prereleases=True):
             raise ConfigError(
-                f"{field} {text!r} of {dist.name}, but {lock.path} pins "
+                f"{where} {text!r} of {dist.name}, but {lock.path} pins "
                 f"{requirement.name}=={pin.version}"
             )
 
@@ -164,8 +176,9 @@ def verified_wheels(lock: BuildLock, wheelhouse: Path) -> list[Path]:
     return chosen
 
 
-def pip_environment() -> dict[str, str]:
-    """What an offline pip runs with: no version check, no configuration of the user's."""
+def clean_environment() -> dict[str, str]:
+    """What an offline pip and a build backend run with: nothing of the user's Python or pip
+    settings (no PYTHONPATH, no pip configuration), no version check, no bytecode written."""
     keep = ("PATH", "HOME", "LANG", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
     return {
         **{name: os.environ[name] for name in keep if name in os.environ},
