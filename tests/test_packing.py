@@ -213,6 +213,20 @@ def test_a_changed_cached_environment_is_made_again_not_used(
     assert first[0].sha256 == second[0].sha256
 
 
+def test_a_cached_environment_that_would_see_the_system_s_packages_is_made_again(
+    tmp_path: Path, cache: BuildCache
+) -> None:
+    own = BuildCache(cache.wheelhouse, tmp_path / "envs")
+    packages = packages_with_lock(tmp_path)
+    tiny_distribution(packages)
+    build_archives(packages, tmp_path / "a", cache=own)
+    (settings,) = (tmp_path / "envs").glob("*/pyvenv.cfg")
+    opened = settings.read_text().replace("site-packages = false", "site-packages = true")
+    settings.write_text(opened)
+    build_archives(packages, tmp_path / "b", cache=own)
+    assert "include-system-site-packages = false" in settings.read_text()
+
+
 def test_a_lock_missing_a_dependency_of_the_backend_is_refused(
     tmp_path: Path, cache: BuildCache
 ) -> None:

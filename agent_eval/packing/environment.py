@@ -3,9 +3,10 @@
 It is made offline (``pip install --no-index --require-hashes`` from the
 verified wheels only), without the system's or the harness's site-packages,
 and cached by the lock's digest and the interpreter. A cached one is used only
-when every file of its site-packages is what the locked wheels' own RECORDs
-say (those wheels being checked against the lock first); anything else is
-thrown away and made again.
+when its interpreter is this one's base, it does not see the system's
+site-packages, and every file of its site-packages is what the locked wheels'
+own RECORDs say (those wheels being checked against the lock first); anything
+else is thrown away and made again.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ def _unlike_its_wheels(env: Path, wheels: list[Path]) -> str | None:
     site = _site_packages(env)
     if not _python(env).exists() or not site.is_dir():
         return f"{env} is not a complete environment"
+    base = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    if _python(env).resolve() != base:
+        return f"its interpreter is {_python(env).resolve()}, not {base}"
+    settings = (env / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace").splitlines()
+    if "include-system-site-packages = false" not in settings:
+        return "it would see the system's site-packages"
     expected: dict[str, str] = {}
     for wheel in wheels:
         expected.update(_expected_files(wheel))

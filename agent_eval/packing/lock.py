@@ -186,6 +186,7 @@ def clean_environment() -> dict[str, str]:
         "PIP_NO_INPUT": "1",
         "PIP_CONFIG_FILE": os.devnull,
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
     }
 
 
