@@ -280,6 +280,80 @@ def test_a_tag_that_is_not_a_version_cannot_give_one(tmp_path: Path, cache: Buil
         build_archives(packages, tmp_path / "out", cache=cache)
 
 
+def test_an_in_tree_backend_on_its_backend_path_builds_the_wheel(
+    tmp_path: Path, cache: BuildCache
+) -> None:
+    packages = packages_with_lock(tmp_path)
+    source = tiny_distribution(packages)
+    (source / "_build").mkdir()
+    (source / "_build" / "backend.py").write_text(
+        "from setuptools.build_meta import *  # noqa\n"
+        "from setuptools import build_meta as _meta\n"
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        "    with open('src/tinylib/built_by.py', 'w') as marker:\n"
+        "        marker.write('BY = 1\\n')\n"
+        "    return _meta.build_wheel(wheel_directory, config_settings, metadata_directory)\n"
+    )
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'build-backend = "setuptools.build_meta"',
+            'build-backend = "backend"\nbackend-path = ["_build"]',
+        )
+    )
+    (dist,) = find_distributions(packages)
+    assert (dist.build_system.backend, dist.build_system.backend_path) == ("backend", ("_build",))
+    [entry] = build_archives(packages, tmp_path / "out", cache=cache)
+    assert "tinylib/built_by.py" in names_in(tmp_path / "out" / entry.filename)
+
+
+def test_a_backend_path_outside_the_distribution_is_refused(tmp_path: Path) -> None:
+    packages = packages_with_lock(tmp_path)
+    source = tiny_distribution(packages)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace("[project]", 'backend-path = ["../elsewhere"]\n[project]')
+    )
+    with pytest.raises(
+        ConfigError, match=r"\[build-system\] backend-path '../elsewhere' is outside"
+    ):
+        find_distributions(packages)
+
+
+def test_a_pyproject_without_a_build_system_is_built_by_setuptools_as_pep_517_says(
+    tmp_path: Path,
+) -> None:
+    packages = packages_with_lock(tmp_path)
+    source = tiny_distribution(packages)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().split("[project]", 1)[1].join(["[project]", ""]))
+    (dist,) = find_distributions(packages)
+    assert dist.build_system.backend == "setuptools.build_meta:__legacy__"
+    assert dist.build_system.requires == ("setuptools>=40.8.0",)
+
+
+def test_a_dynamic_version_is_computed_at_build_time_and_from_git_only_with_a_vcs_plugin(
+    tmp_path: Path,
+) -> None:
+    packages = packages_with_lock(tmp_path)
+    hatch_vcs_distribution(packages)
+    source = tiny_distribution(packages)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('version = "1.0"', 'dynamic = ["version"]'))
+    plain, vcs = find_distributions(packages)
+    assert (plain.name, plain.version, plain.version_from_git) == ("tinylib", None, False)
+    assert (vcs.name, vcs.version, vcs.version_from_git) == ("vcslib", None, True)
+    assert plain.dist_info_name == "tinylib-0+source.dist-info"
+
+
+def test_a_lock_line_without_a_hash_is_refused_naming_the_entry(tmp_path: Path) -> None:
+    packages = packages_with_lock(tmp_path)
+    (packages / BUILD_LOCK).write_text("setuptools==84.2.1\n")
+    tiny_distribution(packages)
+    with pytest.raises(ConfigError, match=r"entry 1 \('setuptools==84.2.1'\) is not name==version"):
+        build_archives(packages, tmp_path / "out")
+
+
 def test_packages_without_a_build_lock_are_refused_naming_the_lock(tmp_path: Path) -> None:
     packages = tmp_path / "packages"
     tiny_distribution(packages)
