@@ -32,7 +32,7 @@ def write_dist_info(site: Path, dist: SourceDistribution) -> None:
     info = site / dist.dist_info_name
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {dist.version}\n",
+        f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {dist.source_version}\n",
         encoding="utf-8",
     )
     (info / "top_level.txt").write_text("\n".join(dist.packages) + "\n", encoding="utf-8")

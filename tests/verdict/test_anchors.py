@@ -18,11 +18,17 @@ from typing import Any
 import pytest
 
 import agent_eval.verdict.qualification as qualification
-from agent_eval.packing import build_archives
+from agent_eval.packing import BUILD_LOCK, BuildCache, build_archives, fetch_build_wheels
 from agent_eval.project import find_project
 from agent_eval.verdict.qualification import current_anchors, qualify_files
 from tests.evidence_builders import Batch, rebind, write_batch
 from tests.paths import REPO
+
+
+@pytest.fixture(autouse=True, scope="module")
+def build_wheels() -> None:
+    """The example's build lock's wheels, in the packing cache (downloaded once)."""
+    fetch_build_wheels(REPO / "packages" / BUILD_LOCK, BuildCache.default().wheelhouse)
 
 
 def git(root: Path, *args: str) -> str:
@@ -85,6 +91,28 @@ def test_a_changed_wheel_rehashed_through_the_whole_chain_is_rejected_naming_it(
     reasons = archive_reasons(batch, root)
     assert len(reasons) == 1 and reasons[0].startswith("archives-rebuild:")
     assert wheel.name in reasons[0] and commit in reasons[0]
+
+
+def test_the_rebuild_uses_the_commit_s_build_lock_not_the_working_copy_s(tmp_path: Path) -> None:
+    root, commit = repository(tmp_path)
+    batch = packed_batch(tmp_path, root, commit)
+    (root / "packages" / BUILD_LOCK).write_text("not a lock\n")
+    assert archive_reasons(batch, root) == []
+
+
+def test_a_commit_without_a_build_lock_cannot_be_rebuilt_and_says_so(tmp_path: Path) -> None:
+    root, commit = repository(tmp_path)
+    batch = packed_batch(tmp_path, root, commit)
+    git(root, "rm", "-q", f"packages/{BUILD_LOCK}")
+    git(root, "commit", "-q", "-m", "no lock")
+    unlocked = git(root, "rev-parse", "HEAD")
+    manifest = json.loads(batch.archives.read_text())
+    manifest["source"]["commit"] = unlocked
+    batch.archives.write_text(json.dumps(manifest, indent=2))
+    rebind(batch)
+    [reason] = archive_reasons(batch, root)
+    assert reason.startswith(f"archives-rebuild: cannot rebuild the archives from {unlocked}")
+    assert f"{BUILD_LOCK}: cannot read the build lock" in reason
 
 
 def test_a_commit_the_repository_does_not_have_is_rejected(tmp_path: Path) -> None:

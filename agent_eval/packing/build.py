@@ -1,0 +1,279 @@
+"""Building the library's wheels as each distribution's own build system says, offline.
+
+Every distribution is built through its PEP 517 backend in the isolated build
+environment of the build lock (:mod:`agent_eval.packing.environment`), from a
+clean copy of its source (stale ``build/`` or ``*.egg-info`` directories would
+otherwise leak deleted modules into the wheel), without an index, with
+SOURCE_DATE_EPOCH fixed so that the same source gives the same bytes. A
+version computed from git (setuptools-scm, hatch-vcs) is given to the backend
+as ``SETUPTOOLS_SCM_PRETEND_VERSION``, derived from ``git describe`` of the
+commit being packed, so that it is the same whenever that commit is built.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+from pyproject_hooks import BackendInvalid, BackendUnavailable, BuildBackendHookCaller, HookMissing
+
+from agent_eval.digests import file_sha256
+from agent_eval.errors import ConfigError, InfrastructureError
+from agent_eval.models import ArchiveEntry
+from agent_eval.packing.environment import build_environment
+from agent_eval.packing.lock import (
+    BUILD_LOCK,
+    BuildLock,
+    check_build_requirements,
+    clean_environment,
+    read_build_lock,
+)
+from agent_eval.packing.sources import NOT_PACKED, SourceDistribution, find_distributions
+
+__all__ = ["BuildCache", "build_archives", "git_version", "rebuild_archives"]
+
+_IGNORED = shutil.ignore_patterns(*NOT_PACKED, "*.pyc")
+# 1980-01-01: the earliest time a zip archive can record. A constant rather than the
+# commit's time: the same tree gives the same wheel whichever commit holds it.
+_EPOCH = "315532800"
+_BUILD_TIMEOUT_S = 300
+_GIT_TIMEOUT_S = 30
+_OUTPUT_LINES = 20
+
+
+@dataclass(frozen=True)
+class BuildCache:
+    """Where packing keeps the build lock's wheels and its build environments."""
+
+    wheelhouse: Path
+    """The downloaded wheels of build locks (checked against a lock's hashes on every use)."""
+    environments: Path
+    """Build environments, one per lock digest and interpreter (checked on every use)."""
+
+    @classmethod
+    def default(cls) -> BuildCache:
+        """The user's cache, shared by every checkout: ``$XDG_CACHE_HOME/agent-eval/packing``."""
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        return cls(
+            root / "agent-eval" / "packing" / "wheels", root / "agent-eval" / "packing" / "envs"
+        )
+
+
+def _git(repository: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(repository), *args],
+        capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False,
+    )  # fmt: skip
+
+
+def git_version(repository: Path, revision: str, dist: SourceDistribution) -> str:
+    """The version of *dist* at *revision*, as setuptools-scm's default scheme computes it.
+
+    A tag on the commit is its version (``v1.2`` is ``1.2``); N commits after a
+    tag ``1.2`` it is ``1.3.devN+g<hash>``; with no tag, ``0.1.devN+g<hash>``
+    (N counting every commit). The hash is 12 hex digits, so it does not depend
+    on how many objects the repository holds.
+
+    Raises:
+        ConfigError: There is no such commit in a git repository, or its tag is no version.
+    """
+    field = f"{dist.pyproject}: [project] dynamic version of {dist.name} (from git)"
+    head = _git(repository, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    if head.returncode != 0:
+        raise ConfigError(
+            f"{field} cannot be computed: {revision} is not a commit of a git repository at "
+            f"{repository} ({head.stderr.strip()[-300:] or 'no commit'})"
+        )
+    node = "g" + head.stdout.strip()[:12]
+    described = _git(
+        repository, "describe", "--tags", "--long", "--abbrev=12", "--match=*[0-9]*", revision
+    )
+    if described.returncode != 0:
+        count = _git(repository, "rev-list", "--count", revision).stdout.strip()
+        return f"0.1.dev{count}+{node}"
+    tag, distance, _ = described.stdout.strip().rsplit("-", 2)
+    try:
+        version = Version(tag.removeprefix("v"))
+    except InvalidVersion as exc:
+        raise ConfigError(f"{field} cannot be computed: the tag {tag!r} is not a version") from exc
+    if distance == "0":
+        return str(version)
+    release = [*version.release[:-1], version.release[-1] + 1]
+    return f"{'.'.join(map(str, release))}.dev{distance}+{node}"
+
+
+class _Hooks:
+    """Runs a backend's PEP 517 hooks in the build environment, keeping what they print."""
+
+    def __init__(self, dist: SourceDistribution, source: Path, python: Path, env: dict[str, str]):
+        self._dist, self._env, self._output = dist, env, ""
+        system = dist.build_system
+        self.caller = BuildBackendHookCaller(
+            str(source), system.backend, list(system.backend_path) or None,
+            runner=self._run, python_executable=str(python),
+        )  # fmt: skip
+
+    def _run(
+        self,
+        cmd: Sequence[str],
+        cwd: str | None = None,
+        extra_environ: Mapping[str, str] | None = None,
+    ) -> None:
+        try:
+            done = subprocess.run(
+                cmd, cwd=cwd, env={**self._env, **(extra_environ or {})}, capture_output=True,
+                text=True, timeout=_BUILD_TIMEOUT_S, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as exc:
+            raise InfrastructureError(
+                f"building {self._dist.name} took over {_BUILD_TIMEOUT_S}s"
+            ) from exc
+        self._output = (done.stdout + done.stderr).strip()
+        if done.returncode != 0:
+            raise self.failed(f"exit {done.returncode}")
+
+    def failed(self, why: str, output: str = "") -> ConfigError:
+        """The error of a build that failed for *why*, with its last lines of output."""
+        printed = output.strip() or self._output
+        lines = "\n".join(printed.splitlines()[-_OUTPUT_LINES:])[-3000:]
+        return ConfigError(
+            f"{self._dist.pyproject}: building the wheel of {self._dist.name} with its "
+            f"[build-system] build-backend {self._dist.build_system.backend!r} failed "
+            f"({why}); its last lines:\n{lines}"
+        )
+
+
+def _build_wheel(
+    dist: SourceDistribution, python: Path, lock: BuildLock, output_dir: Path, version: str | None
+) -> ArchiveEntry:
+    with tempfile.TemporaryDirectory(prefix="agent-eval-pack-") as tmp:
+        clean = Path(tmp) / dist.directory.name
+        shutil.copytree(dist.directory, clean, ignore=_IGNORED)
+        out = Path(tmp) / "out"
+        out.mkdir()
+        env = {**clean_environment(), "SOURCE_DATE_EPOCH": _EPOCH}
+        if version is not None:
+            env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
+        hooks = _Hooks(dist, clean, python, env)
+        try:
+            more = hooks.caller.get_requires_for_build_wheel()
+            check_build_requirements(lock, dist, more, "get_requires_for_build_wheel()")
+            name = hooks.caller.build_wheel(str(out))
+        except (BackendUnavailable, BackendInvalid, HookMissing) as exc:
+            raise hooks.failed(
+                f"{type(exc).__name__}: {exc}", getattr(exc, "traceback", "")
+            ) from exc
+        wheels = sorted(out.glob("*.whl"))
+        if wheels != [out / name]:
+            raise hooks.failed(f"it made {[w.name for w in wheels]}, not one wheel")
+        target = output_dir / name
+        shutil.copyfile(out / name, target)
+    return ArchiveEntry(
+        filename=target.name,
+        distribution=dist.name,
+        version=target.name.split("-")[1],
+        sha256=file_sha256(target),
+        size=target.stat().st_size,
+    )
+
+
+def build_archives(
+    packages_dir: Path,
+    output_dir: Path,
+    *,
+    cache: BuildCache | None = None,
+    revision: tuple[Path, str] | None = None,
+) -> list[ArchiveEntry]:
+    """Build one wheel per distribution into *output_dir* and describe each.
+
+    Args:
+        packages_dir: The distributions and their build lock (``build-requirements.lock``).
+        output_dir: Where the wheels go.
+        cache: The wheelhouse and build environments (default: the user's cache).
+        revision: The git repository and commit a version computed from git is taken
+            from (default: *packages_dir*'s repository at ``HEAD``).
+
+    The builds are independent subprocesses and run side by side.
+
+    Raises:
+        ConfigError: A distribution, the lock, a requirement missing from it, a wheel of
+            it not matching its hash, a version that cannot be computed, a failed build.
+        InfrastructureError: pip or a build could not run.
+    """
+    cache = cache or BuildCache.default()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    distributions = find_distributions(packages_dir)
+    lock = read_build_lock(packages_dir / BUILD_LOCK)
+    for dist in distributions:
+        check_build_requirements(lock, dist)
+    repository, commit = revision or (packages_dir, "HEAD")
+    versions = {
+        d.name: git_version(repository, commit, d) if d.version_from_git else None
+        for d in distributions
+    }
+    python = build_environment(lock, cache.wheelhouse, cache.environments)
+    with ThreadPoolExecutor(max_workers=min(4, len(distributions))) as pool:
+        return list(
+            pool.map(
+                lambda d: _build_wheel(d, python, lock, output_dir, versions[d.name]), distributions
+            )
+        )
+
+
+def rebuild_archives(
+    repository: Path,
+    packages: str,
+    commit: str,
+    work_dir: Path,
+    *,
+    cache: BuildCache | None = None,
+) -> list[ArchiveEntry]:
+    """Build the candidate wheels again from *commit*'s ``packages`` tree, as packing does.
+
+    The tree comes from git itself (``git archive``), never from the working
+    copy, so what is rebuilt is what the commit holds, with the build lock the
+    commit holds.
+
+    Args:
+        repository: The git repository (the project's root).
+        packages: The packages directory, relative to the repository root.
+        commit: The 40-hex commit recorded in archives.json.
+        work_dir: An empty private directory for the tree and the wheels.
+        cache: The wheelhouse and build environments (default: the user's cache).
+
+    Raises:
+        ConfigError: The commit is unknown here or holds no packages, or its
+            distributions do not build (see :func:`build_archives`).
+        InfrastructureError: git or a build could not run.
+    """
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise ConfigError(f"{commit!r} is not a full git commit id")
+    known = subprocess.run(
+        ["git", "-C", str(repository), "cat-file", "-e", f"{commit}^{{commit}}"],
+        capture_output=True, timeout=30, check=False,
+    )  # fmt: skip
+    if known.returncode != 0:
+        raise ConfigError(f"commit {commit} is not in the repository at {repository}")
+    archive = subprocess.run(
+        ["git", "-C", str(repository), "archive", "--format=tar", commit, "--", packages],
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    if archive.returncode != 0:
+        stderr = archive.stderr.decode("utf-8", "replace").strip()[-500:]
+        raise ConfigError(f"commit {commit} holds no {packages}/: {stderr}")
+    tree = work_dir / "tree"
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(tree, filter="data")
+    return build_archives(
+        tree / packages, work_dir / "wheels", cache=cache, revision=(repository, commit)
+    )
