@@ -25,13 +25,8 @@ chromium (scripts/setup); no container engine.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
-import os
-import select
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,15 +39,7 @@ sys.path.insert(0, str(ROOT))
 from agent_eval.project import find_project  # noqa: E402
 from agent_eval.report.render import write_report  # noqa: E402
 from agent_eval.verdict.qualification import current_anchors  # noqa: E402
-from tests.browser import (  # noqa: E402
-    Launch,
-    attempted_requests,
-    end_run,
-    find_chromium,
-    launch,
-    run_chromium,
-    short_scratch,
-)
+from tests.browser import attempted_requests, devtools, find_chromium, run_chromium  # noqa: E402
 from tests.evidence_builders import attempt, receipt, run, write_batch  # noqa: E402
 from tests.paths import EXAMPLE_SUITE  # noqa: E402
 
@@ -106,109 +93,20 @@ def synthesise(root: Path) -> Path:
     return batch.root
 
 
-class DevTools:
-    """One headless Chromium driven over ``--remote-debugging-pipe`` (fds 3 and 4)."""
-
-    def __init__(self, started: Launch) -> None:
-        self.started = started
-        self.net_log = started.net_log
-        commands_r, self._commands_w = os.pipe()
-        self._replies_r, replies_w = os.pipe()
-
-        def wire() -> None:
-            # Chromium reads commands on fd 3 and writes replies on fd 4.
-            inbound = fcntl.fcntl(commands_r, fcntl.F_DUPFD, 10)
-            outbound = fcntl.fcntl(replies_w, fcntl.F_DUPFD, 10)
-            os.dup2(inbound, 3)
-            os.dup2(outbound, 4)
-
-        self.process = subprocess.Popen(
-            [*started.command, "--remote-debugging-pipe", "about:blank"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=started.env,
-            start_new_session=True,
-            preexec_fn=wire,
-            pass_fds=(3, 4),
-        )
-        os.close(commands_r)
-        os.close(replies_w)
-        self._buffer = b""
-        self._next = 0
-
-    def send(
-        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
-    ) -> int:
-        self._next += 1
-        message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
-        if session:
-            message["sessionId"] = session
-        os.write(self._commands_w, json.dumps(message).encode() + b"\0")
-        return self._next
-
-    def receive(self, timeout: float = 30) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while b"\0" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._replies_r], [], [], left)[0]:
-                raise TimeoutError("no message from Chromium")
-            chunk = os.read(self._replies_r, 1 << 16)
-            if not chunk:
-                raise EOFError("Chromium closed its DevTools pipe")
-            self._buffer += chunk
-        message, _, self._buffer = self._buffer.partition(b"\0")
-        return json.loads(message)  # type: ignore[no-any-return]
-
-    def call(
-        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
-    ) -> dict[str, Any]:
-        ident = self.send(method, params, session)
-        while True:
-            message = self.receive()
-            if message.get("id") == ident:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message.get("result", {})  # type: ignore[no-any-return]
-
-    def wait_for(self, event: str, session: str) -> None:
-        while True:
-            message = self.receive()
-            if message.get("method") == event and message.get("sessionId") == session:
-                return
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError, TimeoutError, EOFError, RuntimeError):
-            self.call("Browser.close")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=10)
-        end_run(self.process, self.started)
-        os.close(self._commands_w)
-        os.close(self._replies_r)
-
-
 def load_times(
     chromium: Path, page: Path, work: Path, repeats: int
 ) -> tuple[list[float], list[str]]:
     """Seconds from navigate to the load event, *repeats* times in one browser."""
-    with short_scratch() as scratch:
-        browser = DevTools(launch(chromium, work, scratch, []))
-        try:
-            target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-            session = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
-                "sessionId"
-            ]
-            browser.call("Page.enable", session=session)
-            times = []
-            for _ in range(repeats):
-                browser.send("Page.navigate", {"url": "about:blank"}, session)
-                browser.wait_for("Page.loadEventFired", session)
-                started = time.perf_counter()
-                browser.send("Page.navigate", {"url": page.as_uri()}, session)
-                browser.wait_for("Page.loadEventFired", session)
-                times.append(time.perf_counter() - started)
-        finally:
-            browser.close()
+    with devtools(chromium, work) as browser:
+        session = browser.open_page("about:blank")
+        times = []
+        for _ in range(repeats):
+            browser.send("Page.navigate", {"url": "about:blank"}, session)
+            browser.wait_for("Page.loadEventFired", session)
+            started = time.perf_counter()
+            browser.send("Page.navigate", {"url": page.as_uri()}, session)
+            browser.wait_for("Page.loadEventFired", session)
+            times.append(time.perf_counter() - started)
     return times, attempted_requests(browser.net_log)
 
 
