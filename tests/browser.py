@@ -362,10 +362,10 @@ class DevTools:
         return session
 
     def evaluate(self, session: str, expression: str) -> Any:
-        """The value of a JavaScript *expression* in the page (JSON-serialisable)."""
-        reply = self.call(
-            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session
-        )
+        """The value of a JavaScript *expression* in the page (JSON-serialisable; a
+        promise is awaited)."""
+        params = {"expression": expression, "returnByValue": True, "awaitPromise": True}
+        reply = self.call("Runtime.evaluate", params, session)
         if "exceptionDetails" in reply:
             raise RuntimeError(f"{expression}: {reply['exceptionDetails']}")
         return reply["result"].get("value")

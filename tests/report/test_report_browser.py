@@ -257,6 +257,19 @@ def test_a_folded_attempt_opens_when_its_summary_is_clicked(
     assert browser.evaluate(page, state) == [True, True]
 
 
+def test_a_link_into_a_folded_attempt_unfolds_it(browser: DevTools, reading_page: Path) -> None:
+    page = browser.open_page(reading_page.as_uri() + "#att-forms-3-1-f0")
+    assert browser.evaluate(page, "document.getElementById('att-forms-3-1').open") is True
+    assert browser.evaluate(page, "document.getElementById('att-forms-2-1').open") is False
+    # The page's handler runs on hashchange; the check waits for the task after it.
+    browser.evaluate(
+        page,
+        "new Promise(done => { addEventListener('hashchange', () => setTimeout(done, 0),"
+        " {once: true}); location.hash = 'att-forms-2-1-f0'; })",
+    )
+    assert browser.evaluate(page, "document.getElementById('att-forms-2-1').open") is True
+
+
 VISIBLE_ROWS = (
     "Array.from(document.querySelectorAll('table.grid tr[data-task]'))"
     ".filter(r => r.getClientRects().length > 0).map(r => r.dataset.task)"

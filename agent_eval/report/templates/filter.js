@@ -25,6 +25,16 @@
     outcome.value = "";
     apply();
   });
+  // A link into a folded attempt (a finding's source line, a review item) unfolds it.
+  function reveal() {
+    var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    for (var el = target; el; el = el.parentElement) {
+      if (el.tagName === "DETAILS") { el.open = true; }
+    }
+    if (target) { target.scrollIntoView(); }
+  }
+  window.addEventListener("hashchange", reveal);
   filter.hidden = false;
   apply();
+  reveal();
 })();
