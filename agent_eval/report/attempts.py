@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from agent_eval.digests import DigestError, file_sha256, solution_digest, solution_files
+from agent_eval import evidence_io
+from agent_eval.digests import DigestError, sha256_bytes, solution_digest, solution_files
 from agent_eval.errors import EvidenceError
-from agent_eval.evidence_io import nesting_exceeds, read_model
+from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, nesting_exceeds, parse_model
 from agent_eval.layout import AttemptDirectory, RunDirectory
 from agent_eval.models import (
     Analysis,
@@ -374,14 +375,13 @@ class AttemptReader:
         where = self.relative(path)
         if path.is_symlink():
             return None, self.note(where, "is a symbolic link; not read")
+        # One read: the bytes parsed are the bytes hashed.
         try:
-            analysis = read_model(path, Analysis, what="analysis")
+            data = evidence_io.read_bounded(path, what="analysis", max_bytes=MAX_EVIDENCE_BYTES)
+            analysis = parse_model(data, Analysis, where=f"analysis {path}")
         except EvidenceError as exc:
             return None, self.note(where, str(exc).removeprefix(f"analysis {path}: "))
-        try:
-            actual = file_sha256(path)
-        except DigestError as exc:
-            return analysis, self.note(where, str(exc))
+        actual = sha256_bytes(data)
         if record.analysisDigest is None:
             return analysis, self.note(where, "present, but the receipt records no analysis")
         if actual != record.analysisDigest:

@@ -11,12 +11,15 @@ Invariants, each tested from a batch built on disk:
 * sections and attempts are ``<details>``, passing attempts folded, the rest open;
   everything the filter hides carries its task and outcomes, and the filter itself
   is hidden until its script shows it;
-* an empty log says "nothing", never a cut of 0 characters.
+* an empty log says "nothing", never a cut of 0 characters;
+* writing the report reads each saved file of an attempt once, and hashes each
+  solution directory once (a repair's diff and the gateway's totals reuse them).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from agent_eval.grading.dom import Document, Element, parse_html
 from agent_eval.grading.report import MAX_ASSERTION_TEXT_CHARS, AssertionResult, GradeReport
 from agent_eval.models import AttemptRecord, BehaviourResult
 from agent_eval.models.receipt import MAX_ASSERTION_TEXT_CHARS as RECORD_MAX_CHARS
+from agent_eval.report import attempts as attempts_module
 from agent_eval.report.render import write_report
 from agent_eval.report.summary import Reason
 from tests.evidence_builders import CURRENT, Batch, attempt, receipt, run, write_batch
@@ -285,3 +289,40 @@ def test_a_runner_log_with_only_a_message_says_its_stderr_was_nothing(tmp_path: 
     assert section is not None
     assert "runner stderr: nothing" in section.text and "runner message: done" in section.text
     assert "its last 0 characters" not in section.text
+
+
+# --- Linear in the evidence -------------------------------------------------------------
+
+
+def test_each_saved_file_is_read_once_and_each_solution_hashed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = [
+        run(r, [attempt(r, success=False, needs_review=True), attempt(r, 2)])
+        for r in EXAMPLE_SUITE.run_ids()
+    ]
+    batch = write_batch(tmp_path, receipt(runs))
+    for run_id in EXAMPLE_SUITE.run_ids():
+        for number in (1, 2):
+            folder = batch.attempt_dir(run_id, number)
+            (folder / "runner.log").write_text("runner: working\n")
+            (folder / "gateway.jsonl").write_text('{"servedModel": "m", "inputTokens": 3}\n')
+    reads: Counter[tuple[Path, str]] = Counter()
+    hashes: Counter[Path] = Counter()
+    real_read, real_hash = attempts_module.read_bounded, attempts_module.solution_files
+
+    def counted_read(root: Path, relative: str, **kwargs: Any) -> Any:
+        reads[(root, str(relative))] += 1
+        return real_read(root, relative, **kwargs)
+
+    def counted_hash(folder: Path) -> dict[str, str]:
+        hashes[folder] += 1
+        return real_hash(folder)
+
+    monkeypatch.setattr(attempts_module, "read_bounded", counted_read)
+    monkeypatch.setattr(attempts_module, "solution_files", counted_hash)
+    write_report(batch.root, current=CURRENT, now=NOW)
+    # A solution is wanted again by its repair's diff and a gateway record by its totals;
+    # each file (solution, runner.log, gateway.jsonl, the transcript looked for) is read once.
+    assert len(reads) == 36 * 4 and set(reads.values()) == {1}
+    assert len(hashes) == 36 and set(hashes.values()) == {1}
