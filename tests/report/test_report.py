@@ -677,6 +677,17 @@ def test_the_template_never_marks_a_string_safe() -> None:
         assert "Markup(" not in module.read_text(), module
 
 
+@pytest.mark.parametrize("name", ["report.css", "filter.js"])
+def test_the_style_and_the_script_are_their_files_exactly(tmp_path: Path, name: str) -> None:
+    # Both are included as template files: nothing in them may read as template syntax,
+    # or the page (and the script's hash) would differ from the file.
+    written = (REPO / "agent_eval" / "report" / "templates" / name).read_text()
+    assert not any(mark in written for mark in ("{{", "{%", "{#"))
+    doc = report(write_batch(tmp_path))
+    (element,) = doc.find_all("style" if name.endswith(".css") else "script")
+    assert element.raw_text.strip("\n") == written.strip("\n")
+
+
 # --- The command ------------------------------------------------------------------------
 
 
