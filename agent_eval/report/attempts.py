@@ -460,7 +460,7 @@ class AttemptReader:
         text = _said(loaded.text) if loaded.text is not None else None
         if text is not None and not text.strip():
             return OptionalText(
-                name=path.name, size=loaded.size, excerpt=None, notes=(), empty=True
+                name=path.name, size=loaded.size, excerpt=None, notes=tuple(notes), empty=True
             )
         if text is not None:
             excerpt = (tail if from_end else head)(text, budget)
