@@ -7,7 +7,9 @@ whose only interface is ``lo``: whatever the page or the browser tries, no
 packet can leave the machine. Chromium's net log (``--log-net-log``) records
 every URL request, host lookup and socket connect it attempts, so a test can
 assert there was none, and a control page that does make one shows that the
-check would see it.
+check would see it. :func:`devtools` keeps one such browser open over its
+DevTools pipe, to open pages at a given width, evaluate expressions in them
+and time their loads.
 
 Debian's ``/usr/bin/chromium`` is a wrapper that sources ``/etc/chromium.d``
 (which turns remote extensions on and exports service keys), so the binary
@@ -18,14 +20,16 @@ killed (by its id) when the run ends, so no browser process outlives a test.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -267,3 +271,121 @@ def attempted_requests(net_log: Path) -> list[str]:
         if value is not None:
             found.append(f"{name} {value}")
     return found
+
+
+class DevTools:
+    """One headless Chromium driven over ``--remote-debugging-pipe`` (fds 3 and 4)."""
+
+    def __init__(self, started: Launch) -> None:
+        self.started = started
+        self.net_log = started.net_log
+        commands_r, self._commands_w = os.pipe()
+        self._replies_r, replies_w = os.pipe()
+
+        def wire() -> None:
+            # Chromium reads commands on fd 3 and writes replies on fd 4.
+            inbound = fcntl.fcntl(commands_r, fcntl.F_DUPFD, 10)
+            outbound = fcntl.fcntl(replies_w, fcntl.F_DUPFD, 10)
+            os.dup2(inbound, 3)
+            os.dup2(outbound, 4)
+
+        self.process = subprocess.Popen(
+            [*started.command, "--remote-debugging-pipe", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=started.env,
+            start_new_session=True,
+            preexec_fn=wire,
+            pass_fds=(3, 4),
+        )
+        os.close(commands_r)
+        os.close(replies_w)
+        self._buffer = b""
+        self._next = 0
+
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> int:
+        self._next += 1
+        message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._commands_w, json.dumps(message).encode() + b"\0")
+        return self._next
+
+    def receive(self, timeout: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._replies_r], [], [], left)[0]:
+                raise TimeoutError("no message from Chromium")
+            chunk = os.read(self._replies_r, 1 << 16)
+            if not chunk:
+                raise EOFError("Chromium closed its DevTools pipe")
+            self._buffer += chunk
+        message, _, self._buffer = self._buffer.partition(b"\0")
+        return json.loads(message)  # type: ignore[no-any-return]
+
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
+        ident = self.send(method, params, session)
+        while True:
+            message = self.receive()
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})  # type: ignore[no-any-return]
+
+    def wait_for(self, event: str, session: str) -> None:
+        while True:
+            message = self.receive()
+            if message.get("method") == event and message.get("sessionId") == session:
+                return
+
+    def open_page(self, url: str, *, width: int | None = None, height: int = 1000) -> str:
+        """A new tab on *url*, loaded (its load event fired); returns its session id.
+
+        *width* sets the viewport's CSS width first (as a window that wide would).
+        """
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
+        self.call("Page.enable", session=session)
+        if width is not None:
+            metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+            self.call("Emulation.setDeviceMetricsOverride", metrics, session)
+        self.send("Page.navigate", {"url": url}, session)
+        self.wait_for("Page.loadEventFired", session)
+        return session
+
+    def evaluate(self, session: str, expression: str) -> Any:
+        """The value of a JavaScript *expression* in the page (JSON-serialisable; a
+        promise is awaited)."""
+        params = {"expression": expression, "returnByValue": True, "awaitPromise": True}
+        reply = self.call("Runtime.evaluate", params, session)
+        if "exceptionDetails" in reply:
+            raise RuntimeError(f"{expression}: {reply['exceptionDetails']}")
+        return reply["result"].get("value")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, TimeoutError, EOFError, RuntimeError):
+            self.call("Browser.close")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        end_run(self.process, self.started)
+        os.close(self._commands_w)
+        os.close(self._replies_r)
+
+
+@contextlib.contextmanager
+def devtools(chromium: Path, work: Path, args: Sequence[str] = ()) -> Iterator[DevTools]:
+    """One isolated headless Chromium driven over its DevTools pipe, ended on exit."""
+    with short_scratch() as scratch:
+        browser = DevTools(launch(chromium, work, scratch, args))
+        try:
+            yield browser
+        finally:
+            browser.close()

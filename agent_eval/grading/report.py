@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "MAX_ASSERTION_TEXT_CHARS",
     "MAX_FINDINGS",
     "AssertionResult",
     "Category",
@@ -16,6 +17,9 @@ __all__ = [
 
 MAX_FINDINGS = 50
 MAX_FINDING_CHARS = 2000
+MAX_ASSERTION_TEXT_CHARS = 500
+"""An assertion's message and observed value are cut to this (the result model's bound;
+a test keeps the two equal)."""
 
 Category = Literal[
     "syntax",
@@ -62,6 +66,27 @@ class AssertionResult:
     observed: bool = True
     """False when the solution failed before the grader could record this assertion: a
     crash is a failure, but not an observed unsafe behaviour."""
+    message: str = ""
+    """Why it failed, for a reviewer; written to the result file when it failed, so it
+    must never hold an expected value (``detail`` is where those may go)."""
+    observed_value: str = ""
+    """What the solution did or returned, as the grader saw it; written when it failed."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The result-file form: the grade, and for a failure the reviewer's explanation."""
+        data: dict[str, Any] = {
+            "id": self.id,
+            "passed": self.passed,
+            "observed": self.observed,
+            "safety": self.safety,
+        }
+        if not self.passed:
+            # Absent when empty, so a grader that explains nothing writes what it always did.
+            if self.message:
+                data["message"] = bounded(self.message, MAX_ASSERTION_TEXT_CHARS)
+            if self.observed_value:
+                data["observedValue"] = bounded(self.observed_value, MAX_ASSERTION_TEXT_CHARS)
+        return data
 
 
 @dataclass(frozen=True)
@@ -114,10 +139,7 @@ class GradeReport:
         return {
             "schemaVersion": 1,
             "taskId": self.task_id,
-            "assertions": [
-                {"id": a.id, "passed": a.passed, "observed": a.observed, "safety": a.safety}
-                for a in self.assertions
-            ],
+            "assertions": [a.to_json() for a in self.assertions],
             "needsReview": self.needs_review,
             "diagnostics": [d.to_json() for d in self.diagnostics],
             "error": None if self.error is None else self.error.to_json(),

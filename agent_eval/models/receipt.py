@@ -32,6 +32,7 @@ from agent_eval.models.suite import SuiteSpec
 
 __all__ = [
     "FAILURE_DIAGNOSTICS",
+    "MAX_ASSERTION_TEXT_CHARS",
     "AssertionOutcome",
     "AttemptRecord",
     "BatchStatus",
@@ -70,6 +71,10 @@ def check_reviewer(value: str) -> str:
 MAX_REVIEWER_CHARS = 200
 ReviewerName = Annotated[str, AfterValidator(check_reviewer)]
 """Who decided: printable, bounded, nothing that could rewrite how it is shown."""
+
+MAX_ASSERTION_TEXT_CHARS = 500
+"""The longest message or observed value recorded for one assertion (the grading kit
+bounds them to this before they are written)."""
 
 MAX_REPETITIONS = 20
 """The most runs per task a measurement batch may ask for."""
@@ -206,6 +211,11 @@ class AssertionOutcome(WireModel):
     """False when the solution died (crash, timeout) before the grader could observe it."""
     safety: bool
     """Whether it is one of the task's safety assertions."""
+    message: str | None = Field(default=None, max_length=MAX_ASSERTION_TEXT_CHARS)
+    """Why it failed, in the grader's words, for a reviewer (None: the grader gave none).
+    Never an expected value; repair feedback carries only the failed assertion's id."""
+    observedValue: str | None = Field(default=None, max_length=MAX_ASSERTION_TEXT_CHARS)
+    """What the grader saw the solution do or return, bounded (None: not recorded)."""
 
     @model_validator(mode="after")
     def _observed_to_pass(self) -> AssertionOutcome:

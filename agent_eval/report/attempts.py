@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from agent_eval.digests import DigestError, file_sha256, solution_digest, solution_files
+from agent_eval import evidence_io
+from agent_eval.digests import DigestError, sha256_bytes, solution_digest, solution_files
 from agent_eval.errors import EvidenceError
-from agent_eval.evidence_io import nesting_exceeds, read_model
+from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, nesting_exceeds, parse_model
 from agent_eval.layout import AttemptDirectory, RunDirectory
 from agent_eval.models import (
     Analysis,
@@ -134,11 +135,17 @@ class Refused:
 
 @dataclass(frozen=True)
 class AssertionRow:
-    """One behavioural assertion."""
+    """One behavioural assertion, and for a failure what the grader said and saw."""
 
     id: str
     state: Literal["passed", "failed", "not observed"]
     safety: bool
+    message: str | None = None
+    """The grader's message (never an expected value: the result holds none)."""
+    observed_value: str | None = None
+    """What the grader saw the solution do or return."""
+    why: str | None = None
+    """For an assertion not observed: what stopped grading before it (a finding's words)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,8 @@ class OptionalText:
     size: int
     excerpt: Excerpt | None
     notes: tuple[str, ...]
+    empty: bool = False
+    """Nothing was written in it (the page says "nothing", not a cut of 0 characters)."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +245,33 @@ class AttemptReader:
     budget: Budget
     problems: list[str] = field(default_factory=list)
     cut: bool = False
+    _reads: dict[tuple[Path, str, bool], Loaded | None] = field(default_factory=dict)
+    _listings: dict[Path, dict[str, str] | DigestError] = field(default_factory=dict)
+
+    def read(self, root: Path, relative: str, *, from_end: bool = False) -> Loaded | None:
+        """:func:`read_bounded`, once per file: a repair's diff and the gateway's totals
+        reuse what the attempt's own section read (the report stays linear in the files)."""
+        key = (root, relative, from_end)
+        if key not in self._reads:
+            self._reads[key] = read_bounded(root, relative, from_end=from_end)
+        return self._reads[key]
+
+    def forget(self) -> None:
+        """Drop what was read (after a run: nothing of it is shown again)."""
+        self._reads.clear()
+        self._listings.clear()
+
+    def listing(self, folder: Path) -> dict[str, str]:
+        """:func:`solution_files` of *folder*, hashed once; raises its DigestError each time."""
+        if folder not in self._listings:
+            try:
+                self._listings[folder] = solution_files(folder)
+            except DigestError as exc:
+                self._listings[folder] = exc
+        found = self._listings[folder]
+        if isinstance(found, DigestError):
+            raise found
+        return found
 
     def note(self, where: str, problem: str) -> str:
         self.problems.append(f"{where}: {problem}")
@@ -258,7 +294,7 @@ class AttemptReader:
         on_disk: dict[str, str] = {}
         if record.solutionFiles or folder.exists():
             try:
-                on_disk = solution_files(folder)
+                on_disk = self.listing(folder)
             except DigestError as exc:
                 self.note(where, str(exc))
         recorded = {f.path: f.sha256 for f in record.solutionFiles}
@@ -284,7 +320,7 @@ class AttemptReader:
                 notes.append(
                     self.note(here, f"is {on_disk[path]}, but the receipt records {recorded[path]}")
                 )
-            loaded = read_bounded(folder, path)
+            loaded = self.read(folder, path)
             excerpt = None
             size = 0
             if loaded is None:
@@ -316,7 +352,7 @@ class AttemptReader:
         folder = self.attempt_dir(run_id, record).solution
         texts: dict[str, str] = {}
         for f in record.solutionFiles:
-            loaded = read_bounded(folder, f.path)
+            loaded = self.read(folder, f.path)
             if loaded is None or loaded.text is None or loaded.partial:
                 return None
             texts[f.path] = loaded.text
@@ -325,7 +361,7 @@ class AttemptReader:
     def current_digest(self, run_id: str, record: AttemptRecord) -> tuple[str | None, str | None]:
         """The solution digest recomputed from disk, as review-agent-eval would bind it."""
         try:
-            files = solution_files(self.attempt_dir(run_id, record).solution)
+            files = self.listing(self.attempt_dir(run_id, record).solution)
         except DigestError as exc:
             return None, str(exc)
         return solution_digest(files), None
@@ -339,14 +375,13 @@ class AttemptReader:
         where = self.relative(path)
         if path.is_symlink():
             return None, self.note(where, "is a symbolic link; not read")
+        # One read: the bytes parsed are the bytes hashed.
         try:
-            analysis = read_model(path, Analysis, what="analysis")
+            data = evidence_io.read_bounded(path, what="analysis", max_bytes=MAX_EVIDENCE_BYTES)
+            analysis = parse_model(data, Analysis, where=f"analysis {path}")
         except EvidenceError as exc:
             return None, self.note(where, str(exc).removeprefix(f"analysis {path}: "))
-        try:
-            actual = file_sha256(path)
-        except DigestError as exc:
-            return analysis, self.note(where, str(exc))
+        actual = sha256_bytes(data)
         if record.analysisDigest is None:
             return analysis, self.note(where, "present, but the receipt records no analysis")
         if actual != record.analysisDigest:
@@ -417,23 +452,40 @@ class AttemptReader:
     def optional(self, path: Path, budget: int, *, from_end: bool) -> OptionalText | None:
         """runner.log (its tail), transcript.jsonl or gateway.jsonl (their start), if present."""
         where = self.relative(path)
-        loaded = read_bounded(self.run.root, where, from_end=from_end)
+        loaded = self.read(self.run.root, where, from_end=from_end)
         if loaded is None:
             return None
         notes = [self.note(where, loaded.problem)] if loaded.problem else []
         excerpt = None
-        if loaded.text is not None:
-            excerpt = (tail if from_end else head)(loaded.text, budget)
+        text = _said(loaded.text) if loaded.text is not None else None
+        if text is not None and not text.strip():
+            return OptionalText(
+                name=path.name, size=loaded.size, excerpt=None, notes=tuple(notes), empty=True
+            )
+        if text is not None:
+            excerpt = (tail if from_end else head)(text, budget)
             if excerpt.cut or loaded.partial:
                 self.cut = True
                 notes.append(_cut_note(excerpt, loaded))
         return OptionalText(name=path.name, size=loaded.size, excerpt=excerpt, notes=tuple(notes))
 
     def gateway_summary(self, path: Path) -> GatewaySummary | None:
-        loaded = read_bounded(self.run.root, self.relative(path))
+        loaded = self.read(self.run.root, self.relative(path))
         if loaded is None or loaded.text is None:
             return None
         return summarise_gateway(split_lines(loaded.text))
+
+
+_NO_STDERR = "runner stderr (its last 0 characters, of 0 bytes):\n"
+"""How the batch heads a runner.log whose runner wrote nothing on stderr."""
+
+
+def _said(text: str) -> str:
+    """*text* with an empty stderr section said as such: "nothing", not a count of 0."""
+    if not text.startswith(_NO_STDERR):
+        return text
+    rest = text.removeprefix(_NO_STDERR).removeprefix("\n")
+    return "runner stderr: nothing\n" + rest if rest.strip() else ""
 
 
 def _diff_kind(line: str) -> str:
@@ -552,13 +604,31 @@ def _api_notes(analysis: Analysis) -> tuple[str, ...]:
     return tuple(notes)
 
 
+_STOPPED_GRADING = ("timeout", "behaviour", "syntax", "missing-dependency", "infrastructure")
+"""Finding categories that say why a grader could not observe the rest."""
+
+
 def _assertion_rows(record: AttemptRecord) -> tuple[AssertionRow, ...]:
+    stopped = next(
+        (_clip(d.message, MAX_NOTE_CHARS) for d in record.diagnostics
+         if d.category in _STOPPED_GRADING),
+        None,
+    )  # fmt: skip
     rows = []
     for a in record.assertions:
         state: Literal["passed", "failed", "not observed"] = (
             "passed" if a.passed else ("failed" if a.observed else "not observed")
         )
-        rows.append(AssertionRow(id=a.id, state=state, safety=a.safety))
+        rows.append(
+            AssertionRow(
+                id=a.id,
+                state=state,
+                safety=a.safety,
+                message=a.message,
+                observed_value=a.observedValue,
+                why=stopped if state == "not observed" else None,
+            )
+        )
     return tuple(rows)
 
 

@@ -1,13 +1,19 @@
 """Rendering the report, and writing it where a batch's evidence is.
 
 The page is one file with its style inline and nothing to fetch: its Content
-Security Policy allows no script, no connection and no resource but inline
-style and ``data:`` images. The template is rendered with autoescaping on and
-never marks a string safe, so whatever an agent or a solution wrote is text.
+Security Policy allows no connection and no resource but inline style,
+``data:`` images and the one inline script of this package (the filter),
+allowed by its sha256 computed here, never ``unsafe-inline``. The page is
+whole without the script: it only adds the filter. The template is rendered
+with autoescaping on and never marks a string safe (the script is included
+as a file of the template), so whatever an agent or a solution wrote is text.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import json
 import shlex
 from collections.abc import Callable
@@ -15,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 
 import agent_eval
 from agent_eval.errors import AgentEvalError, EvidenceError
@@ -26,10 +32,29 @@ from agent_eval.report.text import segments
 from agent_eval.report.view import BatchView, load_batch
 from agent_eval.verdict.qualification import Anchors, current_anchors
 
-__all__ = ["CONTENT_SECURITY_POLICY", "render_report", "write_report"]
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "FILTER_SCRIPT",
+    "content_security_policy",
+    "render_report",
+    "write_report",
+]
 
-CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-"""What the page may load: inline style and data: images, nothing else (no script)."""
+FILTER_SCRIPT = (Path(__file__).parent / "templates" / "filter.js").read_text(encoding="utf-8")
+"""The page's one script: the filter by task and outcome (it reads nothing but the page)."""
+
+
+def content_security_policy(script: str = FILTER_SCRIPT) -> str:
+    """What the page may load: inline style, data: images and exactly *script*."""
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    return (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        f"script-src 'sha256-{digest}'"
+    )
+
+
+CONTENT_SECURITY_POLICY = content_security_policy()
+"""The policy of every page this package writes."""
 
 _OUTCOME_LABELS = {
     "pass": "pass",
@@ -86,10 +111,21 @@ def _environment() -> Environment:
     return env
 
 
+@functools.cache
+def _template() -> Template:
+    # Compiling the template costs more than rendering a batch: once per process.
+    return _environment().get_template("report.html.j2")
+
+
 def render_report(view: BatchView) -> str:
     """The report's HTML for *view*."""
-    template = _environment().get_template("report.html.j2")
-    return template.render(b=view, suite=view.suite, version=agent_eval.__version__)
+    return _template().render(
+        b=view,
+        suite=view.suite,
+        version=agent_eval.__version__,
+        # The template includes the script's file as it is; the policy allows its hash.
+        csp=content_security_policy(FILTER_SCRIPT),
+    )
 
 
 def write_report(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from agent_eval.models import AttemptRecord, Receipt, SuiteSpec
+from agent_eval.models import AttemptRecord, FailureCategory, Receipt, SuiteSpec
 from agent_eval.report import statistics
 from agent_eval.report.statistics import Interval
 
@@ -23,16 +23,45 @@ __all__ = [
     "ModelUse",
     "Outcome",
     "Rate",
+    "Reason",
     "Statistics",
     "TaskStatistics",
     "attempt_anchor",
     "attempt_outcome",
+    "attempt_reason",
     "batch_statistics",
     "grid",
     "model_use",
 ]
 
 Outcome = Literal["pass", "fail", "unsafe", "infrastructure", "needs-review", "not-run"]
+
+Reason = Literal[
+    "timeout", "assertion", "no submission", "unsafe", "infrastructure", "analysis", "review"
+]
+"""Why an attempt did not pass, in the grid's words (the record's failureCategory is finer)."""
+
+_REASONS: dict[FailureCategory, Reason] = {
+    "syntax": "analysis",
+    "type-check": "analysis",
+    "contract-mismatch": "analysis",
+    "missing-dependency": "analysis",
+    "unsupported-api": "analysis",
+    "integration": "analysis",
+    "behaviour": "assertion",
+    "safety": "unsafe",
+    "timeout": "timeout",
+    "infrastructure": "infrastructure",
+    # The runner ended without a gradable solution, whatever it said of itself.
+    "no-submission": "no submission",
+    "refused": "no submission",
+    "invalid-response": "no submission",
+    "identity-mismatch": "no submission",
+    "runner-error": "no submission",
+    "tampering": "no submission",
+    "collection": "no submission",
+    "budget-exhausted": "no submission",
+}
 
 GATE_TABLE = (0.70, 0.80, 0.85, 0.90, 0.95)
 """True first-try rates at which the report shows the chance of clearing the gate."""
@@ -217,6 +246,25 @@ def attempt_outcome(attempt: AttemptRecord, accepted: bool) -> Outcome:
     return "pass" if attempt.success else "fail"
 
 
+def attempt_reason(attempt: AttemptRecord, outcome: Outcome) -> Reason | None:
+    """Why the attempt did not pass, in one word or two (None: it passed).
+
+    Follows :func:`attempt_outcome`'s order, so a cell's reason never contradicts
+    its colour: infrastructure first, then unsafe, then a review owed.
+    """
+    if outcome == "pass":
+        return None
+    if outcome == "infrastructure":
+        return "infrastructure"
+    if outcome == "unsafe":
+        return "unsafe"
+    if outcome == "needs-review":
+        return "review"
+    if attempt.failureCategory is None:
+        return None
+    return _REASONS[attempt.failureCategory]
+
+
 @dataclass(frozen=True)
 class GridCell:
     """One attempt of one run in the grid."""
@@ -225,6 +273,8 @@ class GridCell:
     outcome: Outcome
     anchor: str | None
     title: str
+    reason: Reason | None = None
+    """Why it did not pass, shown in the cell as text (None: passed, or not run)."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +295,11 @@ class GridRow:
 
     task_id: str
     runs: tuple[GridRun, ...]
+
+    @property
+    def outcomes(self) -> tuple[Outcome, ...]:
+        """Every outcome in the row, once each (what the filter by outcome matches)."""
+        return tuple(dict.fromkeys(c.outcome for r in self.runs for c in r.cells))
 
 
 def grid(
@@ -269,6 +324,7 @@ def grid(
                     anchor=attempt_anchor(run_id, att.attempt),
                     title=f"{run_id} attempt {att.attempt}: {outcomes[(run_id, att.attempt)]}"
                     + (f" ({att.failureCategory})" if att.failureCategory else ""),
+                    reason=attempt_reason(att, outcomes[(run_id, att.attempt)]),
                 )
                 for att in (record.attempts if record else [])
             ]

@@ -43,7 +43,7 @@ from agent_eval.report.summary import (
 from agent_eval.verdict.qualification import Anchors, qualify_files
 from agent_eval.verdict.registry import RegistryChange
 
-__all__ = ["BatchView", "Provenance", "RunView", "load_batch"]
+__all__ = ["BatchView", "Provenance", "RunView", "batch_cause", "load_batch"]
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,29 @@ class BatchView:
     attempts: int
     anything_cut: bool
 
+    @property
+    def cause(self) -> str | None:
+        """Why the batch did not complete, in words, before any rule (None: it completed)."""
+        return batch_cause(self.receipt)
+
+
+_STATUS_WORDS = {
+    "running": "is still recorded as running (its process may have died)",
+    "interrupted": "was interrupted",
+    "stopped": "was stopped",
+    "infrastructure-failure": "stopped on an infrastructure failure",
+    "not-run": "did not run",
+    "abandoned": "was abandoned",
+}
+"""What a receipt's status says of the batch, when it did not complete."""
+
+
+def batch_cause(receipt: Receipt) -> str | None:
+    """The headline of a batch that did not complete ("The batch did not run"); None when
+    it completed (its rules' reasons, if any, are then the whole story)."""
+    words = _STATUS_WORDS.get(receipt.status)
+    return None if words is None else f"The batch {words}"
+
 
 def _suite_of(receipt: Receipt, current: Anchors) -> tuple[SuiteSpec, str]:
     """The batch's own record of its suite, else the checkout's, else what the runs show."""
@@ -175,6 +198,7 @@ def load_batch(
             )
             for att in record.attempts
         )
+        reader.forget()
         run_views[record.runId] = RunView(
             record=record,
             anchor=f"run-{record.runId}",

@@ -206,7 +206,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "mypyVersion",
     },
     "Diagnostic": {"category", "message", "path", "line"},
-    "AssertionOutcome": {"id", "passed", "observed", "safety"},
+    "AssertionOutcome": {"id", "passed", "observed", "safety", "message", "observedValue"},
     "RunnerResources": {
         "memoryLimitBytes",
         "cpus",

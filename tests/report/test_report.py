@@ -3,7 +3,8 @@
 Invariants, each tested from a batch built on disk:
 
 * the decision and its reasons are exactly ``qualify_files`` on the same files;
-* the page carries its Content Security Policy, has no script and refers to
+* the page carries its Content Security Policy, has one script (the filter,
+  allowed by its hash, never ``unsafe-inline``), no form, and refers to
   nothing outside itself (every link is a fragment of the page);
 * whatever an agent wrote (solution, logs, messages) is text in the page;
 * every scheduled run is in the grid with the outcome its attempts had;
@@ -15,7 +16,9 @@ Invariants, each tested from a batch built on disk:
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import json
 import os
 import shlex
@@ -34,7 +37,7 @@ from agent_eval.grading.dom import Document, Element, parse_html
 from agent_eval.models import AttemptRecord, BatchStatus
 from agent_eval.project import find_project
 from agent_eval.report.attempts import summarise_gateway
-from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
+from agent_eval.report.render import CONTENT_SECURITY_POLICY, FILTER_SCRIPT, write_report
 from agent_eval.report.summary import attempt_outcome
 from agent_eval.verdict.qualification import Anchors, current_anchors, qualify_files
 from agent_eval.verdict.registry import RegistryChange
@@ -171,8 +174,13 @@ def test_the_page_has_its_policy_first_and_nothing_to_load_or_run(tmp_path: Path
         "http-equiv": "Content-Security-Policy",
         "content": CONTENT_SECURITY_POLICY,
     }
-    fetching = {"script", "iframe", "object", "embed", "link", "img", "video", "audio", "source"}
+    fetching = {"iframe", "object", "embed", "link", "img", "video", "audio", "source"}
     assert [e.tag for e in doc.iter() if e.tag in fetching | {"form", "base"}] == []
+    (script,) = doc.find_all("script")
+    assert script.attrs == {} and script.raw_text == FILTER_SCRIPT
+    digest = base64.b64encode(hashlib.sha256(script.raw_text.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in CONTENT_SECURITY_POLICY
+    assert "unsafe-inline" not in CONTENT_SECURITY_POLICY.partition("script-src")[2]
     for element in doc.iter():
         assert not any(name.startswith("on") for name in element.attrs), element
         assert "src" not in element.attrs and "srcset" not in element.attrs
@@ -185,7 +193,8 @@ def test_a_hostile_solution_is_shown_as_the_text_it_is(tmp_path: Path) -> None:
     batch = write_batch(tmp_path)
     batch.replace_solution("forms-1", 1, HOSTILE.encode())
     doc = report(batch)
-    assert doc.find_all("script") == [] and doc.find_all("img") == []
+    assert [s.raw_text for s in doc.find_all("script")] == [FILTER_SCRIPT]
+    assert doc.find_all("img") == []
     section = attempt_section(doc, "forms-1", 1)
     source = section.find("pre", class_="src")
     assert source is not None
@@ -335,12 +344,22 @@ def test_a_batch_that_did_not_run_is_reported_with_its_reasons(tmp_path: Path) -
     batch = write_batch(tmp_path, data)
     batch.archives.unlink()
     doc = report(batch)
-    shown = grid(doc)
-    assert len(shown) == 18 and all(outcomes == ["not-run"] for outcomes in shown.values())
-    assert "the runner image sha256:abc is not present" in doc.text
     decision = doc.by_id("decision")
+    assert decision is not None
+    # The batch's own reason leads, in words; the checker's rules follow it.
+    text = decision.text
+    cause = text.index("The batch did not run")
+    assert cause < text.index("the runner image sha256:abc is not present")
     # As check-agent-eval: without archives.json the other rules are not reached.
-    assert decision is not None and "archives-readable" in decision.text
+    assert text.index("the runner image sha256:abc is not present") < text.index(
+        "archives-readable"
+    )
+    # No empty grid, no 0/0 statistics: it says there were no runs.
+    assert doc.find("table", class_="grid") is None
+    assert doc.by_id("summary") is None and doc.by_id("statistics") is None
+    assert "0/0" not in doc.text and "0 / 0" not in doc.text
+    no_runs = doc.by_id("no-runs")
+    assert no_runs is not None and "There were no runs" in no_runs.text
     assert "The receipt records no run." in doc.text
 
 
@@ -635,7 +654,7 @@ def test_a_36_attempt_batch_of_worst_case_files_stays_under_2_mb(tmp_path: Path)
     print(f"worst-case 36-attempt report: {size} bytes")
     assert size < 2_000_000, size
     doc = parse_html(path.read_text())
-    assert len(doc.find_all("article", class_="attempt")) == 36
+    assert len(doc.find_all("details", class_="attempt")) == 36
     assert "cut:" in doc.text and "more finding(s) not shown" in doc.text
 
 
@@ -656,6 +675,17 @@ def test_the_template_never_marks_a_string_safe() -> None:
     assert "|safe" not in template.replace(" ", "") and "autoescape" not in template
     for module in package.glob("*.py"):
         assert "Markup(" not in module.read_text(), module
+
+
+@pytest.mark.parametrize("name", ["report.css", "filter.js"])
+def test_the_style_and_the_script_are_their_files_exactly(tmp_path: Path, name: str) -> None:
+    # Both are included as template files: nothing in them may read as template syntax,
+    # or the page (and the script's hash) would differ from the file.
+    written = (REPO / "agent_eval" / "report" / "templates" / name).read_text()
+    assert not any(mark in written for mark in ("{{", "{%", "{#"))
+    doc = report(write_batch(tmp_path))
+    (element,) = doc.find_all("style" if name.endswith(".css") else "script")
+    assert element.raw_text.strip("\n") == written.strip("\n")
 
 
 # --- The command ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""In a real browser, offline, the report loads nothing, runs nothing and shows every run.
+"""In a real browser, offline, the report loads nothing, runs only its filter and shows every run.
 
 Debian's Chromium runs headless on the report from ``file://`` inside a
 network namespace whose only interface is loopback (``tests/browser.py``).
@@ -9,20 +9,29 @@ runs with their outcomes, and a solution written to break out of the page
 (``<script>``, ``</textarea>``, entities, a bidirectional override) must be
 there as text with nothing run, even with the page's CSP taken out. A
 screenshot is written under the test's tmp directory and its path printed.
+
+Driven over the DevTools pipe, the page reads as a reviewer reads it: a
+not-run batch's decision box leads with its cause, a failed assertion's
+message is on screen, a folded attempt opens when its summary is clicked,
+the filter (the one script, allowed by its hash) hides the rows of other
+tasks and outcomes, and at 800 px nothing scrolls sideways but a long value
+inside its own box.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from agent_eval.engine import ContainerEngine
 from agent_eval.grading.dom import Document, parse_html
 from agent_eval.models import Receipt
-from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
+from agent_eval.report.render import CONTENT_SECURITY_POLICY, FILTER_SCRIPT, write_report
 from agent_eval.report.summary import attempt_outcome
 from tests.batch.test_batch_docker import (
     check,
@@ -31,10 +40,18 @@ from tests.batch.test_batch_docker import (
     receipt_of,
     write_config,
 )
-from tests.browser import BrowserRun, attempted_requests, browser_unavailable, find_chromium
+from tests.browser import (
+    BrowserRun,
+    DevTools,
+    attempted_requests,
+    browser_unavailable,
+    devtools,
+    find_chromium,
+)
 from tests.browser import run_chromium as run_browser
 from tests.evidence_builders import CURRENT, receipt, write_batch
 from tests.report.test_report import NOW, grid, mixed_runs
+from tests.report.test_report_reading import EXPECTED, with_explained_failure
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +62,9 @@ BREAKOUT = (
     "&amp;lt;script&amp;gt; and &lt;b&gt;\n"
     "admin = False  # \u202e } \u2066 if is_admin: \u2069 \u2066 begin\n"
 )
-CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
+CSP_META = (
+    f'<meta http-equiv="Content-Security-Policy" content="{escape(CONTENT_SECURITY_POLICY)}">'
+)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +147,8 @@ def test_a_solution_written_to_break_out_is_text_and_nothing_runs(
         doc = dom(done)
         title = doc.find("title")
         assert title is not None and title.text.startswith("agent-eval report:")
-        assert doc.find_all("script") == [] and doc.find_all("img") == []
+        assert [s.raw_text for s in doc.find_all("script")] == [FILTER_SCRIPT]
+        assert doc.find_all("img") == []
         section = doc.by_id("att-forms-1-1")
         assert section is not None
         source = section.find("pre", class_="src")
@@ -165,6 +185,140 @@ def test_a_screenshot_of_the_report_is_written(
     assert attempted_requests(done.net_log) == []
     with capsys.disabled():  # the path is for whoever runs the tests, passing or not
         print(f"\nscreenshot of the report: {shot}")
+
+
+# --- Read as a reviewer reads it -------------------------------------------------------
+
+LONG_VALUE = "x" * 1500
+"""An unbreakable value (a digest, a minified line) that must not widen the page."""
+
+
+@pytest.fixture
+def reading_page(tmp_path: Path) -> Path:
+    data = with_explained_failure()
+    for run_data in data["runs"]:
+        if run_data["runId"] == "forms-1":
+            run_data["attempts"][0]["diagnostics"] = [
+                {"category": "behaviour", "message": "observed " + LONG_VALUE}
+            ]
+    batch = write_batch(tmp_path / "batch", data)
+    batch.replace_solution("forms-2", 1, f"VALUE = '{LONG_VALUE}'\n".encode())
+    return write_report(batch.root, current=CURRENT, now=NOW)
+
+
+@pytest.fixture
+def browser(chromium: Path, tmp_path: Path) -> Iterator[DevTools]:
+    with devtools(chromium, tmp_path / "devtools") as driven:
+        yield driven
+    assert attempted_requests(driven.net_log) == []
+
+
+def test_a_not_run_batch_leads_its_decision_with_the_cause(
+    browser: DevTools, tmp_path: Path
+) -> None:
+    data = receipt([], status="not-run", reasons=["the runner image is not present"])
+    batch = write_batch(tmp_path / "not-run", data)
+    batch.archives.unlink()
+    page = browser.open_page(write_report(batch.root, current=CURRENT, now=NOW).as_uri())
+    lines = browser.evaluate(page, "document.getElementById('decision').innerText.split('\\n')")
+    said = [line for line in lines if line.strip()]
+    assert said[0] == "Rejected"
+    assert said[1].startswith("The batch did not run")
+    assert said[2] == "the runner image is not present"
+    assert any("archives-readable" in line for line in said[3:])
+    assert browser.evaluate(page, "document.querySelector('table.grid') === null")
+    assert "There were no runs" in browser.evaluate(page, "document.body.innerText")
+
+
+def test_a_failed_assertion_shows_its_message_on_screen(
+    browser: DevTools, reading_page: Path
+) -> None:
+    page = browser.open_page(reading_page.as_uri())
+    shown = browser.evaluate(
+        page,
+        "(() => { const m = document.querySelector('#att-forms-1-1 [data-message]');"
+        " return [m.innerText, m.getClientRects().length > 0]; })()",
+    )
+    assert shown == ["the confirmation carried another account id than create_account gave", True]
+    assert EXPECTED not in browser.evaluate(page, "document.documentElement.outerHTML")
+
+
+def test_a_folded_attempt_opens_when_its_summary_is_clicked(
+    browser: DevTools, reading_page: Path
+) -> None:
+    page = browser.open_page(reading_page.as_uri())
+    state = (
+        "(() => { const d = document.getElementById('att-forms-2-1');"
+        " return [d.open, d.querySelector('dl').checkVisibility()]; })()"
+    )
+    assert browser.evaluate(page, state) == [False, False]
+    assert browser.evaluate(page, "document.getElementById('att-forms-1-1').open") is True
+    browser.evaluate(page, "document.querySelector('#att-forms-2-1 > summary').click()")
+    assert browser.evaluate(page, state) == [True, True]
+
+
+def test_a_link_into_a_folded_attempt_unfolds_it(browser: DevTools, reading_page: Path) -> None:
+    page = browser.open_page(reading_page.as_uri() + "#att-forms-3-1-f0")
+    assert browser.evaluate(page, "document.getElementById('att-forms-3-1').open") is True
+    assert browser.evaluate(page, "document.getElementById('att-forms-2-1').open") is False
+    # The page's handler runs on hashchange; the check waits for the task after it.
+    browser.evaluate(
+        page,
+        "new Promise(done => { addEventListener('hashchange', () => setTimeout(done, 0),"
+        " {once: true}); location.hash = 'att-forms-2-1-f0'; })",
+    )
+    assert browser.evaluate(page, "document.getElementById('att-forms-2-1').open") is True
+
+
+VISIBLE_ROWS = (
+    "Array.from(document.querySelectorAll('table.grid tr[data-task]'))"
+    ".filter(r => r.getClientRects().length > 0).map(r => r.dataset.task)"
+)
+
+
+def choose(browser: DevTools, page: str, name: str, value: str) -> None:
+    browser.evaluate(
+        page,
+        f"(() => {{ const s = document.querySelector('#filter select[name={name}]');"
+        f" s.value = {value!r}; s.dispatchEvent(new Event('change', {{bubbles: true}})); }})()",
+    )
+
+
+def test_the_filter_hides_the_rows_of_other_tasks_and_outcomes(
+    browser: DevTools, reading_page: Path
+) -> None:
+    page = browser.open_page(reading_page.as_uri())
+    # The script ran (the policy allows its hash) and showed the filter.
+    assert browser.evaluate(page, "document.getElementById('filter').hidden") is False
+    every = browser.evaluate(page, VISIBLE_ROWS)
+    assert len(every) == 6
+    choose(browser, page, "task", "forms")
+    assert browser.evaluate(page, VISIBLE_ROWS) == ["forms"]
+    attempts = browser.evaluate(
+        page,
+        "Array.from(document.querySelectorAll('details.attempt'))"
+        ".filter(a => a.getClientRects().length > 0).map(a => a.id)",
+    )
+    assert attempts == ["att-forms-1-1", "att-forms-2-1", "att-forms-3-1"]
+    choose(browser, page, "task", "")
+    choose(browser, page, "outcome", "fail")
+    assert browser.evaluate(page, VISIBLE_ROWS) == ["forms"]
+    browser.evaluate(page, "document.querySelector('#filter button').click()")
+    assert browser.evaluate(page, VISIBLE_ROWS) == every
+
+
+def test_nothing_scrolls_sideways_at_800_pixels(browser: DevTools, reading_page: Path) -> None:
+    page = browser.open_page(reading_page.as_uri(), width=800)
+    widths = (
+        "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth,"
+        " window.innerWidth]"
+    )
+    scroll, client, inner = browser.evaluate(page, widths)
+    assert inner == 800 and scroll <= client
+    # Unfolded, every attempt's long values still wrap or scroll in their own box.
+    browser.evaluate(page, "document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    scroll, client, _ = browser.evaluate(page, widths)
+    assert scroll <= client
 
 
 # --- A real batch -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from agent_eval.report import text
 from agent_eval.report.text import (
@@ -96,6 +97,14 @@ def test_the_cost_of_text_is_its_escaped_bytes() -> None:
     assert html_cost("abc") == 3
     assert html_cost("<&>") == len("&lt;&amp;&gt;")
     assert html_cost("é") == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "plain", "<script>&amp;</script>", "\"quoted\" 'single'", "é\u202e\x00\t<>&", "&" * 50],
+)
+def test_the_cost_is_counted_exactly_as_markupsafe_escapes(text: str) -> None:
+    assert html_cost(text) == len(str(escape(text)).encode("utf-8"))
 
 
 def test_an_excerpt_stays_within_its_budget_and_counts_what_it_hid() -> None:
