@@ -62,6 +62,7 @@ def check_passes(verification: Verification) -> None:
 
 
 def check_wrong_type_fails_on_its_own(verification: Verification) -> None:
+    assert verification.analysis.contractOk, verification.analysis.diagnostics
     behaviour = verification.behaviour
     assert behaviour.error is not None and behaviour.error.category == "behaviour"
     assert "non-JSON value of type datetime" in behaviour.error.message
@@ -77,7 +78,17 @@ def test_a_solution_using_the_declared_types_passes_the_local_verifier(
 def test_a_solution_returning_an_undeclared_type_fails_the_local_verifier_on_its_own(
     local_verifier: LocalVerifier, tmp_path: Path
 ) -> None:
-    verification = local_verifier.verify(
-        task(), solution_dir(tmp_path, WRONG_TYPE), "value-types-2"
-    )
-    check_wrong_type_fails_on_its_own(verification)
+    solution = solution_dir(tmp_path, WRONG_TYPE)
+    check_wrong_type_fails_on_its_own(local_verifier.verify(task(), solution, "value-types-2"))
+
+
+def test_a_signature_returning_another_type_fails_the_contract_check(
+    local_verifier: LocalVerifier, tmp_path: Path
+) -> None:
+    solution = solution_dir(tmp_path, MISTYPED)
+    analysis = local_verifier.verify(task(), solution, "value-types-3").analysis
+    assert not analysis.contractOk
+    assert any(
+        d.category == "contract-mismatch" and "`grace_period`" in d.message
+        for d in analysis.diagnostics
+    ), analysis.diagnostics
