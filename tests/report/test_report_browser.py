@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agent_eval.engine import ContainerEngine
-from agent_eval.grading.dom import Document, parse_html
+from agent_eval.grading.web import Document, parse_html
 from agent_eval.models import Receipt
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, write_report
 from agent_eval.report.summary import attempt_outcome
