@@ -24,6 +24,7 @@ from tests.paths import REPO
 TASK = REPO / "tests" / "data" / "value-types"
 
 SOLUTION = """
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -47,6 +48,10 @@ def pay_by(due: date, grace: timedelta) -> date:
 
 def window(due: date, balance: Decimal) -> Window:
     return Window(due, grace_period(due, balance))
+
+
+def remind(due: date, send: Callable[[date], Decimal]) -> Decimal:
+    return send(due - timedelta(days=1))
 """
 
 

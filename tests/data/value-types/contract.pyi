@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -17,3 +18,6 @@ def pay_by(due: date, grace: timedelta) -> date:
 
 def window(due: date, balance: Decimal) -> Window:
     """The payment window of a balance due on *due*."""
+
+def remind(due: date, send: Callable[[date], Decimal]) -> Decimal:
+    """Send a reminder dated the day before *due*; return the fee *send* answers."""

@@ -2,8 +2,9 @@
 
 The solution is given ``date`` and ``Decimal`` arguments and must return a
 ``timedelta``, a ``date`` and a ``Window`` (the contract's dataclass, which
-the solution defines): the grader declares these types in ``value_types``
-and compares what comes back as those types.
+the solution defines), and call an effect with a ``date`` that answers a
+``Decimal``: the grader declares these types in ``value_types`` and compares
+what comes back as those types.
 """
 
 from dataclasses import dataclass
@@ -23,7 +24,13 @@ class Window:
 
 class ValueTypesGrader(Grader):
     task_id = "value-types"
-    assertion_ids = ("grace-for-small-balance", "grace-capped", "pay-by-date", "window-record")
+    assertion_ids = (
+        "grace-for-small-balance",
+        "grace-capped",
+        "pay-by-date",
+        "window-record",
+        "reminder-sent",
+    )
     value_types = (date, timedelta, Decimal, Window)
 
     def run(self, session: Session) -> None:
@@ -42,6 +49,11 @@ class ValueTypesGrader(Grader):
         with session.scenario("window") as sc:
             out = sc.call("window", DUE, Decimal("0.50"))
             sc.record("window-record", out == Window(DUE, timedelta(days=14)))
+        with session.scenario("reminder") as sc:
+            send = sc.effect("send", returns=Decimal("1.25"))
+            out = sc.call("remind", DUE, send)
+            sent = send.called_with(date(2026, 12, 2))
+            sc.record("reminder-sent", sent and type(out) is Decimal and out == Decimal("1.25"))
 
 
 GRADER = ValueTypesGrader()
