@@ -8,16 +8,23 @@ using those types passes with a clean contract check; one returning a type
 the grader did not declare (a ``datetime`` for a ``date``, which mypy
 accepts) fails on its own account, a behaviour error, never the
 infrastructure's; one whose signature says another type fails the contract.
+A child that forges what goes on the pipe (a tag its own encoder would never
+write: out of range, undeclared, malformed) fails on its own account too: the
+trusted parent refuses the value, it never raises on it.
 """
 
 from __future__ import annotations
 
+import json
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_eval.models.task import TaskSpec
 from agent_eval.verification.local import LocalVerifier
+from agent_eval.verification.local_grading import grade_in_subprocess
 from agent_eval.verification.protocol import Verification
 from tests.grading.test_graders_kit_values import SOLUTION, TASK
 from tests.paths import REPO
@@ -92,3 +99,44 @@ def test_a_signature_returning_another_type_fails_the_contract_check(
         d.category == "contract-mismatch" and "`grace_period`" in d.message
         for d in analysis.diagnostics
     ), analysis.diagnostics
+
+
+FORGED: dict[str, Any] = {
+    "decimal-exponent": {"$type": "decimal", "value": "1e-99999999999999999999"},
+    "duration-range": {"$type": "timedelta", "value": -(10**6) * 86400 * 999999999 - 1},
+    "enum-by-module-name": {"$type": "enum", "name": "os.system", "value": "true"},
+    "record-missing-field": {
+        "$type": "record",
+        "name": "Window",
+        "fields": {"start": {"$type": "date", "value": "2026-12-03"}},
+    },
+    "unknown-tag": {"$type": "pickle", "value": "gASVAAAA"},
+    "too-deep": json.loads("[" * 80 + "]" * 80),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_a_forged_value_on_the_pipe_is_refused_as_the_solutions_failure(
+    name: str, tmp_path: Path
+) -> None:
+    # The solution replaces its process's encoder, so its answers are raw wire.
+    forged = json.dumps(FORGED[name])
+    source = SOLUTION + textwrap.dedent(
+        f"""
+        import json as _json, sys as _sys
+
+        _child = _sys.modules.get("agent_eval.verification.runtime.child")
+        if _child is not None:
+            _child.encode = lambda value, types=None: _json.loads({forged!r})
+        """
+    )
+    behaviour = grade_in_subprocess(
+        TASK,
+        solution_dir(tmp_path, source),
+        [REPO / "packages" / "appkit-core" / "src"],
+        graders_dir=REPO / "graders",
+    )
+    assert behaviour.error is not None, behaviour
+    assert behaviour.error.category == "behaviour", behaviour.error
+    assert "refused" in behaviour.error.message
+    assert not any(a.passed for a in behaviour.assertions)

@@ -46,6 +46,7 @@ from pathlib import PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
 __all__ = [
+    "MAX_DECIMAL_EXPONENT",
     "MAX_DEPTH",
     "NO_TYPES",
     "DeclarationError",
@@ -62,6 +63,9 @@ MAX_DEPTH = 64
 MAX_TEXT_CHARS = 64
 """Longest ISO form of a date, time or datetime."""
 MAX_DECIMAL_CHARS = 1000
+MAX_DECIMAL_EXPONENT = decimal.DefaultContext.Emax
+"""A decimal's adjusted exponent is within the default context's range, so the
+grader's arithmetic on it cannot overflow the context or take unbounded time."""
 MAX_PATH_CHARS = 4096
 MAX_NAME_CHARS = 200
 _DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -342,7 +346,7 @@ def encode(value: Any, types: ValueTypes = NO_TYPES, *, _depth: int = 0, _where:
         tag, wire = scalar
         if tag not in types.tags:
             raise NonJsonValue(type(value).__qualname__, _at(_where))
-        if tag == "decimal" and (not value.is_finite() or len(wire) > MAX_DECIMAL_CHARS):
+        if tag == "decimal" and not _decimal_in_range(value, wire):
             raise NonJsonValue(f"Decimal ({bounded_repr(wire)})", _at(_where))
         return {TYPE_KEY: tag, "value": wire}
     if isinstance(value, list | tuple):
@@ -363,6 +367,14 @@ def encode(value: Any, types: ValueTypes = NO_TYPES, *, _depth: int = 0, _where:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return encode(_fields(value), types, _depth=deeper, _where=_where)
     raise NonJsonValue(type(value).__qualname__, _at(_where))
+
+
+def _decimal_in_range(value: decimal.Decimal, text: str) -> bool:
+    return (
+        value.is_finite()
+        and len(text) <= MAX_DECIMAL_CHARS
+        and abs(value.adjusted()) <= MAX_DECIMAL_EXPONENT
+    )
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -402,7 +414,10 @@ def _decode_scalar(tag: str, data: dict[str, Any], where: str) -> Any:
         text = _text(data, MAX_DECIMAL_CHARS, tag, where)
         if not _DECIMAL.fullmatch(text):
             raise ValueRefused(where, f"{bounded_repr(text)} is not a finite decimal")
-        return decimal.Decimal(text)
+        number = decimal.Decimal(text)
+        if not _decimal_in_range(number, text):
+            raise ValueRefused(where, f"{bounded_repr(text)} is outside the decimal range")
+        return number
     if tag == "bytes":
         text = _text(data, sys.maxsize, tag, where)
         try:
@@ -447,7 +462,7 @@ def _decode_enum(types: ValueTypes, data: dict[str, Any], where: str) -> Any:
     cls = types.class_of(entry, where)
     try:
         return cls(member)
-    except (ValueError, TypeError):
+    except Exception:  # the enum's own lookup refused the value
         shown = bounded_repr(member) if isinstance(member, str) else repr(member)
         raise ValueRefused(where, f"{shown} is not a value of {entry.name}") from None
 
@@ -523,4 +538,11 @@ def decode(data: Any, types: ValueTypes = NO_TYPES, *, _depth: int = 0, _where: 
     _only(data, {TYPE_KEY, "value"}, tag, where)
     if tag not in types.tags:
         raise ValueRefused(where, f"a {tag!r} value, a type the task does not declare")
-    return _decode_scalar(tag, data, where)
+    try:
+        return _decode_scalar(tag, data, where)
+    except (ArithmeticError, ValueError) as exc:
+        if isinstance(exc, ValueRefused):
+            raise
+        # A value the checks above let through that the type itself refuses
+        # (an exponent or a duration out of range): refused, never raised on.
+        raise ValueRefused(where, f"a {tag!r} value out of range: {type(exc).__name__}") from None

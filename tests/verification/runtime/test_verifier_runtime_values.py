@@ -30,6 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_eval.verification.runtime.values import (
+    MAX_DECIMAL_EXPONENT,
     MAX_DEPTH,
     DeclarationError,
     NonJsonValue,
@@ -91,7 +92,9 @@ offsets = st.timedeltas(
     min_value=-dt.timedelta(hours=23, minutes=59), max_value=dt.timedelta(hours=23, minutes=59)
 ).map(dt.timezone)
 zones = st.none() | offsets
-decimals = st.decimals(allow_nan=False, allow_infinity=False)
+decimals = st.decimals(allow_nan=False, allow_infinity=False).filter(
+    lambda d: abs(d.adjusted()) <= MAX_DECIMAL_EXPONENT
+)
 posix_paths = st.lists(st.text(st.characters(blacklist_characters="/\0"), min_size=1), max_size=4)
 
 
@@ -213,6 +216,9 @@ def date_of(text: str) -> dict[str, Any]:
         ({"$type": "decimal", "value": "NaN"}, "not a finite decimal"),
         ({"$type": "decimal", "value": "1" * 1001}, "longer than 1000"),
         ({"$type": "decimal", "value": 1.5}, "must be a string"),
+        ({"$type": "decimal", "value": "1e1000000"}, "outside the decimal range"),
+        ({"$type": "decimal", "value": "1e-99999999999999999999"}, "out of range"),
+        ({"$type": "timedelta", "value": -(10**6) * 86400 * 999999999 - 1}, "out of range"),
         ({"$type": "bytes", "value": "!!"}, "not base64"),
         ({"$type": "posix-path", "value": "a" * 4097}, "longer than 4096"),
         ({"$type": "enum", "name": "os.system", "value": "ls"}, "not a declared enum type"),
