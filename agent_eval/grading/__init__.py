@@ -23,9 +23,10 @@ The verifier finds the instance by the name ``GRADER``. Values beyond JSON
 (dates, decimals, the library's enums and records, ...) cross when the grader
 lists their types in ``value_types``. Pages and forms a solution renders are
 observed with the optional ``agent_eval.grading.web`` (not imported here).
-Standard library only:
-this package runs inside the verifier container. ``agent_eval.verification.in_process`` (for
-unit tests of graders, on the host) is not imported here.
+
+Standard library only: this package runs inside the verifier container.
+``agent_eval.verification.in_process`` (for unit tests of graders, on the
+host) is not imported here.
 """
 
 from agent_eval.grading.effects import Effect, EffectCall, Raise, Return
