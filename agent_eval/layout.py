@@ -245,6 +245,7 @@ STAGED_HARNESS: dict[str, tuple[str, ...]] = {
         "verification/runtime/codec.py",
         "verification/runtime/framing.py",
         "verification/runtime/isolation.py",
+        "verification/runtime/values.py",
     ),
     "runner": (
         "__init__.py",

@@ -19,20 +19,16 @@ scenarios; expected values stay in the grader's code::
 
     GRADER = CoreValidation()
 
-The verifier finds the instance by the name ``GRADER``. Standard library only:
-this package runs inside the verifier container. ``agent_eval.verification.in_process`` (for
-unit tests of graders, on the host) is not imported here.
+The verifier finds the instance by the name ``GRADER``. Values beyond JSON
+(dates, decimals, the library's enums and records, ...) cross when the grader
+lists their types in ``value_types``. Pages and forms a solution renders are
+observed with the optional ``agent_eval.grading.web`` (not imported here).
+
+Standard library only: this package runs inside the verifier container.
+``agent_eval.verification.in_process`` (for unit tests of graders, on the
+host) is not imported here.
 """
 
-from agent_eval.grading.dom import (
-    Document,
-    Element,
-    control_value,
-    form_data,
-    is_checked,
-    normalise_space,
-    parse_html,
-)
 from agent_eval.grading.effects import Effect, EffectCall, Raise, Return
 from agent_eval.grading.errors import GraderError, SolutionFailed, SolutionRaised, VerifierBroken
 from agent_eval.grading.grader import Grader
@@ -42,10 +38,8 @@ from agent_eval.grading.session import Scenario, Session, Transport, record_safe
 
 __all__ = [
     "AssertionResult",
-    "Document",
     "Effect",
     "EffectCall",
-    "Element",
     "Finding",
     "GradeReport",
     "Grader",
@@ -58,13 +52,8 @@ __all__ = [
     "SolutionRaised",
     "Transport",
     "VerifierBroken",
-    "control_value",
     "dig",
     "expect",
-    "form_data",
-    "is_checked",
     "json_type",
-    "normalise_space",
-    "parse_html",
     "record_safety",
 ]

@@ -30,9 +30,18 @@ def _check_json(value: Any, what: str) -> None:
         raise GraderError(f"{what} must be JSON-compatible: {exc}") from None
 
 
+def _as_sent(value: Any) -> Any:
+    """*value* as it arrives across the boundary: plain tuples become lists."""
+    if isinstance(value, list) or type(value) is tuple:
+        return [_as_sent(item) for item in value]
+    if type(value) is dict:
+        return {key: _as_sent(item) for key, item in value.items()}
+    return value
+
+
 @dataclass(frozen=True)
 class Return:
-    """An effect call answered with *value* (JSON)."""
+    """An effect call answered with *value* (JSON, or a value of a declared type)."""
 
     value: Any = None
 
@@ -74,7 +83,7 @@ Outcome = Return | Raise | Refused
 
 @dataclass(frozen=True)
 class EffectCall:
-    """The arguments of one call, exactly as the solution passed them (as JSON)."""
+    """The arguments of one call as the solution passed them (JSON, or of declared types)."""
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -87,8 +96,9 @@ class Effect:
     """A counted, scripted stand-in for a side effect; create it with ``Scenario.effect``.
 
     Answers, in order of precedence: *handler* (called with the EffectCall; it
-    returns a Return, a Raise, or a plain JSON value), then the next item of
-    *script* (Return/Raise items, or plain JSON values), then ``Return(returns)``.
+    returns a Return, a Raise, or a plain value), then the next item of
+    *script* (Return/Raise items, or plain values), then ``Return(returns)``.
+    A plain value is JSON or of a type in the grader's ``value_types``.
     """
 
     def __init__(
@@ -101,7 +111,6 @@ class Effect:
     ) -> None:
         if not _NAME.match(name):
             raise GraderError(f"effect name {name!r} must be a Python identifier")
-        _check_json(returns, f"effect {name!r} returns")
         self.name = name
         self._returns = returns
         self._script = [self._as_outcome(item) for item in script]
@@ -115,11 +124,9 @@ class Effect:
         self._revoked = False
 
     def _as_outcome(self, item: Any) -> Return | Raise:
+        # A value answered is checked when it is sent, against the grader's value_types.
         if isinstance(item, Return | Raise):
-            if isinstance(item, Return):
-                _check_json(item.value, f"effect {self.name!r} scripted value")
             return item
-        _check_json(item, f"effect {self.name!r} scripted value")
         return Return(item)
 
     @property
@@ -137,10 +144,8 @@ class Effect:
         self._revoked = True
 
     def called_with(self, *args: Any, **kwargs: Any) -> bool:
-        """Whether some answered call had exactly these (JSON-equal) arguments."""
-        wanted = EffectCall(
-            tuple(json.loads(json.dumps(list(args)))), json.loads(json.dumps(kwargs))
-        )
+        """Whether some answered call had exactly these arguments (tuples equal to lists)."""
+        wanted = EffectCall(tuple(_as_sent(list(args))), _as_sent(kwargs))
         return any(call == wanted for call in self.calls)
 
     def invoke(self, call: EffectCall) -> Outcome:
@@ -151,10 +156,7 @@ class Effect:
         self.calls.append(call)
         if self._handler is not None:
             answer = self._handler(call)
-            outcome = answer if isinstance(answer, Return | Raise) else Return(answer)
-            if isinstance(outcome, Return):
-                _check_json(outcome.value, f"effect {self.name!r} handler result")
-            return outcome
+            return answer if isinstance(answer, Return | Raise) else Return(answer)
         if self._script:
             return self._script.pop(0)
         return Return(self._returns)

@@ -27,6 +27,13 @@ class Grader:
         solution_module: The module the solution's functions are called on;
             None means the module of task.json's first ``allowedOutputPaths``
             entry (``solution.py`` -> ``solution``).
+        value_types: The types beyond JSON the task's calls carry, either way:
+            ``datetime.date``/``time``/``datetime``/``timedelta``,
+            ``decimal.Decimal``, ``bytes``, ``pathlib.PurePosixPath`` (or
+            ``PureWindowsPath``, ``PurePath`` for both), and enum, dataclass,
+            NamedTuple and TypedDict classes (the library's, or the grader's
+            own for a type the contract has the solution define). Anything
+            else, and any type not listed, is refused at the boundary.
 
     ``run`` drives the solution through ``session.scenario(...)`` blocks and
     records every declared assertion. Expected values live in the grader's
@@ -38,6 +45,7 @@ class Grader:
     assertion_ids: ClassVar[tuple[str, ...]] = ()
     safety_assertion_ids: ClassVar[tuple[str, ...]] = ()
     solution_module: ClassVar[str | None] = None
+    value_types: ClassVar[tuple[type, ...]] = ()
 
     def run(self, session: Session) -> None:
         """Run every scenario and record every declared assertion."""
@@ -63,6 +71,8 @@ class Grader:
         unknown = sorted(set(safety) - set(ids))
         if unknown:
             raise GraderError(f"{name}.safety_assertion_ids {unknown} are not in assertion_ids")
+        if not all(isinstance(t, type) for t in self.value_types):
+            raise GraderError(f"{name}.value_types must be a tuple of classes")
         module = self.solution_module
         if module is not None and not _MODULE.match(module):
             raise GraderError(f"{name}.solution_module {module!r} is not a module name")

@@ -9,7 +9,6 @@ in-process session used by grader unit tests.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 import traceback
@@ -49,14 +48,17 @@ class Transport(Protocol):
         dispatch: Dispatch,
         deadline: float | None,
     ) -> Any:
-        """Call the exported *function* and return its JSON result.
+        """Call the exported *function* and return its result.
 
-        Args may hold ``{"$effect": name}`` references, answered through
-        *dispatch* while the call runs. *deadline* is on the session's clock.
+        Args are JSON or values of the grader's ``value_types`` and may hold
+        ``{"$effect": name}`` references, answered through *dispatch* while the
+        call runs. The result is JSON or a value of a declared type.
+        *deadline* is on the session's clock.
 
         Raises:
             SolutionRaised: The function raised.
             SolutionFailed: The solution cannot answer (deadline, crash, bad value).
+            GraderError: An argument has no form across the boundary.
         """
         ...
 
@@ -80,22 +82,18 @@ def _encode_argument(value: Any, effects: Mapping[str, Effect], depth: int = 0) 
             raise GraderError(f"effect {value.name!r} belongs to another scenario")
         value.given = True
         return {"$effect": value.name}
-    if value is None or isinstance(value, bool | str | int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise GraderError(f"call argument {value!r} is not JSON")
-        return value
-    if isinstance(value, list | tuple):
+    # Plain containers are walked for effects; any other value (a declared
+    # type, or one the transport refuses) goes to the transport as it is.
+    if isinstance(value, list) or type(value) is tuple:
         return [_encode_argument(item, effects, depth + 1) for item in value]
-    if isinstance(value, dict):
+    if type(value) is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise GraderError(f"call argument has a non-string key {key!r}")
             out[key] = _encode_argument(item, effects, depth + 1)
         return out
-    raise GraderError(f"call argument of type {type(value).__name__} is not JSON or an Effect")
+    return value
 
 
 class Scenario:
@@ -162,16 +160,18 @@ class Scenario:
     # -- the grader's interface ----------------------------------------------
 
     def call(self, function: str, /, *args: Any, **kwargs: Any) -> Any:
-        """Call the solution's exported *function* with JSON (or Effect) arguments.
+        """Call the solution's exported *function* with JSON, declared-type or Effect arguments.
 
         Returns:
-            The JSON form of the return value (tuples become lists, objects
-            with ``to_dict()`` and dataclasses become dicts).
+            The return value as the grader sees it: JSON (tuples become lists,
+            objects with ``to_dict()`` and undeclared dataclasses become dicts)
+            and values of the grader's ``value_types`` rebuilt as those types.
 
         Raises:
             SolutionRaised: The function raised; inspect ``.type``/``.is_a()``/``.code``.
-            SolutionFailed: The solution timed out, crashed, or returned a non-JSON value.
-            GraderError: An argument is not JSON, or the scenario is closed.
+            SolutionFailed: The solution timed out, crashed, or returned a value
+                the boundary refuses (not JSON, not declared, malformed).
+            GraderError: An argument cannot cross, or the scenario is closed.
         """
         return self.invoke(function, args, kwargs)
 

@@ -2,8 +2,9 @@
 
 The same Session, Scenario and Effect bookkeeping as the verifier, with the
 solution's functions called directly. Arguments and results cross the same
-JSON conversion as in the child process, and exceptions become the same
-SolutionRaised observations. Nothing is isolated and no deadline can stop a
+encoding as between the parent and the child process (the grader's declared
+types found on the solution's side by name, as in the child), and exceptions
+become the same SolutionRaised observations. Nothing is isolated and no deadline can stop a
 hanging call, so this is only for trusted reference solutions and fixtures.
 
 Host-only: it reuses the child's conversion rules from ``agent_eval``.
@@ -20,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from agent_eval.grading.effects import EffectCall, Raise, Refused, Return
-from agent_eval.grading.errors import SolutionFailed, SolutionRaised
+from agent_eval.grading.errors import GraderError, SolutionFailed, SolutionRaised
 from agent_eval.grading.grader import Grader
 from agent_eval.grading.report import GradeReport
 from agent_eval.grading.session import Dispatch, Session
@@ -30,7 +31,15 @@ from agent_eval.verification.runtime.codec import (
     describe_exception,
     make_exception,
     replace_effect_refs,
-    to_json_value,
+)
+from agent_eval.verification.runtime.parent import encode_given
+from agent_eval.verification.runtime.values import (
+    DeclarationError,
+    ValueRefused,
+    ValueTypes,
+    decode,
+    encode,
+    resolver,
 )
 
 __all__ = ["grade_in_process", "load_module_from"]
@@ -45,8 +54,12 @@ def _copy(value: Any) -> Any:
 class InProcessTransport:
     """Calls functions of a module object directly (see the module docstring)."""
 
-    def __init__(self, module: ModuleType) -> None:
+    def __init__(self, module: ModuleType, types: ValueTypes) -> None:
         self.module = module
+        self.types = types
+        """The grader's declared types (the trusted side's table)."""
+        self.solution_types = ValueTypes.from_wire(types.wire(), resolver(module))
+        """The same declaration as the solution's process resolves it."""
 
     def call(
         self,
@@ -64,12 +77,17 @@ class InProcessTransport:
         def make(name: str) -> Callable[..., Any]:
             def proxy(*a: Any, **kw: Any) -> Any:
                 try:
-                    call = EffectCall(tuple(to_json_value(list(a))), to_json_value(kw))
+                    wire = _copy(encode([list(a), kw], self.solution_types))
                 except NonJsonValue as exc:
                     raise TypeError(f"effect {name!r} arguments must be JSON: {exc}") from None
-                outcome = dispatch(name, call)
+                try:
+                    call_args, call_kwargs = decode(wire, self.types)
+                except ValueRefused as exc:
+                    raise SolutionFailed("behaviour", f"effect {name!r}: {exc}") from None
+                outcome = dispatch(name, EffectCall(tuple(call_args), call_kwargs))
                 if isinstance(outcome, Return):
-                    return _copy(outcome.value)
+                    answer = _copy(self._encode(outcome.value, f"the answer of effect {name!r}"))
+                    return decode(answer, self.solution_types)
                 if isinstance(outcome, Raise):
                     raise make_exception(outcome.type_ref, list(outcome.args), outcome.message)
                 assert isinstance(outcome, Refused)
@@ -78,16 +96,32 @@ class InProcessTransport:
             proxy.__name__ = name
             return proxy
 
-        call_args = replace_effect_refs(_copy(args), make)
-        call_kwargs = replace_effect_refs(_copy(kwargs), make)
+        what = f"calling {function}: an argument"
+        wire = [_copy(self._encode(args, what)), _copy(self._encode(kwargs, what))]
+        try:
+            decoded_args, decoded_kwargs = decode(wire, self.solution_types)
+        except ValueRefused as exc:
+            raise SolutionFailed("behaviour", f"the arguments of {function}: {exc}") from None
+        call_args = replace_effect_refs(decoded_args, make)
+        call_kwargs = replace_effect_refs(decoded_kwargs, make)
         try:
             result = target(*call_args, **call_kwargs)
         except (Exception, SystemExit) as exc:
             raise SolutionRaised(function, **describe_exception(exc)) from None
         try:
-            return _copy(to_json_value(result))
+            returned = _copy(encode(result, self.solution_types))
         except (NonJsonValue, RecursionError) as exc:
             raise SolutionFailed("behaviour", f"{function} returned {exc}") from None
+        try:
+            return decode(returned, self.types)
+        except ValueRefused as exc:
+            raise SolutionFailed(
+                "behaviour",
+                f"calling {function}: the solution returned a value that is refused: {exc}",
+            ) from None
+
+    def _encode(self, value: Any, what: str) -> Any:
+        return encode_given(value, self.types, what)
 
     def close(self, dispatch: Dispatch) -> None:
         """Nothing to stop in-process."""
@@ -128,11 +162,16 @@ def grade_in_process(
     the verifier.
     """
 
+    try:
+        types = ValueTypes.declared(grader.value_types)
+    except DeclarationError as exc:
+        raise GraderError(str(exc)) from None
+
     def opener(scenario: str, deadline: float | None) -> InProcessTransport:
         if isinstance(solution, ModuleType):
-            return InProcessTransport(solution)
+            return InProcessTransport(solution, types)
         try:
-            return InProcessTransport(solution())
+            return InProcessTransport(solution(), types)
         except SyntaxError as exc:
             raise SolutionFailed(
                 "syntax", f"the solution does not import: {exc}", whole_solution=True

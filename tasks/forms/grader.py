@@ -13,18 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_eval.grading import (
-    Document,
-    Grader,
-    Scenario,
-    Session,
-    SolutionRaised,
-    control_value,
-    dig,
-    normalise_space,
-    parse_html,
-    record_safety,
-)
+from agent_eval.grading import Grader, Scenario, Session, SolutionRaised, dig, record_safety
+from agent_eval.grading.web import Document, control_value, normalise_space, parse_html
 
 SCRIPT = '<script>alert("pwned")</script>'
 BREAKOUT = '"><img src=x onerror=alert(1)>'

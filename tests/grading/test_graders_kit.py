@@ -8,6 +8,7 @@ uses), so grading decisions are testable without a subprocess.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -384,7 +385,8 @@ def test_effects_and_calls_only_take_json_and_their_own_scenarios_effects() -> N
             sc.call("f", foreign)
 
     solution = module(f=lambda *a: None)
-    with pytest.raises(GraderError, match="not JSON or an Effect"):
+    refused = re.escape("an argument: a non-JSON value of type object at [0]")
+    with pytest.raises(GraderError, match=refused):
         grade_in_process(make_grader(run_object), solution, reraise=True)
     with pytest.raises(GraderError, match="belongs to another scenario"):
         grade_in_process(make_grader(run_foreign), solution, reraise=True)

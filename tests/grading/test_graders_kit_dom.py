@@ -7,7 +7,7 @@ browser would submit them.
 
 from __future__ import annotations
 
-from agent_eval.grading import control_value, form_data, is_checked, parse_html
+from agent_eval.grading.web import control_value, form_data, is_checked, parse_html
 
 FORM = """
 <!doctype html>

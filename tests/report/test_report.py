@@ -33,7 +33,7 @@ from click.testing import CliRunner
 
 from agent_eval.cli import main
 from agent_eval.errors import EvidenceError
-from agent_eval.grading.dom import Document, Element, parse_html
+from agent_eval.grading.web import Document, Element, parse_html
 from agent_eval.models import AttemptRecord, BatchStatus
 from agent_eval.project import find_project
 from agent_eval.report.attempts import summarise_gateway

@@ -29,7 +29,7 @@ import pytest
 from markupsafe import escape
 
 from agent_eval.engine import ContainerEngine
-from agent_eval.grading.dom import Document, parse_html
+from agent_eval.grading.web import Document, parse_html
 from agent_eval.models import Receipt
 from agent_eval.report.render import CONTENT_SECURITY_POLICY, FILTER_SCRIPT, write_report
 from agent_eval.report.summary import attempt_outcome

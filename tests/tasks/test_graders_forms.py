@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_eval.grading import parse_html
+from agent_eval.grading.web import parse_html
 from tests.task_grading import (
     correct_cases,
     expected_failures,

@@ -31,7 +31,6 @@ from .codec import (
     describe_exception,
     make_exception,
     replace_effect_refs,
-    to_json_value,
 )
 from .framing import FrameError, FrameReader, FrameTooLarge, encode_frame, write_frame
 from .isolation import (
@@ -42,6 +41,7 @@ from .isolation import (
     raise_oom_score,
     sweep_own_state,
 )
+from .values import ValueRefused, ValueTypes, decode, encode, resolver
 
 __all__ = ["main"]
 
@@ -79,9 +79,10 @@ def _protocol_exit(reason: str) -> NoReturn:
 
 
 class _Server:
-    def __init__(self, channel: _Channel, module: Any) -> None:
+    def __init__(self, channel: _Channel, module: Any, types: ValueTypes) -> None:
         self.channel = channel
         self.module = module
+        self.types = types
         self.current_call = 0
 
     def effect_proxy(self, name: str) -> Callable[..., Any]:
@@ -93,8 +94,8 @@ class _Server:
                     "op": "effect",
                     "call": self.current_call,
                     "effect": name,
-                    "args": to_json_value(list(args)),
-                    "kwargs": to_json_value(kwargs),
+                    "args": encode(list(args), self.types),
+                    "kwargs": encode(kwargs, self.types),
                 }
                 encode_frame(request, channel.max_bytes)
             except (NonJsonValue, FrameTooLarge) as exc:
@@ -107,7 +108,10 @@ class _Server:
                     _protocol_exit(f"effect {name!r}: {exc}")
             op = reply.get("op")
             if op == "effect-result":
-                return reply.get("value")
+                try:
+                    return decode(reply.get("value"), self.types)
+                except ValueRefused as exc:
+                    raise TypeError(f"effect {name!r} answered a value not built: {exc}") from None
             if op == "effect-error":
                 message = str(reply.get("message", ""))
                 type_ref = str(reply.get("type", ""))
@@ -135,14 +139,17 @@ class _Server:
             }
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             _protocol_exit("malformed call")
-        call_args = replace_effect_refs(args, self.effect_proxy)
-        call_kwargs = replace_effect_refs(kwargs, self.effect_proxy)
+        try:
+            call_args = replace_effect_refs(decode(args, self.types), self.effect_proxy)
+            call_kwargs = replace_effect_refs(decode(kwargs, self.types), self.effect_proxy)
+        except ValueRefused as exc:
+            return {"op": "fail", "id": call_id, "message": f"the arguments of {function}: {exc}"}
         try:
             result = target(*call_args, **call_kwargs)
         except BaseException as exc:  # the solution's exception is the observation
             return {"op": "raise", "id": call_id, **describe_exception(exc)}
         try:
-            message = {"op": "return", "id": call_id, "value": to_json_value(result)}
+            message = {"op": "return", "id": call_id, "value": encode(result, self.types)}
             encode_frame(message, self.channel.max_bytes)
         except (NonJsonValue, RecursionError) as exc:
             return {"op": "fail", "id": call_id, "message": f"{function} returned {exc}"}
@@ -237,4 +244,5 @@ def main(argv: list[str]) -> int:
         channel.send(_import_failure(exc))
         return 0
     channel.send({"op": "ready"})
-    return _Server(channel, module).serve()
+    types = ValueTypes.from_wire(start.get("valueTypes"), resolver(module))
+    return _Server(channel, module, types).serve()

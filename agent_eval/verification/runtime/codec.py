@@ -7,11 +7,11 @@ process or was called directly.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
+
+from .values import MAX_DEPTH, NonJsonValue, encode
 
 __all__ = [
     "EXCEPTION_ATTRIBUTES",
@@ -28,19 +28,10 @@ __all__ = [
 
 EFFECT_KEY = "$effect"
 """An argument ``{"$effect": name}`` stands for the grader's effect adapter *name*."""
-MAX_DEPTH = 64
 MAX_MESSAGE_CHARS = 2000
 EXCEPTION_ATTRIBUTES = ("code", "field", "path", "errors", "status", "retryable", "attempts")
 """Attributes of a raised exception copied into the observation when JSON-safe."""
 _MAX_ATTRIBUTE_CHARS = 8000
-
-
-class NonJsonValue(TypeError):
-    """A value has no JSON form (not JSON-native, no ``to_dict()``, not a dataclass)."""
-
-    def __init__(self, type_name: str, where: str) -> None:
-        super().__init__(f"a non-JSON value of type {type_name}{where}")
-        self.type_name = type_name
 
 
 class EffectCallError(RuntimeError):
@@ -59,45 +50,9 @@ def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return text[: max(0, limit - len(marker))] + marker
 
 
-def to_json_value(value: Any, *, _depth: int = 0, _where: str = "") -> Any:
-    """Return a JSON-compatible copy of *value*.
-
-    Tuples become lists; objects with a ``to_dict()`` method and dataclass
-    instances become their dict form. Anything else, non-string dict keys,
-    NaN/Infinity and nesting deeper than ``MAX_DEPTH`` raise NonJsonValue.
-    """
-    if _depth > MAX_DEPTH:
-        raise NonJsonValue("nested deeper than 64 levels", _where)
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise NonJsonValue(f"float ({value})", _where)
-        return float(value)
-    if isinstance(value, list | tuple):
-        return [
-            to_json_value(item, _depth=_depth + 1, _where=f"{_where}[{i}]")
-            for i, item in enumerate(value)
-        ]
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise NonJsonValue(f"dict key {type(key).__name__}", _where)
-            out[key] = to_json_value(item, _depth=_depth + 1, _where=f"{_where}.{key}")
-        return out
-    to_dict = getattr(type(value), "to_dict", None)
-    if callable(to_dict):
-        return to_json_value(value.to_dict(), _depth=_depth + 1, _where=_where)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return to_json_value(fields, _depth=_depth + 1, _where=_where)
-    where = f" at {_where.lstrip('.')}" if _where else ""
-    raise NonJsonValue(type(value).__qualname__, where)
+def to_json_value(value: Any) -> Any:
+    """Return a JSON-compatible copy of *value* (no declared types: see ``values.encode``)."""
+    return encode(value)
 
 
 def _qualified(cls: type) -> str:

@@ -52,8 +52,17 @@ from .framing import (
     write_frame,
 )
 from .job import Job
+from .values import (
+    NO_TYPES,
+    DeclarationError,
+    NonJsonValue,
+    ValueRefused,
+    ValueTypes,
+    decode,
+    encode,
+)
 
-__all__ = ["STARVED", "run_and_write", "write_bytes"]
+__all__ = ["STARVED", "encode_given", "run_and_write", "write_bytes"]
 
 STARVED = "starved"
 """How an infrastructure finding of a verification the machine starved begins."""
@@ -97,13 +106,30 @@ def _str(value: Any, limit: int) -> str | None:
     return bounded(value, limit) if isinstance(value, str) else None
 
 
+def encode_given(value: Any, types: ValueTypes, what: str) -> Any:
+    """The wire form of a value the grader gave; one it cannot send is the grader's error."""
+    try:
+        return encode(value, types)
+    except NonJsonValue as exc:
+        raise GraderError(f"{what}: {exc} (declare its type in value_types)") from None
+
+
 class ChildProcess:
     """One scenario's solution process: the verifier's implementation of ``Transport``."""
 
-    def __init__(self, job: Job, module: str, workdir: Path, clock: Clock = wall_clock) -> None:
+    def __init__(
+        self,
+        job: Job,
+        module: str,
+        workdir: Path,
+        clock: Clock = wall_clock,
+        types: ValueTypes = NO_TYPES,
+    ) -> None:
         self.job = job
         self.module = module
         self.workdir = workdir
+        self.types = types
+        """The types beyond JSON the grader declared; only they cross, either way."""
         self.clock = clock
         """What every deadline of this process is measured on (the solution's own time)."""
         self._backstop: float | None = None
@@ -183,6 +209,7 @@ class ChildProcess:
         start = {
             "op": "start",
             "module": self.module,
+            "valueTypes": self.types.wire(),
             "solutionDir": str(self.job.solution_dir),
             "workDir": str(self.workdir),
             "importPaths": [str(p) for p in self.job.solution_import_paths],
@@ -253,8 +280,8 @@ class ChildProcess:
             "op": "call",
             "id": call_id,
             "function": function,
-            "args": args,
-            "kwargs": kwargs,
+            "args": self._encode(args, f"{what}: an argument"),
+            "kwargs": self._encode(kwargs, f"{what}: an argument"),
         }
         self._send(request, deadline, what)
         while True:
@@ -268,7 +295,13 @@ class ChildProcess:
                     self._protocol_violation(what, f"an answer to another call ({op})")
                 )
             if op == "return":
-                return message.get("value")
+                try:
+                    return decode(message.get("value"), self.types)
+                except ValueRefused as exc:
+                    refused = SolutionFailed(
+                        "behaviour", f"{what}: the solution returned a value that is refused: {exc}"
+                    )
+                    raise self._fail(refused) from None
             if op == "raise":
                 raise self._raised(function, message, what)
             if op == "fail":
@@ -309,7 +342,9 @@ class ChildProcess:
         call = self._effect_call(message, what)
         outcome = dispatch(str(message["effect"]), call)
         if isinstance(outcome, Return):
-            reply: dict[str, Any] = {"op": "effect-result", "value": outcome.value}
+            answered = f"{what}: the answer of effect {message['effect']!r}"
+            value = self._encode(outcome.value, answered)
+            reply: dict[str, Any] = {"op": "effect-result", "value": value}
         elif isinstance(outcome, Raise):
             reply = {
                 "op": "effect-error",
@@ -331,7 +366,13 @@ class ChildProcess:
             or not all(isinstance(k, str) for k in kwargs)
         ):
             raise self._fail(self._protocol_violation(what, "a malformed effect call"))
-        return EffectCall(tuple(args), kwargs)
+        try:
+            return EffectCall(tuple(decode(args, self.types)), decode(kwargs, self.types))
+        except ValueRefused as exc:
+            raise self._fail(self._protocol_violation(what, f"effect {name!r}: {exc}")) from None
+
+    def _encode(self, value: Any, what: str) -> Any:
+        return encode_given(value, self.types, what)
 
     def _raised(self, function: str, message: dict[str, Any], what: str) -> Exception:
         type_name = _str(message.get("type"), 200)
@@ -554,9 +595,10 @@ def _await_only_us() -> None:
 class ChildOpener:
     """Starts a fresh child per scenario; an import failure is remembered, not retried."""
 
-    def __init__(self, job: Job, module: str) -> None:
+    def __init__(self, job: Job, module: str, types: ValueTypes = NO_TYPES) -> None:
         self.job = job
         self.module = module
+        self.types = types
         self.started = 0
         self._import_failure: SolutionFailed | None = None
         self._current: ChildProcess | None = None
@@ -581,7 +623,7 @@ class ChildOpener:
         workdir = self.job.scratch_dir / f"scenario-{self.started}-{secrets.token_hex(8)}"
         # An earlier scenario's processes are gone: their PIDs may come back as new ones.
         self.clock.forget()
-        process = ChildProcess(self.job, self.module, workdir, self.clock)
+        process = ChildProcess(self.job, self.module, workdir, self.clock, self.types)
         self._current = process
         try:
             process.start(deadline)
@@ -669,10 +711,11 @@ def run_job(job: Job) -> GradeReport:
         grader = load_grader(job.grader_path)
         task = _check_against_task(grader, job)
         module = _solution_module(grader, task)
-    except GraderError as exc:
+        types = ValueTypes.declared(grader.value_types)
+    except (GraderError, DeclarationError) as exc:
         return _infrastructure_report(job.task_id, f"grader error: {exc}")
     limits = job.limits
-    opener = ChildOpener(job, module)
+    opener = ChildOpener(job, module, types)
     session = Session(
         grader,
         opener,

@@ -1,4 +1,9 @@
-"""A small DOM of rendered HTML, built with ``html.parser``, for observing forms.
+"""The web part of the kit: a small DOM of rendered HTML, for observing pages and forms.
+
+Optional: ``agent_eval.grading`` does not import it, so a task whose
+solution is plain functions needs none of it; a grader of rendered HTML
+imports it as ``from agent_eval.grading.web import parse_html, ...``. Built
+with ``html.parser`` (standard library only: it is staged with the kit).
 
 Graders never match markup with regular expressions: they parse it, then ask
 structural questions (which element has this id, which label names this
