@@ -30,6 +30,9 @@ from agent_eval.grading.report import (
 
 __all__ = ["Dispatch", "Scenario", "Session", "Transport", "record_safety"]
 
+NOT_GIVEN: Any = object()
+"""No observed value was given (``None`` may be one)."""
+
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MAX_NESTING = 64
 
@@ -116,6 +119,7 @@ class Scenario:
         self._state = "new"
         self.failure: SolutionFailed | None = None
         """The failure that ended this scenario's solution, if any."""
+        self._notes: list[str] = []
 
     # -- context management -------------------------------------------------
 
@@ -228,12 +232,32 @@ class Scenario:
         self._effects[name] = effect
         return effect
 
-    def record(self, assertion_id: str, passed: bool, *, detail: str = "") -> None:
-        """Record a declared assertion (see :meth:`Session.record`)."""
-        self.session.record(assertion_id, passed, detail=detail)
+    def record(
+        self,
+        assertion_id: str,
+        passed: bool,
+        *,
+        detail: str = "",
+        message: str = "",
+        observed_value: object = NOT_GIVEN,
+    ) -> None:
+        """Record a declared assertion (see :meth:`Session.record`).
+
+        A failure the grader gives no *message* for is explained by where it
+        was seen: this scenario's name and what it noted so far (its findings,
+        already shown to the agent, so never an expected value), or how the
+        solution failed in it.
+        """
+        if not passed and not message:
+            said = [*self._notes, *([str(self.failure)] if self.failure is not None else [])]
+            message = f"in scenario {self.name!r}" + (f": {'; '.join(said)}" if said else "")
+        self.session.record(
+            assertion_id, passed, detail=detail, message=message, observed_value=observed_value
+        )
 
     def note(self, message: str, *, category: Category = "behaviour") -> None:
         """Add a finding tagged with this scenario's name (shown to the agent)."""
+        self._notes.append(message)
         self.session.note(f"scenario {self.name!r}: {message}", category=category)
 
     def request_review(self, reason: str) -> None:
@@ -326,8 +350,21 @@ class Session:
             raise GraderError("a scenario needs a non-empty name")
         return Scenario(self, bounded(name, 200), timeout)
 
-    def record(self, assertion_id: str, passed: bool, *, detail: str = "") -> None:
+    def record(
+        self,
+        assertion_id: str,
+        passed: bool,
+        *,
+        detail: str = "",
+        message: str = "",
+        observed_value: object = NOT_GIVEN,
+    ) -> None:
         """Record whether a declared assertion held; each id exactly once.
+
+        For a failure, *message* (why, in words) and *observed_value* (what the
+        solution did or returned, shown by its ``repr``) reach the result file
+        for reviewers; *detail* stays with the grader, so an expected value
+        belongs there, never in the other two.
 
         Raises:
             GraderError: The id is not declared, is already recorded, or
@@ -349,6 +386,8 @@ class Session:
             passed=passed,
             safety=assertion_id in self._safety,
             detail=bounded(detail),
+            message=bounded(message),
+            observed_value="" if observed_value is NOT_GIVEN else bounded(repr(observed_value)),
         )
 
     def note(self, message: str, *, category: Category = "behaviour") -> None:

@@ -70,7 +70,13 @@ def test_a_grader_that_records_everything_produces_the_result_format() -> None:
         "taskId": "sample-task",
         "assertions": [
             {"id": "a", "passed": True, "observed": True, "safety": False},
-            {"id": "b", "passed": False, "observed": True, "safety": True},
+            {
+                "id": "b",
+                "passed": False,
+                "observed": True,
+                "safety": True,
+                "message": "in scenario 'double'",
+            },
         ],
         "needsReview": False,
         "diagnostics": [],
@@ -78,6 +84,35 @@ def test_a_grader_that_records_everything_produces_the_result_format() -> None:
     }
     assert report.failed_ids == ["b"]
     assert report.outcome("b").detail == "expected 7"
+
+
+def test_a_failed_assertion_says_why_and_what_was_seen_but_never_its_detail() -> None:
+    def run(session: Session) -> None:
+        with session.scenario("double") as sc:
+            got = sc.call("double", 3)
+            sc.record("a", got == 6, message="double(3) was not six", observed_value=got)
+            sc.note("double(2) answered a string")
+            sc.record("b", False, detail="the expected value 4")
+
+    report = grade_in_process(make_grader(run), module(double=lambda x: str(x)))
+    a, b = report.to_json()["assertions"]
+    assert (a["message"], a["observedValue"]) == ("double(3) was not six", "'3'")
+    # Without a message of its own, a failure is explained by its scenario and its notes
+    # (already shown to the agent); the detail, which may hold an expected value, never.
+    assert b["message"] == "in scenario 'double': double(2) answered a string"
+    assert "observedValue" not in b
+    assert "expected" not in str(report.to_json())
+
+
+def test_a_passed_assertion_carries_no_explanation() -> None:
+    def run(session: Session) -> None:
+        with session.scenario("double") as sc:
+            sc.record("a", True, message="unused", observed_value=4)
+            sc.record("b", True)
+
+    report = grade_in_process(make_grader(run), module(double=lambda x: x * 2))
+    for outcome in report.to_json()["assertions"]:
+        assert "message" not in outcome and "observedValue" not in outcome
 
 
 def test_recording_an_undeclared_id_fails_at_once_as_a_grader_error() -> None:
