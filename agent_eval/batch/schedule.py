@@ -547,8 +547,12 @@ class Schedule:
     ) -> str:
         """Write runner.log (the stderr's end and the response's message, redacted)."""
         tail = outcome.stderr[-RUNNER_LOG_BYTES:].decode("utf-8", errors="replace")
-        text = f"runner stderr (its last {len(tail)} characters, of {len(outcome.stderr)} bytes):\n"
-        text += tail.rstrip("\n") + "\n"
+        if outcome.stderr:
+            size = len(outcome.stderr)
+            text = f"runner stderr (its last {len(tail)} characters, of {size} bytes):\n"
+            text += tail.rstrip("\n") + "\n"
+        else:
+            text = "runner stderr: nothing\n"
         verdict = seen.response
         if verdict is not None and verdict.response is not None and verdict.response.message:
             text += f"runner message: {verdict.response.message}\n"

@@ -242,6 +242,16 @@ def test_runner_log_keeps_the_end_of_stderr_with_allowlisted_values_replaced(
     assert receipt.runs[0].attempts[0].runnerLogDigest == sha256_bytes(log.read_bytes())
 
 
+def test_runner_log_says_nothing_was_written_rather_than_counting_none(tmp_path: Path) -> None:
+    def quiet(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        (workspace / "solution.py").write_text("GOOD")
+        return RunnerOutcome(reply(request, message="done").stdout, False, False, 0, stderr=b"")
+
+    schedule(tmp_path, FakeGateway(), quiet)
+    log = tmp_path / "batch" / "runs" / FIRST / "attempt-1" / "runner.log"
+    assert log.read_text() == "runner stderr: nothing\nrunner message: done\n"
+
+
 def test_without_a_gateway_no_token_is_given_and_no_record_is_kept(tmp_path: Path) -> None:
     runner = FakeRunner(good)
     receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
