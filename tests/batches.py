@@ -28,7 +28,8 @@ def project_copy(
 
     With *own_suite* (example task id -> the copy's own id), the copy is a repository with a
     suite of its own: only those tasks and their fixtures, renamed, *repetitions* runs each,
-    its own thresholds, and the image recipes (its reference runner holds its fixtures).
+    its own thresholds; its images are built from the recipes shipped with the harness (its
+    reference runner holds its fixtures).
     """
     text = (REPO / "pyproject.toml").read_text()
     root = tmp_path / "project"
@@ -38,7 +39,7 @@ def project_copy(
         for name in ("packages", "tasks", "graders", "fixtures"):
             shutil.copytree(REPO / name, root / name, ignore=ignore)
     else:
-        for name in ("packages", "graders", "images", "tasks/_shared"):
+        for name in ("packages", "graders", "tasks/_shared"):
             shutil.copytree(REPO / name, root / name, ignore=ignore)
         for old, new in own_suite.items():
             for kind in ("tasks", "fixtures"):
