@@ -63,6 +63,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "agent_eval.cli.trial", "try_agent_command",
         "Try an agent CLI offline against a scripted model.",
     ),
+    "init": (
+        "agent_eval.cli.init", "init_command",
+        "Adopt agent-eval in a library's repository, with one worked task.",
+    ),
     "cleanup": (
         "agent_eval.cli.cleanup", "cleanup_command",
         "Clean up after batches whose process died.",
