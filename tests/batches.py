@@ -61,17 +61,22 @@ def project_copy(
         text.replace('evidence = ".verification/agent-eval"', f'evidence = "{"evidence"}"')
     )
     (root / ".gitignore").write_text("/evidence/\n")
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
+        git(root, *command)
+    return root
+
+
+def git(root: Path, *args: str) -> None:
+    """git in *root* with a fixed author, as a maintainer's commit would be made."""
     identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
     identity |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
-    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
-        subprocess.run(
-            ["git", "-C", str(root), *command],
-            check=True,
-            capture_output=True,
-            timeout=60,
-            env={**os.environ, **identity},
-        )
-    return root
+    subprocess.run(
+        ["git", "-C", str(root), *args],
+        check=True,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, **identity},
+    )
 
 
 def write_config(

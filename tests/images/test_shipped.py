@@ -12,9 +12,7 @@ was expected and why the one there is not it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from agent_eval.images import lock
 from agent_eval.images.build import Builder, build_images, image_for_checkout
 from agent_eval.images.recipes import Sources, make_recipe, recipe_digest
 from agent_eval.layout import SHIPPED_DIR, ShippedFiles
+from tests.batches import git
 from tests.images.builders import FakePip, load_fake_base, make_project, make_wheel, report_item
 from tests.images.builders import sha256 as file_hash
 from tests.paths import REPO, SHIPPED
@@ -139,15 +138,6 @@ def test_a_lock_of_a_shipped_recipe_is_written_into_the_repository_not_the_harne
     assert written == root / "images" / "runners" / "demo" / "requirements.lock"
     assert (written.parent / "install.json").read_bytes() == (shipped / "install.json").read_bytes()
     assert sorted(p.name for p in shipped.iterdir()) == ["image.json", "install.json"]
-
-
-def git(root: Path, *args: str) -> None:
-    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
-    identity |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
-    subprocess.run(
-        ["git", "-C", str(root), *args], check=True, capture_output=True,
-        env={**os.environ, **identity}, timeout=60,
-    )  # fmt: skip
 
 
 def test_an_image_not_built_names_the_recipe_digest_expected(tmp_path: Path) -> None:
