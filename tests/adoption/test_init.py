@@ -124,7 +124,7 @@ def test_a_function_that_cannot_be_a_task_is_refused_by_name(
 def test_the_generated_task_passes_the_local_verifier_as_written(tmp_path: Path) -> None:
     root = library_repository(tmp_path / "repo")
     (root / "pyproject.toml").write_text('[project]\nname = "daydate-repo"\n')
-    examples = [["2024-01-31"], ["2024-01"], ["2024-01", False]]
+    examples: list[list[object]] = [["2024-01-31"], ["2024-01"], ["2024-01", False]]
     init_repository(root, "daydate:parse_day", examples)
     project = find_project(root)
     assert project.packages == root / "packages"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 import time
@@ -163,11 +164,18 @@ def sdist(cache: Path) -> Path:
 
 
 def installed(venv: Path) -> Path:
-    """agent-eval installed from this checkout into a fresh virtualenv at *venv*; its bin/."""
+    """agent-eval installed from this checkout into a fresh virtualenv at *venv*; its bin/.
+
+    pip builds a directory in place, so it builds a copy: the checkout gets no build/.
+    """
+    source = venv.parent / "agent-eval-source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".verification", "build", "*.egg-info", "__pycache__", ".*_cache",
+        ".hypothesis"))  # fmt: skip
     subprocess.run([str(BIN / "python"), "-m", "venv", str(venv)], check=True, timeout=300)
     subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-         "--disable-pip-version-check", str(REPO)],
+         "--disable-pip-version-check", str(source)],
         check=True, capture_output=True, timeout=900,
     )  # fmt: skip
     return venv / "bin"

@@ -131,7 +131,7 @@ def test_a_lock_of_a_shipped_recipe_is_written_into_the_repository_not_the_harne
     root = bare_repository(tmp_path / "lib")
     wheel = make_wheel(tmp_path / "w", "demo_cli", "2.0", {"democli/__init__.py": b""})
     real = Sources.of
-    monkeypatch.setattr(lock.Sources, "of", lambda r: Sources(real(r).project, harness))
+    monkeypatch.setattr(Sources, "of", lambda r: Sources(real(r).project, harness))
     item = [report_item("demo-cli", "2.0", file_hash(wheel))]
     pip = FakePip([wheel], reports={"x86_64": item, "aarch64": item})
     (written,) = lock.lock_runner(root, "demo", run=pip)
