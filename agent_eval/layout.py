@@ -36,6 +36,7 @@ __all__ = [
     "AttemptDirectory",
     "ConsumerLayout",
     "RunDirectory",
+    "ShippedFiles",
     "attempt_folder",
     "staged_files",
 ]
@@ -211,6 +212,59 @@ class RunDirectory:
 def attempt_folder(run_id: str, attempt: int) -> str:
     """An attempt's directory below ``runs/``, as a POSIX path."""
     return f"{run_id}/attempt-{attempt}"
+
+
+# --- Image recipes and example runner configs ------------------------------------------
+
+SHIPPED_DIR = "shipped"
+"""Below the ``agent_eval`` package: the image recipes (``images/``) and the example
+runner configs (``examples/runners/``) it ships, as package data."""
+
+
+@dataclass(frozen=True)
+class ShippedFiles:
+    """The image recipes and example runner configs a build or a trial reads.
+
+    Each is found at the same relative path in the repository first and in the
+    harness's package data second: a repository overrides one recipe (a file, or a
+    runner's or the gateway's whole directory, so a lock never mixes with another
+    recipe's install.json) by putting its own there, and adds an agent the same way.
+    """
+
+    repository: Path
+    """The embedding repository's root."""
+    harness: Path
+    """The ``agent_eval`` package the shipped files come with."""
+
+    def find(self, relative: str) -> Path:
+        """The repository's *relative* path when it exists, else the shipped one."""
+        own = self.repository / relative
+        return own if own.exists() else self.harness / SHIPPED_DIR / relative
+
+    def verifier_requirements(self) -> Path:
+        """The verifier's hash-pinned requirements (mypy and pip)."""
+        return self.find("images/verifier/requirements.txt")
+
+    def gateway_recipe(self) -> Path:
+        """The model gateway's recipe directory (install.json and its lock)."""
+        return self.find("images/gateway")
+
+    def runner_recipe(self, agent: str) -> Path:
+        """Agent *agent*'s runner recipe directory (install.json, image.json, the lock)."""
+        return self.find(f"images/runners/{agent}")
+
+    def runner_agents(self) -> list[str]:
+        """Every agent with a runner recipe (an ``image.json``), shipped or the repository's."""
+        roots = (self.repository / "images" / "runners",
+                 self.harness / SHIPPED_DIR / "images" / "runners")  # fmt: skip
+        return sorted(
+            {p.name for root in roots if root.is_dir() for p in root.iterdir()
+             if (p / "image.json").is_file()}
+        )  # fmt: skip
+
+    def example_runner_config(self, agent: str) -> Path:
+        """The example runner config of *agent*."""
+        return self.find(f"examples/runners/{agent}.json")
 
 
 # --- Harness files staged into containers and images ------------------------------------

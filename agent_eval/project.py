@@ -2,14 +2,18 @@
 
 A repository that embeds the harness declares its layout in its own
 ``pyproject.toml`` under ``[tool.agent-eval]``; every key is optional and
-defaults to this repository's layout.
+defaults to this repository's layout. ``[tool.agent-eval.guides]`` names what
+the agent reads for each distribution (by its directory under packages/): a
+file, or a docs directory copied whole; a distribution it leaves out reads its
+``packages/<dir>/GUIDE.md`` when there is one.
 """
 
 from __future__ import annotations
 
 import subprocess
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import agent_eval
@@ -25,7 +29,9 @@ from agent_eval.models import SourceIdentity
 
 __all__ = ["CACHE_DIRS", "Project", "evaluator_digest", "find_project", "source_identity"]
 
-_KEYS = {"packages", "tasks", "graders", "fixtures", "evidence", "registry"}
+_KEYS = {"packages", "tasks", "graders", "fixtures", "evidence", "registry", "guides"}
+DEFAULT_GUIDE = "GUIDE.md"
+"""A distribution's guide when ``[tool.agent-eval.guides]`` names none (``packages/<dir>/``)."""
 CACHE_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 """Caches written by tools, never read by the harness: left out of every tree it hashes."""
 
@@ -42,14 +48,46 @@ class Project:
     evidence: Path
     registry: Path = Path("reviewed-runners.toml")
     """The reviewed-runner registry (a TOML file; it need not exist)."""
+    declared_guides: Mapping[str, Path] = field(default_factory=dict)
+    """``[tool.agent-eval.guides]``: a guide file or docs directory, by distribution directory."""
+
+    def distributions(self) -> list[str]:
+        """The directory names under packages/ that hold a distribution (a pyproject.toml)."""
+        if not self.packages.is_dir():
+            return []
+        return sorted(p.name for p in self.packages.iterdir() if (p / "pyproject.toml").is_file())
 
     def guides(self) -> dict[str, Path]:
-        """Each library distribution's ``GUIDE.md``, by its directory name under packages/."""
-        return {
-            p.name: p / "GUIDE.md"
-            for p in sorted(self.packages.iterdir())
-            if (p / "GUIDE.md").is_file()
-        }
+        """What the agent reads of each distribution (a file or a directory), by its directory.
+
+        Raises:
+            ConfigError: A declared guide is missing, or names no distribution.
+        """
+        found: dict[str, Path] = {}
+        names = self.distributions()
+        for name, path in sorted(self.declared_guides.items()):
+            if name not in names:
+                raise ConfigError(
+                    f"[tool.agent-eval.guides].{name}: no distribution {self.packages / name}"
+                )
+            if not (path.is_file() or path.is_dir()):
+                raise ConfigError(f"[tool.agent-eval.guides].{name}: {path} does not exist")
+            found[name] = path
+        for name in names:
+            default = self.packages / name / DEFAULT_GUIDE
+            if name not in found and default.is_file():
+                found[name] = default
+        return dict(sorted(found.items()))
+
+    def guide_warnings(self) -> list[str]:
+        """One line for each distribution the agent gets no guide for."""
+        guides = self.guides()
+        return [
+            f"distribution {name} has no guide: the agent reads only its API catalog; write "
+            f"{self.packages / name / DEFAULT_GUIDE} or name one in [tool.agent-eval.guides]"
+            for name in self.distributions()
+            if name not in guides
+        ]
 
     def suite_digest(self) -> str:
         """Digest of every task file and the shared graders.
@@ -112,18 +150,28 @@ def _load(root: Path, pyproject: Path) -> Project:
     }
     resolved: dict[str, Path] = {}
     for key, default in defaults.items():
-        value = section.get(key, default)
-        if (
-            not isinstance(value, str)
-            or not value
-            or Path(value).is_absolute()
-            or ".." in Path(value).parts
-        ):
-            raise ConfigError(
-                f"{pyproject}: [tool.agent-eval].{key} must be a relative path in the repository"
-            )
-        resolved[key] = root / value
-    return Project(root=root, **resolved)
+        resolved[key] = root / _relative(pyproject, key, section.get(key, default))
+    guides = section.get("guides", {})
+    if not isinstance(guides, dict):
+        raise ConfigError(f"{pyproject}: [tool.agent-eval].guides must be a table")
+    declared = {
+        str(name): root / _relative(pyproject, f"guides.{name}", value)
+        for name, value in guides.items()
+    }
+    return Project(root=root, **resolved, declared_guides=declared)
+
+
+def _relative(pyproject: Path, key: str, value: object) -> str:
+    if (
+        not isinstance(value, str)
+        or not value
+        or Path(value).is_absolute()
+        or (".." in Path(value).parts)
+    ):
+        raise ConfigError(
+            f"{pyproject}: [tool.agent-eval].{key} must be a relative path in the repository"
+        )
+    return value
 
 
 def source_identity(root: Path) -> SourceIdentity:

@@ -28,7 +28,8 @@ def project_copy(
 
     With *own_suite* (example task id -> the copy's own id), the copy is a repository with a
     suite of its own: only those tasks and their fixtures, renamed, *repetitions* runs each,
-    its own thresholds, and the image recipes (its reference runner holds its fixtures).
+    its own thresholds; its images are built from the recipes shipped with the harness (its
+    reference runner holds its fixtures).
     """
     text = (REPO / "pyproject.toml").read_text()
     root = tmp_path / "project"
@@ -38,7 +39,7 @@ def project_copy(
         for name in ("packages", "tasks", "graders", "fixtures"):
             shutil.copytree(REPO / name, root / name, ignore=ignore)
     else:
-        for name in ("packages", "graders", "images", "tasks/_shared"):
+        for name in ("packages", "graders", "tasks/_shared"):
             shutil.copytree(REPO / name, root / name, ignore=ignore)
         for old, new in own_suite.items():
             for kind in ("tasks", "fixtures"):
@@ -60,17 +61,22 @@ def project_copy(
         text.replace('evidence = ".verification/agent-eval"', f'evidence = "{"evidence"}"')
     )
     (root / ".gitignore").write_text("/evidence/\n")
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
+        git(root, *command)
+    return root
+
+
+def git(root: Path, *args: str) -> None:
+    """git in *root* with a fixed author, as a maintainer's commit would be made."""
     identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
     identity |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
-    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
-        subprocess.run(
-            ["git", "-C", str(root), *command],
-            check=True,
-            capture_output=True,
-            timeout=60,
-            env={**os.environ, **identity},
-        )
-    return root
+    subprocess.run(
+        ["git", "-C", str(root), *args],
+        check=True,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, **identity},
+    )
 
 
 def write_config(

@@ -17,3 +17,5 @@ def _example_suite() -> SuiteSpec:
 
 EXAMPLE_SUITE = _example_suite()
 """The example repository's suite (tasks/suite.json): six tasks, three runs each, 15/18."""
+SHIPPED = REPO / "agent_eval" / "shipped"
+"""The image recipes and example runner configs shipped with the harness (package data)."""

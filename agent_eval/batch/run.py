@@ -315,6 +315,8 @@ class _Batch:
             self.lease.bind_engine(engine.address)
         for reaped in reap(project.evidence, engine, clock=ports.clock):
             ports.notice(reaped.describe())
+        for warning in project.guide_warnings():
+            ports.notice(warning)
         runner_image, verifier_image, gateway_image = _images(engine, config)
         gateway: BatchGateway | None = None
         settings: GatewaySettings | None = None

@@ -68,6 +68,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "agent_eval.cli.packing", "fetch_build_wheels_command",
         "Download the wheels the library's build lock pins.",
     ),
+    "init": (
+        "agent_eval.cli.init", "init_command",
+        "Adopt agent-eval in a library's repository, with one worked task.",
+    ),
     "cleanup": (
         "agent_eval.cli.cleanup", "cleanup_command",
         "Clean up after batches whose process died.",

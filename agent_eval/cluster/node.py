@@ -39,7 +39,10 @@ from agent_eval.suite.tasks import load_suite
 from agent_eval.verification.container.verifier import batch_verifier_factory
 from agent_eval.verification.protocol import Verifier, VerifierContext
 
-__all__ = ["NodeWorker", "node_name", "write_shipped"]
+__all__ = ["NODE_GUIDES", "NodeWorker", "node_name", "write_shipped"]
+
+NODE_GUIDES = "guides"
+"""Where a node's copy of the project holds the docs directories declared as guides."""
 
 
 def node_name(label: str | None, node_id: str) -> str:
@@ -217,7 +220,7 @@ class NodeWorker:
     def _project(self, assignment: NodeAssignment) -> Project:
         root = self._work / "project"
         write_shipped(root, assignment.projectFiles)
-        for part in ("packages", "tasks", "graders", "fixtures"):
+        for part in ("packages", "tasks", "graders", "fixtures", NODE_GUIDES):
             (root / part).mkdir(parents=True, exist_ok=True)
         return Project(
             root=root,
@@ -226,6 +229,7 @@ class NodeWorker:
             graders=root / "graders",
             fixtures=root / "fixtures",
             evidence=self.root,
+            declared_guides={p.name: p for p in (root / NODE_GUIDES).iterdir() if p.is_dir()},
         )
 
     def run(self, run_id: str, remaining_s: float) -> NodeRunResult:

@@ -29,7 +29,7 @@ from agent_eval.batch.ports import RemoteContext
 from agent_eval.batch.progress import ProgressEvent
 from agent_eval.batch.schedule import ExecutorFactory, Schedule
 from agent_eval.cluster.arrival import accept_run
-from agent_eval.cluster.node import NodeWorker, node_name
+from agent_eval.cluster.node import NODE_GUIDES, NodeWorker, node_name
 from agent_eval.digests import regular_files
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, RunRecord, ShippedFile
@@ -302,7 +302,12 @@ def assignment_for(context: RemoteContext, nodes: int = 1) -> NodeAssignment:
     if lock.is_file():
         files.append(ShippedFile(path="packages/requirements.lock", data=lock.read_bytes()))
     for name, guide in project.guides().items():
-        files.append(ShippedFile(path=f"packages/{name}/GUIDE.md", data=guide.read_bytes()))
+        if guide.is_dir():
+            for rel in regular_files(guide, skip_dirs=CACHE_DIRS):
+                data = (guide / rel).read_bytes()
+                files.append(ShippedFile(path=f"{NODE_GUIDES}/{name}/{rel}", data=data))
+        else:
+            files.append(ShippedFile(path=f"packages/{name}/GUIDE.md", data=guide.read_bytes()))
     archives = [
         ShippedFile(path=a.filename, data=(context.archives_dir / a.filename).read_bytes())
         for a in context.archives

@@ -5,7 +5,8 @@ Layout (mounted read-only into every runner and verifier container):
     /consumer/pyproject.toml       the consumer project, depending on the exact archives
     /consumer/requirements.txt     every distribution pinned by version and sha256
     /consumer/site/                the archives and their dependencies, installed by pip
-    /consumer/docs/                <distribution>/GUIDE.md, API.md and api-catalog.json
+    /consumer/docs/                <distribution>/GUIDE.md (or its docs directory), API.md
+                                   and api-catalog.json
 
 It holds no task: an attempt's prompt (its contract in it) reaches the runner in its
 request only, so an agent never reads another task's prompt.
@@ -105,8 +106,12 @@ def write_project(
     docs = layout.docs
     docs.mkdir()
     for name, guide in sorted(guides.items()):
-        (docs / name).mkdir()
-        shutil.copyfile(guide, docs / name / "GUIDE.md")
+        # A docs directory is copied whole; a single file is the distribution's GUIDE.md.
+        if guide.is_dir():
+            shutil.copytree(guide, docs / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (docs / name).mkdir()
+            shutil.copyfile(guide, docs / name / "GUIDE.md")
     layout.site.mkdir()
 
 

@@ -282,17 +282,35 @@ class Builder:
 
     def present(self, name: str) -> str | None:
         """The id of image *name* when its tag is present with this recipe (and reusable)."""
-        details = self.engine.inspect_image(image_tag(self.recipe(name)))
-        if details is None or details.labels.get(LABEL_RECIPE_DIGEST) != recipe_digest(
-            self.recipe(name)
-        ):
-            return None
+        return self._presence(name)[0]
+
+    def absence(self, name: str) -> str:
+        """Why image *name* is not :meth:`present`: which recipe is expected, what is there."""
+        return self._presence(name)[1]
+
+    def _presence(self, name: str) -> tuple[str | None, str]:
+        recipe = self.recipe(name)
+        tag, digest = image_tag(recipe), recipe_digest(recipe)
+        details = self.engine.inspect_image(tag)
+        if details is None:
+            return None, (
+                f"no image is tagged {tag}: none was built from this tree's {name} recipe "
+                f"{digest} ({len(recipe.files)} input files; an edit to any of them, or a "
+                "build from another tree, gives another recipe)"
+            )
+        found = details.labels.get(LABEL_RECIPE_DIGEST)
+        if found != digest:
+            return None, f"the image tagged {tag} has recipe {found}, not this tree's {digest}"
         # A dirty build is replaced once its recipe is committed.
         if details.labels.get(LABEL_SOURCE_DIRTY) == "true" and (
-            self._labels(self.recipe(name)).get(LABEL_SOURCE_DIRTY) == "false"
+            self._labels(recipe).get(LABEL_SOURCE_DIRTY) == "false"
         ):
-            return None
-        return details.image_id
+            return None, (
+                f"the image tagged {tag} has this tree's recipe {digest} but was built while "
+                "its input files differed from the commit; they are committed now, so it is "
+                "rebuilt to carry the commit's source labels"
+            )
+        return details.image_id, f"{tag} is present"
 
     def build(self, name: str, *, rebuild: bool = False) -> str:
         """Image *name*'s id: the present one, or (with *rebuild*, always) a new one loaded."""
@@ -438,11 +456,10 @@ def image_for_checkout(engine: ContainerEngine, project_root: Path, name: str) -
         )
     sources = Sources.of(project_root)
     builder = Builder(engine, sources, base, work_dir=project_root, cache_root=default_cache_root())
-    recipe = builder.recipe(name)
     present = builder.present(name)
     if present is None:
         raise InfrastructureError(
-            f"the {name} image of this checkout ({image_tag(recipe)}, recipe "
-            f"{recipe_digest(recipe)}) is not built; run `agent-eval images build`"
+            f"the {name} image of this checkout is not built: {builder.absence(name)}; "
+            "run `agent-eval images build`"
         )
     return present

@@ -244,7 +244,7 @@ def _unpacked(wheels: Sequence[Path], site: Path) -> Path:
 
 def _verifier(ws: Workspace) -> Plan:
     project = ws.sources.project
-    requirements = project.root / "images" / "verifier" / "requirements.txt"
+    requirements = ws.sources.shipped.verifier_requirements()
     try:
         text = requirements.read_text(encoding="utf-8")
     except OSError as exc:
@@ -366,8 +366,9 @@ def _read_model(path: Path, model: type[_M]) -> _M:
 
 
 def _recipe_dir(sources: Sources, name: str) -> Path:
-    root = sources.project.root / "images"
-    return root / GATEWAY if name == GATEWAY else root / "runners" / name
+    if name == GATEWAY:
+        return sources.shipped.gateway_recipe()
+    return sources.shipped.runner_recipe(name)
 
 
 def check_runner_lock(sources: Sources, agent: str) -> None:
@@ -429,7 +430,7 @@ def _version(payload: Path, pattern: str, install: InstallRecipe, where: Path) -
 
 
 def _agent_runner(ws: Workspace, agent: str, parent: Plan) -> Plan:
-    recipe_dir = ws.sources.project.root / "images" / "runners" / agent
+    recipe_dir = _recipe_dir(ws.sources, agent)
     install = _read_model(recipe_dir / "install.json", InstallRecipe)
     image = _read_model(recipe_dir / "image.json", RunnerImage)
     where = recipe_dir / "image.json"

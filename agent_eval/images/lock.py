@@ -5,10 +5,16 @@ command. Locking resolves install.json's pinned roots against the registry
 (PyPI by pip's resolver, or npm's), so it is the one step that may change
 what a recipe's closure is; the lock file is then reviewed and committed
 like any other recipe file, and its digest enters the recipe digest.
+
+A lock is written where the recipe is read from. A recipe shipped in an
+installed harness is first copied into the repository's ``images/`` (the
+copy is then the repository's override, committed with its new lock): the
+installed package is never written.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -50,10 +56,14 @@ def lock_runner(
     """
     sources = Sources.of(project_root)
     recipe_dir = (
-        sources.project.root / "images" / GATEWAY
-        if agent == GATEWAY
-        else sources.check_runner(agent)
+        sources.shipped.gateway_recipe() if agent == GATEWAY else sources.check_runner(agent)
     )
+    root = sources.project.root
+    if not recipe_dir.resolve().is_relative_to(root.resolve()):
+        own = root / "images" / (GATEWAY if agent == GATEWAY else f"runners/{agent}")
+        log(f"copying the shipped recipe {recipe_dir} to {own} (the repository's from now on)")
+        shutil.copytree(recipe_dir, own, ignore=shutil.ignore_patterns("__pycache__"))
+        recipe_dir = own
     path = recipe_dir / "install.json"
     try:
         install = InstallRecipe.model_validate_json(path.read_bytes())

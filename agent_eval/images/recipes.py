@@ -12,6 +12,11 @@ the runner base), the architecture, and every input file with its sha256:
 * runner-<agent>: every file of ``images/runners/<agent>/`` (install.json,
   image.json, the lock) and the staged adapters;
 
+where ``images/…`` is the repository's own file or directory when it has one,
+else the one shipped in ``agent_eval/shipped/`` (:class:`~agent_eval.layout.ShippedFiles`);
+an input's key is its path in the repository or in the package, so the recipe
+names which was used and an override is another recipe;
+
 plus, for every image, the builder's own source (:data:`BUILDER_SOURCES`):
 what decides the bytes is part of what is approved. The recipe digest is the
 sha256 of the recipe's canonical JSON; the image is tagged
@@ -31,7 +36,7 @@ from pathlib import Path
 import agent_eval
 from agent_eval.digests import DigestError, file_sha256, sha256_json
 from agent_eval.errors import ConfigError
-from agent_eval.layout import staged_files
+from agent_eval.layout import ShippedFiles, staged_files
 from agent_eval.models import ImageRecipe
 from agent_eval.project import Project, find_project
 
@@ -90,16 +95,22 @@ class Sources:
         installed = Path(agent_eval.__file__).resolve().parent
         return cls(project, own if (own / "__init__.py").is_file() else installed)
 
+    @property
+    def shipped(self) -> ShippedFiles:
+        """The recipes this build reads: the repository's overrides, else the harness's."""
+        return ShippedFiles(self.project.root, self.harness)
+
     def check_runner(self, agent: str) -> Path:
         """The recipe directory of *agent*.
 
         Raises:
-            ConfigError: There is no ``images/runners/<agent>/image.json``.
+            ConfigError: There is no ``images/runners/<agent>/image.json``, in the
+                repository or shipped with the harness.
         """
-        recipe_dir = self.project.root / "images" / "runners" / agent
+        recipe_dir = self.shipped.runner_recipe(agent)
         if not (recipe_dir / "image.json").is_file():
-            known = ", ".join(runner_agents(self.project)) or "none"
-            raise ConfigError(f"no runner recipe images/runners/{agent}/image.json; known: {known}")
+            known = ", ".join(self.shipped.runner_agents()) or "none"
+            raise ConfigError(f"no runner recipe {recipe_dir / 'image.json'}; known: {known}")
         return recipe_dir
 
     def relative(self, path: Path) -> str:
@@ -128,10 +139,7 @@ def architecture_of(engine_architecture: str) -> str:
 
 def runner_agents(project: Project) -> list[str]:
     """The agents that have a runner recipe (``images/runners/<agent>/image.json``)."""
-    root = project.root / "images" / "runners"
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "image.json").is_file())
+    return Sources.of(project.root).shipped.runner_agents()
 
 
 def image_names(agents: Iterable[str] = ()) -> list[str]:
@@ -183,7 +191,7 @@ def _inputs(sources: Sources, name: str) -> list[Path]:
     project, harness = sources.project, sources.harness
     if name == "verifier":
         lock = project.packages / "requirements.lock"
-        own = [project.root / "images" / "verifier" / "requirements.txt"]
+        own = [sources.shipped.verifier_requirements()]
         return own + ([lock] if lock.is_file() else [])
     if name == "runner-base":
         return []
@@ -191,7 +199,7 @@ def _inputs(sources: Sources, name: str) -> list[Path]:
         fixtures = [project.fixtures / rel for rel in listing(project.fixtures)]
         return [harness / "reference" / "runner.py", *fixtures]
     if name == "gateway":
-        recipe_dir = project.root / "images" / "gateway"
+        recipe_dir = sources.shipped.gateway_recipe()
         staged = [harness / rel for rel in staged_files(harness, "gateway")]
         return [recipe_dir / rel for rel in listing(recipe_dir)] + staged
     if not name.startswith("runner-"):

@@ -1,6 +1,7 @@
 """``agent-eval try-agent``: a scripted upstream, a runner config aimed at it, one batch.
 
-The runner config is the agent's example (``examples/runners/<agent>.json``)
+The runner config is the agent's example (``examples/runners/<agent>.json``,
+the repository's own or the one shipped with the harness)
 with this checkout's images and one change of upstream: the scripted model,
 reached by the gateway over the trial's internal network under the name
 ``model.test`` (``privateUpstreams``, which makes the batch self-test). The
@@ -30,6 +31,7 @@ from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.images.build import image_for_checkout
+from agent_eval.images.recipes import Sources
 from agent_eval.models import GatewayOptions, ModelUpstream, QualificationResult, RunnerConfig
 from agent_eval.project import Project
 from agent_eval.suite.tasks import load_suite
@@ -95,9 +97,8 @@ def _example(project: Project, agent: str) -> RunnerConfig:
         raise ConfigError(
             f"try-agent: {agent!r} has no scripted model; choose one of {', '.join(TRIAL_AGENTS)}"
         )
-    return read_model(
-        project.root / "examples" / "runners" / f"{agent}.json", RunnerConfig, what="runner config"
-    )
+    example = Sources.of(project.root).shipped.example_runner_config(agent)
+    return read_model(example, RunnerConfig, what="runner config")
 
 
 def _wait_listening(engine: ContainerEngine, container: str, trial_id: str) -> None:

@@ -51,6 +51,7 @@ from tests.agent_scripted_model import (
     run_one,
     solutions,
 )
+from tests.paths import SHIPPED
 
 pytestmark = pytest.mark.docker
 
@@ -80,7 +81,7 @@ AGENTS = {
 
 
 def installed_version(agent: Agent) -> str:
-    recipe_path = REPO / "images" / "runners" / agent.name / "install.json"
+    recipe_path = SHIPPED / "images" / "runners" / agent.name / "install.json"
     recipe = InstallRecipe.model_validate_json(recipe_path.read_bytes())
     (pin,) = (p for p in recipe.packages if p.startswith(f"{agent.package}=="))
     return pin.partition("==")[2]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from agent_eval.models import RunnerConfig
-from tests.paths import REPO
+from tests.paths import SHIPPED
 
-EXAMPLES = sorted((REPO / "examples" / "runners").glob("*.json"))
+EXAMPLES = sorted((SHIPPED / "examples" / "runners").glob("*.json"))
 
 
 def test_there_is_an_example_for_each_real_agent() -> None:

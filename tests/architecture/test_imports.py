@@ -43,6 +43,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "adapters": frozenset({"layout"}),
     "trial": LEAVES | {"engine", "images", "suite", "batch", "verdict", "verification"},
     "cluster": LEAVES | {"engine", "suite", "batch", "verification", "gateway"},
+    "adoption": LEAVES | {"packing"},
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__", "cli"}
 """Per package (the first name below ``agent_eval``), the other packages it may import."""

@@ -17,10 +17,10 @@ from agent_eval.errors import EvidenceError
 from agent_eval.models import ArchivesManifest, RunnerConfig
 from agent_eval.verdict.registry import entry_differences, parse_registry
 from tests.evidence_builders import archives_manifest
-from tests.paths import REPO
+from tests.paths import SHIPPED
 
 BIN = Path(sys.executable).parent
-EXAMPLE = REPO / "examples" / "runners" / "claude-code.json"
+EXAMPLE = SHIPPED / "examples" / "runners" / "claude-code.json"
 
 
 def project(tmp_path: Path) -> Path:

@@ -34,7 +34,7 @@ from tests.batches import BIN, check, project_copy, write_config
 from tests.cluster.ray_nodes import RayCluster, Worker, ray_cluster, session_members
 from tests.faults.engines import containers_of
 from tests.faults.test_faults_docker import OUTCOME_RULES, slow_oracle
-from tests.paths import REPO
+from tests.paths import REPO, SHIPPED
 
 pytestmark = pytest.mark.docker
 
@@ -264,7 +264,7 @@ def test_a_real_agent_reaches_its_model_through_a_gateway_on_each_node(
     own internal network; the records come back with every run and verify."""
     project_dir = project_copy(tmp_path)
     example = read_model(
-        REPO / "examples" / "runners" / "claude-code.json", RunnerConfig, what="runner config"
+        SHIPPED / "examples" / "runners" / "claude-code.json", RunnerConfig, what="runner config"
     )
     upstream = example.models[0]
     served = upstream.servedModels[0]

@@ -33,7 +33,7 @@ from agent_eval.models import (
 from agent_eval.project import find_project
 from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, writes
 from tests.cluster.test_arrival import node_result
-from tests.paths import REPO
+from tests.paths import REPO, SHIPPED
 
 DIGEST = sha256_bytes(b"x")
 
@@ -84,7 +84,7 @@ def prepared(
     cluster._connected = True
     cluster._nodes = [_Node(Actor(a), f"id-{i}", 1) for i, a in enumerate(answers)]
     notices: list[str] = []
-    config = read_model(REPO / "examples/runners/codex.json", RunnerConfig, what="config")
+    config = read_model(SHIPPED / "examples/runners/codex.json", RunnerConfig, what="config")
     if budget is not None:
         options = config.gateway.model_copy(update={"tokenBudget": budget})
         config = config.model_copy(update={"gateway": options})

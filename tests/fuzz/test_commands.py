@@ -20,7 +20,7 @@ from agent_eval.cli.check import check_command
 from agent_eval.cli.review import review_command
 from agent_eval.cli.run import eval_agent_command
 from tests.evidence_builders import attempt, receipt, run, write_batch
-from tests.paths import REPO
+from tests.paths import REPO, SHIPPED
 
 
 def fifo(path: Path) -> None:
@@ -36,7 +36,7 @@ def not_utf8(path: Path) -> None:
 
 
 def boolean_version(path: Path) -> None:
-    data = json.loads((REPO / "examples" / "runners" / "claude-code.json").read_text())
+    data = json.loads((SHIPPED / "examples" / "runners" / "claude-code.json").read_text())
     path.write_text(json.dumps({**data, "schemaVersion": True}))
 
 

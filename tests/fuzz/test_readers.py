@@ -40,7 +40,7 @@ from agent_eval.suite.tasks import _render
 from agent_eval.verdict.qualification import qualify_files
 from agent_eval.verdict.review import record_review
 from tests.evidence_builders import CURRENT, archives_manifest, attempt, receipt, run, write_batch
-from tests.paths import REPO
+from tests.paths import REPO, SHIPPED
 
 FUZZ = settings(
     max_examples=int(os.environ.get("AGENT_EVAL_FUZZ_EXAMPLES", "300")),
@@ -128,7 +128,7 @@ def inputs_for(document: dict[str, Any]) -> st.SearchStrategy[bytes]:
 
 
 def runner_config() -> dict[str, Any]:
-    return json.loads((REPO / "examples" / "runners" / "claude-code.json").read_text())
+    return json.loads((SHIPPED / "examples" / "runners" / "claude-code.json").read_text())
 
 
 def task_json() -> dict[str, Any]:

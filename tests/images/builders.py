@@ -15,7 +15,7 @@ from agent_eval.engine.fake import FakeEngine
 from agent_eval.images.archive import ImageConfig, LayerFile, write_docker_archive
 from agent_eval.images.base import BASE_REFERENCE
 from agent_eval.images.layers import Entry, HashingWriter, directory, regular, write_layer
-from tests.paths import REPO
+from tests.paths import SHIPPED
 
 BASE_DIRS = (
     "/etc",
@@ -124,7 +124,7 @@ def report_item(name: str, version: str, digest: str) -> dict[str, Any]:
 
 def make_project(root: Path, verifier_wheels: list[Path]) -> Path:
     """A repository with this one's images/ and fixtures/; the verifier pins *verifier_wheels*."""
-    shutil.copytree(REPO / "images", root / "images")
+    shutil.copytree(SHIPPED / "images", root / "images")
     (root / "pyproject.toml").write_text('[project]\nname = "demo"\n')
     (root / "fixtures" / "forms" / "correct").mkdir(parents=True)
     (root / "fixtures" / "forms" / "correct" / "solution.py").write_text("x = 1\n")

@@ -255,7 +255,7 @@ def test_a_present_base_is_reused_as_it_is(tmp_path: Path, engine: FakeEngine) -
 
 
 def test_the_registry_alternative_is_pinned_by_a_placeholder_digest() -> None:
-    from tests.paths import REPO
+    from tests.paths import SHIPPED
 
-    text = (REPO / "images" / "base" / "Dockerfile.registry").read_text()
+    text = (SHIPPED / "images" / "base" / "Dockerfile.registry").read_text()
     assert re.search(r"^FROM debian:bookworm-slim@sha256:0{64}$", text, re.MULTILINE)

@@ -43,9 +43,9 @@ from tests.images.builders import (
     report_item,
     sha256,
 )
-from tests.paths import REPO
+from tests.paths import REPO, SHIPPED
 
-RUNNERS = REPO / "images" / "runners"
+RUNNERS = SHIPPED / "images" / "runners"
 
 
 def install(agent: str) -> InstallRecipe:
@@ -69,7 +69,7 @@ def test_every_committed_runner_lock_is_fresh_for_its_install_json(agent: str) -
 
 def test_the_verifier_requirements_pin_every_distribution_by_hash() -> None:
     _, locked = parse_requirements(
-        (REPO / "images" / "verifier" / "requirements.txt").read_text(), "requirements.txt"
+        (SHIPPED / "images" / "verifier" / "requirements.txt").read_text(), "requirements.txt"
     )
     assert {d.name for d in locked} >= {"mypy", "pip"}
 

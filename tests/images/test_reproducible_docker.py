@@ -185,7 +185,7 @@ def test_images_verify_confirms_an_image_and_rejects_one_built_with_a_changed_lo
     assert json.loads(confirmed.stdout)["same"] is True
 
     changed = clone(tmp_path / "changed")
-    lock = changed / "images" / "verifier" / "requirements.txt"
+    lock = changed / "agent_eval" / "shipped" / "images" / "verifier" / "requirements.txt"
     lock.write_text(lock.read_text().split("# pip, so that")[0])  # drop the pip wheel
     note_tags(engine, created, changed, tmp_path / "notes")
     rebuilt = build_images(engine, changed).verifier
@@ -194,9 +194,8 @@ def test_images_verify_confirms_an_image_and_rejects_one_built_with_a_changed_lo
     assert rejected.exit_code == 1, rejected.output
     report = json.loads(rejected.stdout)
     assert report["same"] is False and report["sourceDirty"] is True
-    assert any(
-        line.startswith("images/verifier/requirements.txt") for line in report["differences"]
-    )
+    shipped = "agent_eval/shipped/images/verifier/requirements.txt"
+    assert any(line.startswith(shipped) for line in report["differences"])
 
 
 def test_images_verify_of_an_image_without_a_recipe_is_a_usage_error(

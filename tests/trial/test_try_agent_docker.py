@@ -12,7 +12,6 @@ ready shows, in the gateway's own records, that no attempt asked the model.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from agent_eval.verdict.qualification import unanswered_attempts
 from agent_eval.verification.container.verifier import batch_verifier_factory
 from tests.agent_scripted_model import engine
 from tests.batches import BIN, project_copy
-from tests.paths import REPO
+from tests.paths import REPO, SHIPPED
 
 pytestmark = pytest.mark.docker
 
@@ -40,17 +39,9 @@ __all__ = ["engine"]
 
 @pytest.fixture(scope="module")
 def trial_project(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clean checkout with what the trial reads its config and images from."""
+    """A clean checkout; the trial reads its runner config and recipes from the harness."""
     build_runner_image(engine, REPO, "claude-code")
     project = project_copy(tmp_path_factory.mktemp("trial"))
-    for name in ("examples", "images"):
-        shutil.copytree(REPO / name, project / name)
-    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True)
-    subprocess.run(
-        ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.org",
-         "commit", "-q", "-m", "examples and images"],
-        check=True,
-    )  # fmt: skip
     return project
 
 
@@ -76,7 +67,7 @@ def test_a_trial_batch_completes_through_the_gateway_and_is_rejected_only_as_sel
     receipt = Receipt.model_validate_json(receipt_path.read_bytes())
     served = (
         RunnerConfig.model_validate_json(
-            (REPO / "examples" / "runners" / "claude-code.json").read_bytes()
+            (SHIPPED / "examples" / "runners" / "claude-code.json").read_bytes()
         )
         .models[0]
         .servedModels[0]

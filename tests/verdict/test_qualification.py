@@ -46,7 +46,7 @@ from tests.evidence_builders import (
     run,
     write_batch,
 )
-from tests.paths import EXAMPLE_SUITE, REPO
+from tests.paths import EXAMPLE_SUITE, SHIPPED
 
 
 def check(batch: Batch, current: Anchors = CURRENT) -> list[str]:
@@ -485,7 +485,7 @@ def test_several_broken_rules_are_all_reported(tmp_path: Path) -> None:
 
 
 def test_a_batch_is_self_test_by_its_identity_or_its_gateway_whatever_it_reports() -> None:
-    data = json.loads((REPO / "examples" / "runners" / "claude-code.json").read_text())
+    data = json.loads((SHIPPED / "examples" / "runners" / "claude-code.json").read_text())
     config = RunnerConfig.model_validate(data)
     gateway = GatewaySettings.model_validate(copy.deepcopy(GATEWAY))
     assert not is_self_test(config, gateway)

@@ -1,0 +1,1 @@
+"""Adopting the harness in a library's repository: ``agent-eval init`` (:mod:`.init`)."""
