@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from agent_eval import __version__
+import agent_eval
 from agent_eval.cli.check import check_command
 from agent_eval.cli.review import review_command
 from agent_eval.cli.run import eval_agent_command
@@ -104,7 +104,7 @@ class _LazyGroup(click.Group):
 @click.group(name="agent-eval", cls=_LazyGroup)
 # The version from the package itself (a test pins it to pyproject.toml): asking the
 # installed metadata for it scans site-packages, a third of --version's cost.
-@click.version_option(version=__version__)
+@click.version_option(version=agent_eval.__version__)
 def main() -> None:
     """Evaluate coding agents against this repository's library."""
 
@@ -116,7 +116,7 @@ main.context_settings["help_option_names"] = HELP_OPTIONS
 # each takes -h and --version when run by its own name.
 for _command in (eval_agent_command, check_command, review_command):
     _command.context_settings["help_option_names"] = HELP_OPTIONS
-    click.version_option(version=__version__)(_command)
+    click.version_option(version=agent_eval.__version__)(_command)
 
 
 def eval_agent_main() -> None:
