@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agent_eval.engine import ImageStore
+from agent_eval.engine import ContainerEngine
 from agent_eval.errors import InfrastructureError
 
 __all__ = ["BASE_REFERENCE", "BaseFile", "BaseImage", "ensure_base_image", "read_base_image"]
@@ -97,7 +97,7 @@ def _remove_rootfs(rootfs: Path) -> None:
 
 
 def ensure_base_image(
-    engine: ImageStore,
+    engine: ContainerEngine,
     work_root: Path,
     *,
     reference: str = BASE_REFERENCE,
@@ -261,7 +261,7 @@ class _Filesystem:
                 )
 
 
-def read_base_image(engine: ImageStore, image_id: str, work_dir: Path) -> BaseImage:
+def read_base_image(engine: ContainerEngine, image_id: str, work_dir: Path) -> BaseImage:
     """Read the base's layers, history, directories, setuid files and user databases.
 
     Args:
