@@ -92,7 +92,13 @@ def prepared(
     if budget is not None:
         options = config.gateway.model_copy(update={"tokenBudget": budget})
         config = config.model_copy(update={"gateway": options})
-    context = RemoteContext(
+    cluster.prepare(remote_context(config, notices))
+    return cluster, notices
+
+
+def remote_context(config: RunnerConfig, notices: list[str]) -> RemoteContext:
+    """A driver's context for this checkout's suite, every identity of it ``DIGEST``."""
+    return RemoteContext(
         project=find_project(REPO), config=config, environment={},
         runner_image_id=DIGEST, verifier_image_id=DIGEST, gateway_image_id=None,
         archives_dir=REPO, archives=[],
@@ -100,8 +106,6 @@ def prepared(
         receipt=Receipt.opened(batch_id="b", created_at=datetime.now(UTC)),
         notice=notices.append, progress=lambda _event: None,
     )  # fmt: skip
-    cluster.prepare(context)
-    return cluster, notices
 
 
 def test_ready_nodes_are_named_and_their_reapers_are_heard(monkeypatch: pytest.MonkeyPatch) -> None:
