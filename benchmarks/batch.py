@@ -110,7 +110,9 @@ def main() -> int:
         config_path = evidence / "runner.json"
         write_model_atomic(config_path, config)
         started = time.monotonic()
-        outcome = run_batch(config_path, bench_project, verifier_factory=factory)
+        outcome = run_batch(
+            config_path, bench_project, verifier_factory=factory, connect=connect_local_engine
+        )
         wall = time.monotonic() - started
         receipt = Receipt.model_validate_json(outcome.receipt.read_bytes())
     attempts = [a.durationMs / 1000 for r in receipt.runs for a in r.attempts]

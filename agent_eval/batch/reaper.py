@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent_eval.batch.lease import owner_alive, read_lease
-from agent_eval.engine import ContainerEngine, remove_leftovers
+from agent_eval.engine import ContainerRuntime, remove_leftovers
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, read_model, write_model_atomic
 from agent_eval.layout import RunDirectory
@@ -57,7 +57,7 @@ class Reaped:
 
 
 def reap(
-    evidence_dir: Path, engine: ContainerEngine, *, clock: Callable[[], datetime]
+    evidence_dir: Path, engine: ContainerRuntime, *, clock: Callable[[], datetime]
 ) -> list[Reaped]:
     """Close every batch under *evidence_dir* whose lease's owner is no longer alive."""
     reaped: list[Reaped] = []
@@ -88,7 +88,7 @@ def reap(
 
 
 def _reap_one(
-    evidence_dir: Path, run_dir: Path, lease: Lease, engine: ContainerEngine, now: datetime
+    evidence_dir: Path, run_dir: Path, lease: Lease, engine: ContainerRuntime, now: datetime
 ) -> Reaped:
     problems: list[str] = []
     evidence = RunDirectory(run_dir)

@@ -40,7 +40,6 @@ from agent_eval.batch.signals import Stop
 from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import file_sha256, solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import AgentEvalError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.gateway.host import BatchGateway, gateway_settings
@@ -124,7 +123,7 @@ def run_batch(
     project: Project,
     *,
     verifier_factory: VerifierFactory[VerifierContext],
-    connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
+    connect: Callable[[str | None], ContainerEngine],
     environ: Mapping[str, str] = os.environ,
     clock: Callable[[], datetime] = _now,
     progress: Callable[[ProgressEvent], None] = lambda _event: None,
@@ -141,6 +140,8 @@ def run_batch(
     which can be compared but never qualifies. With *remote*, the
     runs execute on a cluster's nodes, prepared after the driver's own
     preflight; a node that cannot be prepared ends the batch ``not-run``.
+    *connect* gives the engine at the config's ``runtimePath`` (the caller
+    picks the implementation); one that cannot be reached ends it ``not-run``.
 
     The batch holds a lease on its run directory for as long as it runs.
     Everything from connecting to the engine on runs inside one cleanup: the

@@ -20,7 +20,7 @@ from pathlib import Path
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.engine import (
     RUNNER_USER,
-    ContainerEngine,
+    ContainerRuntime,
     ContainerSpec,
     Mount,
     ResourceLimits,
@@ -50,7 +50,7 @@ class ContainerRunner:
 
     def __init__(
         self,
-        engine: ContainerEngine,
+        engine: ContainerRuntime,
         *,
         config: RunnerConfig,
         image_id: str,

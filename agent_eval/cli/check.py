@@ -49,10 +49,10 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
       check-agent-eval --receipt evidence/RUN/receipt.json \\
                        --archives evidence/RUN/archives.json
     """
+    from agent_eval.cli.compose import recorded_verifier
     from agent_eval.models import QualificationResult
     from agent_eval.verdict.qualification import current_anchors, qualify_files
     from agent_eval.verdict.reverify import reverify_files
-    from agent_eval.verification.container.verifier import evidence_verifiers
 
     located = located_project(project)
     anchors = current_anchors(located)
@@ -62,7 +62,7 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
             receipt,
             archives,
             located,
-            lambda manifest, run_dir: evidence_verifiers(located, manifest, run_dir),
+            lambda manifest, run_dir: recorded_verifier(located, manifest, run_dir),
         )
         reasons = [*result.reasons, *again]
         result = QualificationResult(qualified=not reasons, reasons=reasons)

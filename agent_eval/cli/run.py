@@ -145,6 +145,7 @@ def eval_agent_command(
     """
     from agent_eval.batch.run import run_batch
     from agent_eval.batch.signals import stopping_on_signals
+    from agent_eval.engine.docker_engine import connect_local_engine
     from agent_eval.project import find_project
     from agent_eval.verification.container.verifier import batch_verifier_factory
 
@@ -158,6 +159,7 @@ def eval_agent_command(
                 runner_config,
                 located,
                 verifier_factory=batch_verifier_factory(located),
+                connect=connect_local_engine,
                 progress=display,
                 notice=display.say,
                 only=only,
@@ -192,9 +194,10 @@ def _remote(executor: str, address: str | None, node_ip: str | None) -> RemoteRu
             raise click.BadParameter(
                 f"{node_ip!r} is not an IP address", param_hint="--ray-node-ip"
             ) from None
+    from agent_eval.cli.compose import cluster_node_parts
     from agent_eval.cluster.ray_cluster import RayCluster
 
-    return RayCluster(address, node_ip=node_ip)
+    return RayCluster(address, cluster_node_parts(), node_ip=node_ip)
 
 
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\]")

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli.common import EXIT_FAILURE, reported_errors
+from agent_eval.cli.compose import local_engine
 from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import source_verifiers
 from agent_eval.verification.fixtures import format_report, verify_tasks
@@ -96,9 +97,12 @@ def verify_command(
     with reported_errors():
         layout = find_project(project)
         if chosen == "docker":
-            with source_verifiers(
-                layout, verifier_image=verifier_image, slots=concurrency
-            ) as build_docker:
+            with (
+                local_engine() as engine,
+                source_verifiers(
+                    engine, layout, verifier_image=verifier_image, slots=concurrency
+                ) as build_docker,
+            ):
                 report = verify_tasks(layout, build_docker, concurrency=concurrency, repeat=repeat)
         else:
 

@@ -11,6 +11,7 @@ from agent_eval.batch.signals import Stop, stopping_on_signals
 from agent_eval.cli.common import reported_errors
 from agent_eval.cli.progress import make_display
 from agent_eval.cli.run import report_outcome
+from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.project import find_project
 from agent_eval.trial import TRIAL_AGENTS, try_agent
 from agent_eval.verification.container.verifier import batch_verifier_factory
@@ -53,6 +54,7 @@ def try_agent_command(agent: str, project: Path | None) -> None:
                     located,
                     agent,
                     verifier_factory=batch_verifier_factory(located),
+                    connect=connect_local_engine,
                     progress=display,
                     notice=display.say,
                 )

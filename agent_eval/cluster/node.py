@@ -18,6 +18,7 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,7 +29,6 @@ from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import Schedule
 from agent_eval.digests import file_sha256, regular_files
 from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
 from agent_eval.gateway.host import BatchGateway
@@ -36,13 +36,26 @@ from agent_eval.layout import RunDirectory
 from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
 from agent_eval.project import Project
 from agent_eval.suite.tasks import load_suite
-from agent_eval.verification.container.verifier import batch_verifier_factory
-from agent_eval.verification.protocol import Verifier, VerifierContext
+from agent_eval.verification.protocol import Verifier, VerifierContext, VerifierFactory
 
-__all__ = ["NODE_GUIDES", "NodeWorker", "node_name", "write_shipped"]
+__all__ = ["NODE_GUIDES", "NodeParts", "NodeWorker", "node_name", "write_shipped"]
 
 NODE_GUIDES = "guides"
 """Where a node's copy of the project holds the docs directories declared as guides."""
+
+
+@dataclass(frozen=True)
+class NodeParts:
+    """What a node's side of a batch is composed from, picked by the composition root.
+
+    Both travel to the node (by name, as module-level functions do), where the
+    node's own engine and verifier are made from them.
+    """
+
+    connect: Callable[[str | None], ContainerEngine]
+    """Connects to the node's own engine (it is given None: not the driver's runtimePath)."""
+    verifiers: Callable[[Project], VerifierFactory[VerifierContext]]
+    """The factory of the node's verifier, for the suite as the node received it."""
 
 
 def node_name(label: str | None, node_id: str) -> str:
@@ -66,8 +79,8 @@ class NodeWorker:
         name: str,
         root: Path,
         slots: int,
+        parts: NodeParts,
         *,
-        connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         environ: Mapping[str, str] = os.environ,
     ) -> None:
@@ -76,7 +89,7 @@ class NodeWorker:
         self.name = name
         self.root = root
         self.slots = slots
-        self._connect = connect
+        self._parts = parts
         self._clock = clock
         self._environ = environ
         self._stack = contextlib.ExitStack()
@@ -103,7 +116,7 @@ class NodeWorker:
         """
         config = assignment.config
         # The node's own engine (its DOCKER_HOST): the driver's runtimePath names the driver's.
-        self._engine = engine = self._connect(None)
+        self._engine = engine = self._parts.connect(None)
         self.root.mkdir(parents=True, exist_ok=True)
         notices = []
         for reaped in reap(self.root, engine, clock=self._clock):
@@ -164,7 +177,7 @@ class NodeWorker:
                 f"the API catalog on node {self.name} is {catalog}, not the driver's "
                 f"{assignment.apiCatalogDigest}"
             )
-        verifier: Verifier = batch_verifier_factory(project)(
+        verifier: Verifier = self._parts.verifiers(project)(
             VerifierContext(
                 engine=engine,
                 image_id=assignment.verifierImageId,

@@ -29,7 +29,7 @@ from agent_eval.batch.ports import RemoteContext
 from agent_eval.batch.progress import ProgressEvent
 from agent_eval.batch.schedule import ExecutorFactory, Schedule
 from agent_eval.cluster.arrival import accept_run
-from agent_eval.cluster.node import NODE_GUIDES, NodeWorker, node_name
+from agent_eval.cluster.node import NODE_GUIDES, NodeParts, NodeWorker, node_name
 from agent_eval.digests import regular_files
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, RunRecord, ShippedFile
@@ -72,11 +72,12 @@ class NodeActor:
     harness travels as words, never as a pickled exception.
     """
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, parts: NodeParts) -> None:
         ray = _ray()
         node_id = ray.get_runtime_context().get_node_id()
         root = Path(os.environ.get(NODE_ROOT_ENV) or DEFAULT_NODE_ROOT)
-        self._worker = NodeWorker(node_name(os.environ.get(NODE_LABEL_ENV), node_id), root, slots)
+        name = node_name(os.environ.get(NODE_LABEL_ENV), node_id)
+        self._worker = NodeWorker(name, root, slots, parts)
 
     def prepare(self, assignment: bytes) -> tuple[str, str]:
         try:
@@ -117,6 +118,8 @@ class RayCluster:
 
     address: str
     """The cluster's GCS address (``host:port``)."""
+    parts: NodeParts
+    """What each node's side is composed from (its engine, its verifier)."""
     node_ip: str | None = None
     """The driver's own address in the cluster (otherwise Ray works it out itself, by
     asking the network how it would reach an outside address)."""
@@ -190,7 +193,7 @@ class RayCluster:
                 max_restarts=0,
                 max_task_retries=0,
                 max_concurrency=slots + 2,  # its runs, and a stop while they run
-            ).remote(slots)
+            ).remote(slots, self.parts)
             self._nodes.append(_Node(actor, str(found["NodeID"])[:12], slots))
 
     def close(self) -> list[str]:

@@ -26,7 +26,7 @@ import tomli_w
 
 import agent_eval
 from agent_eval.digests import file_sha256
-from agent_eval.engine import ContainerEngine, ContainerSpec, Mount, ResourceLimits, run_container
+from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, ResourceLimits, run_container
 from agent_eval.errors import EvidenceError, InfrastructureError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import ARCHIVES_MOUNT, CONSUMER_MOUNT, ConsumerLayout, staged_files
@@ -116,7 +116,7 @@ def write_project(
 
 
 def prepare_consumer(
-    engine: ContainerEngine,
+    engine: ContainerRuntime,
     *,
     verifier_image: str,
     root: Path,

@@ -1,9 +1,10 @@
 """The container engine: its interface, the hardening policy, and the implementations.
 
-    api            ContainerEngine, the specs and results, run/list/remove over any engine
+    api            ContainerRuntime, ImageStore and ContainerEngine (both), the specs and
+                   results, run/list/remove over any runtime
     policy         Hardening (the one place of every container flag), mount, socket and pin checks
     docker_engine  DockerEngine over the Docker SDK: the only module that imports ``docker``
-    fake           FakeEngine, in memory, for unit tests
+    fake           FakeRuntime, FakeImageStore and FakeEngine (both), in memory, for unit tests
 
 This face re-exports the interface and the policy, never the Docker
 implementation: connecting to an engine is the composition root's decision
@@ -14,10 +15,12 @@ from agent_eval.engine.api import (
     BoundedOutput,
     ContainerEngine,
     ContainerRun,
+    ContainerRuntime,
     ContainerSpec,
     ContainerSummary,
     ImageDetails,
     ImageIdentity,
+    ImageStore,
     WaitResult,
     list_leftovers,
     remove_leftovers,
@@ -50,11 +53,13 @@ __all__ = [
     "BoundedOutput",
     "ContainerEngine",
     "ContainerRun",
+    "ContainerRuntime",
     "ContainerSpec",
     "ContainerSummary",
     "Hardening",
     "ImageDetails",
     "ImageIdentity",
+    "ImageStore",
     "Mount",
     "Network",
     "ResourceLimits",

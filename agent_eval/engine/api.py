@@ -1,9 +1,12 @@
 """The container engine interface and its value types.
 
-Everything the harness does with containers and images goes through
-:class:`ContainerEngine`; ``agent_eval.engine.docker_engine.DockerEngine``
-implements it over the Docker SDK (the only module that imports ``docker``)
-and ``agent_eval.engine.fake.FakeEngine`` in memory, for unit tests.
+Everything the harness does with containers goes through
+:class:`ContainerRuntime`, everything it does with images through
+:class:`ImageStore`; each caller is typed with the half it uses, and
+:class:`ContainerEngine` is both, over one connection.
+``agent_eval.engine.docker_engine.DockerEngine`` implements it over the Docker
+SDK (the only module that imports ``docker``); ``agent_eval.engine.fake``
+implements each half in memory, for unit tests, and ``FakeEngine`` both.
 
 Invariants every implementation keeps:
 
@@ -17,12 +20,12 @@ Invariants every implementation keeps:
 * **Labelled.** Every container carries ``agent-eval.batch``,
   ``agent-eval.run`` and ``agent-eval.role``, so the leftovers of an
   interrupted batch can be found and removed by label.
-* **Deadlines from outside.** :meth:`ContainerEngine.wait` kills a container
+* **Deadlines from outside.** :meth:`ContainerRuntime.wait` kills a container
   that outlives its deadline and reports a timeout; the container's own
   cooperation is never needed.
 * **Bounded output.** Logs are read as streams and cut at a byte limit, with a
   flag saying so; stdout and stderr are kept apart.
-* **Confirmed removal.** :meth:`ContainerEngine.remove` returns only when a
+* **Confirmed removal.** :meth:`ContainerRuntime.remove` returns only when a
   follow-up lookup says the container is gone; otherwise it raises
   :class:`~agent_eval.errors.CleanupError`, an infrastructure failure that
   stops the batch.
@@ -35,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from agent_eval.engine.policy import (
     LABEL_BATCH,
@@ -55,10 +58,12 @@ __all__ = [
     "BoundedOutput",
     "ContainerEngine",
     "ContainerRun",
+    "ContainerRuntime",
     "ContainerSpec",
     "ContainerSummary",
     "ImageDetails",
     "ImageIdentity",
+    "ImageStore",
     "WaitResult",
     "list_leftovers",
     "remove_leftovers",
@@ -211,34 +216,23 @@ class ContainerRun:
     """Wall-clock time from create to confirmed removal."""
 
 
-class ContainerEngine(abc.ABC):
-    """What the harness needs from a container engine."""
+class ContainerRuntime(Protocol):
+    """Running containers: what the schedule, the verifier, the gateway and the reaper need.
 
-    address: str = "unknown"
+    A container is created from a pinned reference that the runtime resolves
+    itself (as :meth:`ImageStore.resolve_image` does), so a caller that only
+    runs containers needs nothing of the image store.
+    """
+
+    address: str
     """Where the engine listens (its socket), so that what a batch left is sought there."""
-
-    @abc.abstractmethod
-    def resolve_image(self, reference: str) -> ImageIdentity:
-        """Find a locally present image and check that it is the pinned one.
-
-        Args:
-            reference: ``name@sha256:<manifest digest>`` or ``sha256:<image id>``.
-
-        Returns:
-            The image's identity; containers are created from its id.
-
-        Raises:
-            ConfigError: The reference is not pinned.
-            InfrastructureError: The image is not present locally (nothing is
-                ever pulled) or is not the pinned one.
-        """
 
     @abc.abstractmethod
     def create(self, spec: ContainerSpec) -> str:
         """Create (not start) a hardened, labelled container.
 
         Args:
-            spec: What to run; the image is resolved with :meth:`resolve_image`.
+            spec: What to run; the image is resolved as :meth:`ImageStore.resolve_image` does.
 
         Returns:
             The container id.
@@ -374,6 +368,26 @@ class ContainerEngine(abc.ABC):
             InfrastructureError: The engine could not list them.
         """
 
+
+class ImageStore(Protocol):
+    """Managing local images: finding and checking them, loading, saving, building, tagging."""
+
+    @abc.abstractmethod
+    def resolve_image(self, reference: str) -> ImageIdentity:
+        """Find a locally present image and check that it is the pinned one.
+
+        Args:
+            reference: ``name@sha256:<manifest digest>`` or ``sha256:<image id>``.
+
+        Returns:
+            The image's identity; containers are created from its id.
+
+        Raises:
+            ConfigError: The reference is not pinned.
+            InfrastructureError: The image is not present locally (nothing is
+                ever pulled) or is not the pinned one.
+        """
+
     @abc.abstractmethod
     def image_id(self, reference: str) -> str | None:
         """The id of a local image by name, tag or id, without any pinning check.
@@ -484,8 +498,17 @@ class ContainerEngine(abc.ABC):
             InfrastructureError: The push failed or no RepoDigest appeared.
         """
 
-    def close(self) -> None:  # noqa: B027 -- optional hook, nothing to do by default
-        """Release the connection to the engine."""
+
+class ContainerEngine(ContainerRuntime, ImageStore, Protocol):
+    """Both halves over one connection: what connecting to an engine gives.
+
+    A caller that checks its pinned images and then runs containers from them
+    (a batch's preflight, a node's) takes this; every other one takes the half
+    it uses.
+    """
+
+    def close(self) -> None:
+        """Release the connection to the engine (its owner, who connected, calls it)."""
 
 
 # --- Logic over any engine --------------------------------------------------------
@@ -496,7 +519,7 @@ _START_ATTEMPTS = 3
 
 
 def run_container(
-    engine: ContainerEngine,
+    engine: ContainerRuntime,
     spec: ContainerSpec,
     *,
     timeout_s: float,
@@ -552,7 +575,7 @@ def run_container(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def list_leftovers(engine: ContainerEngine, batch_id: str | None = None) -> list[ContainerSummary]:
+def list_leftovers(engine: ContainerRuntime, batch_id: str | None = None) -> list[ContainerSummary]:
     """Containers of *batch_id* (every batch when None) still known to the engine.
 
     Args:
@@ -568,7 +591,7 @@ def list_leftovers(engine: ContainerEngine, batch_id: str | None = None) -> list
     return engine.list_containers(batch_id)
 
 
-def remove_leftovers(engine: ContainerEngine, batch_id: str | None = None) -> list[str]:
+def remove_leftovers(engine: ContainerRuntime, batch_id: str | None = None) -> list[str]:
     """Remove every container of an interrupted batch, confirming each removal.
 
     Args:

@@ -1,4 +1,10 @@
-"""An in-memory :class:`~agent_eval.engine.ContainerEngine` for unit tests.
+"""In-memory engines for unit tests: each half of the interface, and both.
+
+:class:`FakeRuntime` runs containers (for a caller typed with
+:class:`~agent_eval.engine.ContainerRuntime`), :class:`FakeImageStore` holds
+images (for one typed with :class:`~agent_eval.engine.ImageStore`), and
+:class:`FakeEngine` is both over one store, for a caller that needs the whole
+:class:`~agent_eval.engine.ContainerEngine`.
 
 It applies the same checks as the real engine where they are pure (pinned
 references, hardening, mounts, labels) and lets a test script each
@@ -29,17 +35,19 @@ from agent_eval.engine import (
     LABEL_RUN,
     BoundedOutput,
     ContainerEngine,
+    ContainerRuntime,
     ContainerSpec,
     ContainerSummary,
     ImageDetails,
     ImageIdentity,
+    ImageStore,
     WaitResult,
     match_pinned_image,
 )
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
 from agent_eval.models.runner_config import check_pinned_image
 
-__all__ = ["FakeEngine", "Outcome"]
+__all__ = ["FakeEngine", "FakeImageStore", "FakeRuntime", "Outcome"]
 
 
 @dataclass(frozen=True)
@@ -109,28 +117,19 @@ class FakeContainer:
     removed: bool = False
 
 
-class FakeEngine(ContainerEngine):
-    """An in-memory engine with scripted outcomes."""
+class FakeImageStore(ImageStore):
+    """In-memory images: present, loaded, built, imported or pushed by a test."""
 
-    def __init__(self, *, default_outcome: Outcome | None = None) -> None:
-        """Start empty; containers get *default_outcome* unless one is scripted."""
+    def __init__(self) -> None:
+        """Start with no image."""
         self.images: dict[str, FakeImage] = {}
-        self.containers: dict[str, FakeContainer] = {}
         self.pulls: list[str] = []
         self.builds: list[tuple[Path, str, dict[str, str]]] = []
         self.pushes: list[str] = []
-        self.networks: dict[str, dict[str, str]] = {}
-        """Networks made, with their labels."""
         self.loads: list[str] = []
         """Ids of the images loaded, in order."""
         self.layers: dict[str, bytes] = {}
         """Every layer held, by diff_id."""
-        self.default_outcome = default_outcome or Outcome()
-        self.address = "fake"
-        self._scripted: deque[Outcome] = deque()
-        self._counter = 0
-
-    # --- Test set-up ---------------------------------------------------------------
 
     def add_image(
         self,
@@ -146,18 +145,6 @@ class FakeEngine(ContainerEngine):
         self.images[image_id] = FakeImage(image_id, list(tags), list(repo_digests))
         return image_id
 
-    def script(self, *outcomes: Outcome) -> None:
-        """Queue outcomes for the next containers created, in order."""
-        self._scripted.extend(outcomes)
-
-    def leave_container(self, spec: ContainerSpec, state: str = "running") -> str:
-        """Make a container as an interrupted batch would have left it."""
-        container_id = self.create(spec)
-        self.containers[container_id].state = state
-        return container_id
-
-    # --- The interface -------------------------------------------------------------
-
     def _find_image(self, reference: str) -> FakeImage | None:
         if reference in self.images:
             return self.images[reference]
@@ -167,7 +154,7 @@ class FakeEngine(ContainerEngine):
         return None
 
     def resolve_image(self, reference: str) -> ImageIdentity:
-        """See :meth:`ContainerEngine.resolve_image`."""
+        """See :meth:`ImageStore.resolve_image`."""
         try:
             check_pinned_image(reference)
         except ValueError as exc:
@@ -188,140 +175,13 @@ class FakeEngine(ContainerEngine):
         match_pinned_image(reference, image.image_id, image.repo_digests)
         return ImageIdentity(reference, image.image_id, tuple(image.repo_digests))
 
-    def create(self, spec: ContainerSpec) -> str:
-        """See :meth:`ContainerEngine.create`."""
-        hardening = spec.hardening
-        host_config = hardening.host_config_kwargs(spec.mounts)
-        image = self.resolve_image(spec.image)
-        self._counter += 1
-        container_id = hashlib.sha256(f"fake-container-{self._counter}".encode()).hexdigest()
-        outcome = self._scripted.popleft() if self._scripted else self.default_outcome
-        self.containers[container_id] = FakeContainer(
-            container_id=container_id,
-            spec=spec,
-            image_id=image.image_id,
-            user=hardening.user,
-            host_config=host_config,
-            labels=spec.labels,
-            outcome=outcome,
-        )
-        return container_id
-
-    def _get(self, container_id: str) -> FakeContainer:
-        container = self.containers.get(container_id)
-        if container is None or container.removed:
-            raise InfrastructureError(f"no such container: {container_id[:12]}")
-        return container
-
-    def start(self, container_id: str, stdin: bytes | None = None) -> None:
-        """See :meth:`ContainerEngine.start`."""
-        container = self._get(container_id)
-        if container.outcome.start_error is not None:
-            raise InfrastructureError(
-                f"starting container {container_id[:12]}: the engine answered 500: "
-                f"{container.outcome.start_error}"
-            )
-        if container.outcome.start_raises is not None:
-            raise container.outcome.start_raises
-        container.stdin = stdin
-        container.state = "running"
-        if container.outcome.on_start is not None:
-            printed = container.outcome.on_start(container.spec, stdin)
-            if printed is not None:
-                container.stdout = printed
-
-    def wait(self, container_id: str, timeout_s: float) -> WaitResult:
-        """See :meth:`ContainerEngine.wait`."""
-        container = self._get(container_id)
-        container.state = "exited"
-        if container.outcome.timeout:
-            container.killed = True
-            return WaitResult(
-                exit_code=137,
-                timed_out=True,
-                oom_killed=False,
-                cpu_seconds=container.outcome.cpu_seconds,
-            )
-        return WaitResult(
-            exit_code=container.outcome.exit_code,
-            timed_out=False,
-            oom_killed=container.outcome.oom_killed,
-            peak_memory_bytes=container.outcome.peak_memory_bytes,
-            cpu_seconds=container.outcome.cpu_seconds,
-            engine_lost=container.outcome.engine_lost,
-        )
-
-    def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:
-        """See :meth:`ContainerEngine.logs`."""
-        container = self._get(container_id)
-        outcome = container.outcome
-        stdout = outcome.stdout if container.stdout is None else container.stdout
-        return BoundedOutput(
-            stdout=stdout[:limit_bytes],
-            stderr=outcome.stderr[-limit_bytes:] if limit_bytes else b"",
-            stdout_truncated=len(stdout) > limit_bytes,
-            stderr_truncated=len(outcome.stderr) > limit_bytes,
-        )
-
-    def copy_file_out(self, container_id: str, path: str, max_bytes: int) -> bytes:
-        """See :meth:`ContainerEngine.copy_file_out`."""
-        files = self._get(container_id).outcome.files
-        where = f"{path} in container {container_id[:12]}"
-        if path not in files:
-            raise InfrastructureError(f"{where} does not exist")
-        if len(files[path]) > max_bytes:
-            raise InfrastructureError(f"{where} has {len(files[path])} bytes, over {max_bytes}")
-        return files[path]
-
-    def remove(self, container_id: str) -> None:
-        """See :meth:`ContainerEngine.remove`."""
-        container = self.containers.get(container_id)
-        if container is None or container.removed:
-            return
-        if container.outcome.cleanup_fails:
-            raise CleanupError(
-                f"removal of container {container_id} was not confirmed (scripted failure)"
-            )
-        container.removed = True
-
-    def create_network(self, name: str, labels: Mapping[str, str]) -> None:
-        """See :meth:`ContainerEngine.create_network`."""
-        if name in self.networks:
-            raise InfrastructureError(f"network {name} exists")
-        self.networks[name] = dict(labels)
-
-    def remove_network(self, name: str) -> None:
-        """See :meth:`ContainerEngine.remove_network`."""
-        self.networks.pop(name, None)
-
-    def address_on(self, container_id: str, network: str) -> str:
-        """See :meth:`ContainerEngine.address_on`."""
-        container = self.containers.get(container_id)
-        if container is None or container.removed or network not in self.networks:
-            raise InfrastructureError(f"container {container_id} has no address on {network}")
-        return f"10.99.0.{2 + list(self.containers).index(container_id) % 250}"
-
-    def list_containers(self, batch_id: str | None = None) -> list[ContainerSummary]:
-        """See :meth:`ContainerEngine.list_containers`."""
-        return [
-            ContainerSummary(
-                container_id=c.container_id,
-                batch_id=c.labels[LABEL_BATCH],
-                run_id=c.labels[LABEL_RUN],
-                role=c.labels[LABEL_ROLE],
-                state=c.state,
-            )
-            for c in self.containers.values()
-            if not c.removed and (batch_id is None or c.labels[LABEL_BATCH] == batch_id)
-        ]
-
     def image_id(self, reference: str) -> str | None:
-        """See :meth:`ContainerEngine.image_id`."""
+        """See :meth:`ImageStore.image_id`."""
         image = self._find_image(reference)
         return None if image is None else image.image_id
 
     def inspect_image(self, reference: str) -> ImageDetails | None:
-        """See :meth:`ContainerEngine.inspect_image`."""
+        """See :meth:`ImageStore.inspect_image`."""
         image = self._find_image(reference)
         if image is None:
             return None
@@ -334,7 +194,7 @@ class FakeEngine(ContainerEngine):
         )
 
     def load_image(self, archive: Path) -> None:
-        """See :meth:`ContainerEngine.load_image`: as ``docker load``, layers held are reused."""
+        """See :meth:`ImageStore.load_image`: as ``docker load``, layers held are reused."""
         try:
             with tarfile.open(archive, "r:") as tar:
                 members = {m.name: m for m in tar.getmembers()}
@@ -372,7 +232,7 @@ class FakeEngine(ContainerEngine):
         self.loads.append(image_id)
 
     def save_image(self, image_id: str, destination: Path) -> None:
-        """See :meth:`ContainerEngine.save_image`: the loaded config and its held layers."""
+        """See :meth:`ImageStore.save_image`: the loaded config and its held layers."""
         image = self.images.get(image_id)
         if image is None or not image.config:
             raise InfrastructureError(f"saving image {image_id}: it is not present")
@@ -398,7 +258,7 @@ class FakeEngine(ContainerEngine):
         buildargs: Mapping[str, str],
         labels: Mapping[str, str],
     ) -> str:
-        """See :meth:`ContainerEngine.build_image`: the id hashes the context and arguments."""
+        """See :meth:`ImageStore.build_image`: the id hashes the context and arguments."""
         if not (context_dir / "Dockerfile").is_file():
             raise InfrastructureError(f"building {tag}: no Dockerfile in {context_dir}")
         digest = hashlib.sha256()
@@ -420,7 +280,7 @@ class FakeEngine(ContainerEngine):
                 image.repo_tags.remove(tag)
 
     def import_image(self, stream: IO[bytes], *, repository: str, tag: str) -> str:
-        """See :meth:`ContainerEngine.import_image`."""
+        """See :meth:`ImageStore.import_image`."""
         image_id = "sha256:" + hashlib.sha256(stream.read()).hexdigest()
         self._untag(f"{repository}:{tag}")
         self.images.setdefault(image_id, FakeImage(image_id)).repo_tags.append(
@@ -429,7 +289,7 @@ class FakeEngine(ContainerEngine):
         return image_id
 
     def push_image(self, image_id: str, *, repository: str, tag: str) -> str:
-        """See :meth:`ContainerEngine.push_image`: the manifest digest hashes the image id."""
+        """See :meth:`ImageStore.push_image`: the manifest digest hashes the image id."""
         image = self.images.get(image_id)
         if image is None:
             raise InfrastructureError(f"pushing {repository}:{tag}: no image {image_id}")
@@ -440,3 +300,173 @@ class FakeEngine(ContainerEngine):
             image.repo_digests.append(reference)
         self.pushes.append(reference)
         return reference
+
+
+class FakeRuntime(ContainerRuntime):
+    """In-memory containers with scripted outcomes, created from the images of *store*."""
+
+    def __init__(
+        self, *, default_outcome: Outcome | None = None, store: FakeImageStore | None = None
+    ) -> None:
+        """Start empty; containers get *default_outcome* unless one is scripted."""
+        self.store = FakeImageStore() if store is None else store
+        """Where the images containers are created from are held."""
+        self.containers: dict[str, FakeContainer] = {}
+        self.networks: dict[str, dict[str, str]] = {}
+        """Networks made, with their labels."""
+        self.default_outcome = default_outcome or Outcome()
+        self.address = "fake"
+        self._scripted: deque[Outcome] = deque()
+        self._counter = 0
+
+    def script(self, *outcomes: Outcome) -> None:
+        """Queue outcomes for the next containers created, in order."""
+        self._scripted.extend(outcomes)
+
+    def leave_container(self, spec: ContainerSpec, state: str = "running") -> str:
+        """Make a container as an interrupted batch would have left it."""
+        container_id = self.create(spec)
+        self.containers[container_id].state = state
+        return container_id
+
+    def create(self, spec: ContainerSpec) -> str:
+        """See :meth:`ContainerRuntime.create`."""
+        hardening = spec.hardening
+        host_config = hardening.host_config_kwargs(spec.mounts)
+        image = self.store.resolve_image(spec.image)
+        self._counter += 1
+        container_id = hashlib.sha256(f"fake-container-{self._counter}".encode()).hexdigest()
+        outcome = self._scripted.popleft() if self._scripted else self.default_outcome
+        self.containers[container_id] = FakeContainer(
+            container_id=container_id,
+            spec=spec,
+            image_id=image.image_id,
+            user=hardening.user,
+            host_config=host_config,
+            labels=spec.labels,
+            outcome=outcome,
+        )
+        return container_id
+
+    def _get(self, container_id: str) -> FakeContainer:
+        container = self.containers.get(container_id)
+        if container is None or container.removed:
+            raise InfrastructureError(f"no such container: {container_id[:12]}")
+        return container
+
+    def start(self, container_id: str, stdin: bytes | None = None) -> None:
+        """See :meth:`ContainerRuntime.start`."""
+        container = self._get(container_id)
+        if container.outcome.start_error is not None:
+            raise InfrastructureError(
+                f"starting container {container_id[:12]}: the engine answered 500: "
+                f"{container.outcome.start_error}"
+            )
+        if container.outcome.start_raises is not None:
+            raise container.outcome.start_raises
+        container.stdin = stdin
+        container.state = "running"
+        if container.outcome.on_start is not None:
+            printed = container.outcome.on_start(container.spec, stdin)
+            if printed is not None:
+                container.stdout = printed
+
+    def wait(self, container_id: str, timeout_s: float) -> WaitResult:
+        """See :meth:`ContainerRuntime.wait`."""
+        container = self._get(container_id)
+        container.state = "exited"
+        if container.outcome.timeout:
+            container.killed = True
+            return WaitResult(
+                exit_code=137,
+                timed_out=True,
+                oom_killed=False,
+                cpu_seconds=container.outcome.cpu_seconds,
+            )
+        return WaitResult(
+            exit_code=container.outcome.exit_code,
+            timed_out=False,
+            oom_killed=container.outcome.oom_killed,
+            peak_memory_bytes=container.outcome.peak_memory_bytes,
+            cpu_seconds=container.outcome.cpu_seconds,
+            engine_lost=container.outcome.engine_lost,
+        )
+
+    def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:
+        """See :meth:`ContainerRuntime.logs`."""
+        container = self._get(container_id)
+        outcome = container.outcome
+        stdout = outcome.stdout if container.stdout is None else container.stdout
+        return BoundedOutput(
+            stdout=stdout[:limit_bytes],
+            stderr=outcome.stderr[-limit_bytes:] if limit_bytes else b"",
+            stdout_truncated=len(stdout) > limit_bytes,
+            stderr_truncated=len(outcome.stderr) > limit_bytes,
+        )
+
+    def copy_file_out(self, container_id: str, path: str, max_bytes: int) -> bytes:
+        """See :meth:`ContainerRuntime.copy_file_out`."""
+        files = self._get(container_id).outcome.files
+        where = f"{path} in container {container_id[:12]}"
+        if path not in files:
+            raise InfrastructureError(f"{where} does not exist")
+        if len(files[path]) > max_bytes:
+            raise InfrastructureError(f"{where} has {len(files[path])} bytes, over {max_bytes}")
+        return files[path]
+
+    def remove(self, container_id: str) -> None:
+        """See :meth:`ContainerRuntime.remove`."""
+        container = self.containers.get(container_id)
+        if container is None or container.removed:
+            return
+        if container.outcome.cleanup_fails:
+            raise CleanupError(
+                f"removal of container {container_id} was not confirmed (scripted failure)"
+            )
+        container.removed = True
+
+    def create_network(self, name: str, labels: Mapping[str, str]) -> None:
+        """See :meth:`ContainerRuntime.create_network`."""
+        if name in self.networks:
+            raise InfrastructureError(f"network {name} exists")
+        self.networks[name] = dict(labels)
+
+    def remove_network(self, name: str) -> None:
+        """See :meth:`ContainerRuntime.remove_network`."""
+        self.networks.pop(name, None)
+
+    def address_on(self, container_id: str, network: str) -> str:
+        """See :meth:`ContainerRuntime.address_on`."""
+        container = self.containers.get(container_id)
+        if container is None or container.removed or network not in self.networks:
+            raise InfrastructureError(f"container {container_id} has no address on {network}")
+        return f"10.99.0.{2 + list(self.containers).index(container_id) % 250}"
+
+    def list_containers(self, batch_id: str | None = None) -> list[ContainerSummary]:
+        """See :meth:`ContainerRuntime.list_containers`."""
+        return [
+            ContainerSummary(
+                container_id=c.container_id,
+                batch_id=c.labels[LABEL_BATCH],
+                run_id=c.labels[LABEL_RUN],
+                role=c.labels[LABEL_ROLE],
+                state=c.state,
+            )
+            for c in self.containers.values()
+            if not c.removed and (batch_id is None or c.labels[LABEL_BATCH] == batch_id)
+        ]
+
+
+class FakeEngine(FakeRuntime, FakeImageStore, ContainerEngine):
+    """Both halves over one store, as a connection to a real engine is."""
+
+    def __init__(self, *, default_outcome: Outcome | None = None) -> None:
+        """Start empty; containers get *default_outcome* unless one is scripted."""
+        FakeImageStore.__init__(self)
+        FakeRuntime.__init__(self, default_outcome=default_outcome, store=self)
+        self.closed = False
+        """Whether its owner closed it (what is given an engine never does)."""
+
+    def close(self) -> None:
+        """See :meth:`ContainerEngine.close`."""
+        self.closed = True

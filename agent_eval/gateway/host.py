@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from agent_eval.engine import (
     RUNNER_USER,
-    ContainerEngine,
+    ContainerRuntime,
     ContainerSpec,
     ImageIdentity,
     Mount,
@@ -132,7 +132,7 @@ class BatchGateway:
 
     def __init__(
         self,
-        engine: ContainerEngine,
+        engine: ContainerRuntime,
         config: RunnerConfig,
         image: ImageIdentity,
         *,

@@ -27,7 +27,6 @@ from pathlib import Path
 from agent_eval.batch.progress import ProgressEvent
 from agent_eval.batch.run import BatchOutcome, run_batch
 from agent_eval.engine import ContainerEngine, ContainerSpec, Mount
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.images.build import image_for_checkout
@@ -216,7 +215,7 @@ def try_agent(
     agent: str,
     *,
     verifier_factory: VerifierFactory[VerifierContext],
-    connect: Callable[[str | None], ContainerEngine] = connect_local_engine,
+    connect: Callable[[str | None], ContainerEngine],
     progress: Callable[[ProgressEvent], None] = lambda _event: None,
     notice: Callable[[str], None] = lambda _line: None,
 ) -> TrialOutcome:

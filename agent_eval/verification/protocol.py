@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent_eval.engine import ContainerEngine
+from agent_eval.engine import ContainerRuntime
 from agent_eval.models.analysis import Analysis
 from agent_eval.models.behaviour import BehaviourResult
 from agent_eval.models.receipt import FailureCategory
@@ -71,7 +71,7 @@ class Verifier(Protocol):
 class VerifierContext:
     """What a batch hands the factory of its verifier once its consumer is ready."""
 
-    engine: ContainerEngine
+    engine: ContainerRuntime
     """The batch's engine."""
     image_id: str
     """The pinned verifier image, resolved to its id."""

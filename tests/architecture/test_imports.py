@@ -4,7 +4,8 @@ Every module of ``agent_eval`` is parsed with ``ast`` (nothing is imported) and
 each of its imports, relative ones resolved, is checked against the table
 below: a package may import only the packages its row lists, the standard
 library and third-party libraries aside. Imports under ``if TYPE_CHECKING:``
-are not dependencies at run time and are left out.
+are not dependencies at run time and are left out. ``cli`` is the composition
+root: it alone connects to the real engine and picks which verifier runs.
 """
 
 from __future__ import annotations
@@ -131,6 +132,39 @@ def test_only_the_ray_executor_imports_ray() -> None:
         if any(n == "ray" or n.startswith("ray.") for n in _runtime_imports(path, module))
     )
     assert importers == ["agent_eval.cluster.ray_cluster"]
+
+
+ENGINE_CONNECTION = ("agent_eval.engine.docker_engine",)
+"""What connects to a real engine: chosen by the composition root (``cli``) alone."""
+VERIFIER_IMPLEMENTATIONS = (
+    "agent_eval.verification.container.verifier",
+    "agent_eval.verification.local",
+)
+"""The modules that build a verifier: chosen by the composition root alone."""
+
+
+def _importers(targets: tuple[str, ...], *, besides: set[str]) -> list[str]:
+    """Modules outside the units *besides* that import any of *targets* (or a name in one)."""
+    return sorted(
+        module
+        for module, path in MODULES
+        if _unit(module) not in besides
+        and any(
+            name == target or name.startswith(target + ".")
+            for name in _runtime_imports(path, module)
+            for target in targets
+        )
+    )
+
+
+def test_only_the_composition_root_connects_to_an_engine() -> None:
+    # Everything else is given its engine, so a fake can stand in for it.
+    assert _importers(ENGINE_CONNECTION, besides={"cli", "engine"}) == []
+
+
+def test_only_the_composition_root_picks_a_verifier() -> None:
+    # The batch, the node, the fixture check and the checker work with the Verifier given.
+    assert _importers(VERIFIER_IMPLEMENTATIONS, besides={"cli"}) == []
 
 
 def test_verification_never_imports_the_batch() -> None:

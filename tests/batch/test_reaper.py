@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from agent_eval.batch.lease import this_process
 from agent_eval.batch.reaper import reap
 from agent_eval.engine import ContainerSpec
-from agent_eval.engine.fake import FakeEngine
+from agent_eval.engine.fake import FakeRuntime
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.models import Lease, Receipt
 
@@ -37,10 +37,10 @@ def dead_lease(batch_id: str) -> Lease:
     )
 
 
-def leave_container(engine: FakeEngine, batch_id: str) -> None:
+def leave_container(engine: FakeRuntime, batch_id: str) -> None:
     engine.leave_container(
         ContainerSpec(
-            image=engine.add_image(tags=("runner:test",)),
+            image=engine.store.add_image(tags=("runner:test",)),
             command=("sleep", "1000"),
             role="runner",
             batch_id=batch_id,
@@ -73,7 +73,7 @@ def test_a_crafted_lease_touches_nothing_outside_its_directory(tmp_path: Path) -
     lease = dead_lease("old-batch").model_dump(mode="json")
     lease["batchId"] = "../../../victim"
     (run_dir / "lease.json").write_text(json.dumps(lease))
-    engine = FakeEngine()
+    engine = FakeRuntime()
     (reaped,) = reap(evidence, engine, clock=lambda: NOW)
     assert reaped.problems and "lease" in reaped.problems[0], reaped
     assert (victim / "keep").is_dir()
@@ -82,7 +82,7 @@ def test_a_crafted_lease_touches_nothing_outside_its_directory(tmp_path: Path) -
 
 def test_a_lease_naming_another_batch_is_not_acted_on(tmp_path: Path) -> None:
     evidence, run_dir = dead_run_dir(tmp_path, lease_names="other-batch")
-    engine = FakeEngine()
+    engine = FakeRuntime()
     leave_container(engine, "other-batch")
     (evidence / ".work" / "other-batch").mkdir(parents=True)
     (reaped,) = reap(evidence, engine, clock=lambda: NOW)
@@ -101,7 +101,7 @@ def test_a_work_directory_that_is_a_link_is_removed_as_the_link(tmp_path: Path) 
     (elsewhere / "keep").mkdir(parents=True)
     (evidence / ".work").mkdir()
     (evidence / ".work" / "old-batch").symlink_to(elsewhere)
-    (reaped,) = reap(evidence, FakeEngine(), clock=lambda: NOW)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
     assert reaped.problems == [] and reaped.abandoned
     assert (elsewhere / "keep").is_dir()
     assert not (evidence / ".work" / "old-batch").is_symlink()
@@ -112,7 +112,7 @@ def test_a_batch_killed_before_its_first_receipt_is_closed_and_nothing_stays(
 ) -> None:
     evidence, run_dir = dead_run_dir(tmp_path)
     (run_dir / ".reserve").write_bytes(b"\0" * 4096)
-    engine = FakeEngine()
+    engine = FakeRuntime()
     leave_container(engine, "old-batch")
     (reaped,) = reap(evidence, engine, clock=lambda: NOW)
     assert reaped.problems == [] and reaped.abandoned, reaped

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_eval.batch.ports import RemoteContext
-from agent_eval.cluster.node import NodeWorker
+from agent_eval.cluster.node import NodeParts, NodeWorker
 from agent_eval.cluster.ray_cluster import assignment_for
 from agent_eval.digests import sha256_bytes
 from agent_eval.engine import ContainerEngine, list_leftovers
@@ -24,6 +24,7 @@ from agent_eval.evidence_io import read_model
 from agent_eval.models import NodeAssignment, Receipt, RunnerConfig
 from agent_eval.packing import build_archives
 from agent_eval.project import find_project
+from agent_eval.verification.container.verifier import batch_verifier_factory
 from tests.batches import project_copy, write_config
 
 pytestmark = pytest.mark.docker
@@ -75,7 +76,8 @@ def test_a_node_that_differs_from_the_driver_refuses_before_its_first_run(
     said: str,
 ) -> None:
     changed = assignment.model_copy(update={field: OTHER}) if field else assignment
-    worker = NodeWorker("node-t", tmp_path / "node", 1)
+    parts = NodeParts(connect=lambda _path: engine, verifiers=batch_verifier_factory)
+    worker = NodeWorker("node-t", tmp_path / "node", 1, parts)
     with pytest.raises(ConfigError, match=said) as refused:
         worker.prepare(changed)
     assert OTHER in str(refused.value)

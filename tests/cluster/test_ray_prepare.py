@@ -17,8 +17,10 @@ import pytest
 from agent_eval.batch.ports import RemoteContext
 from agent_eval.batch.schedule import Schedule
 from agent_eval.cluster import ray_cluster
+from agent_eval.cluster.node import NodeParts
 from agent_eval.cluster.ray_cluster import RayCluster, _Node, _RayExecutor
 from agent_eval.digests import sha256_bytes
+from agent_eval.engine.fake import FakeEngine
 from agent_eval.errors import ConfigError
 from agent_eval.evidence_io import read_model
 from agent_eval.models import (
@@ -80,7 +82,9 @@ def prepared(
     monkeypatch: pytest.MonkeyPatch, answers: list[tuple[str, str]], budget: int | None = None
 ) -> tuple[RayCluster, list[str]]:
     monkeypatch.setattr(ray_cluster, "_ray", FakeRay)
-    cluster = RayCluster("127.0.0.1:6379")
+    # The nodes' answers are scripted: nothing is composed on them here.
+    unused = NodeParts(lambda _path: FakeEngine(), lambda _project: lambda _context: FakeVerifier())
+    cluster = RayCluster("127.0.0.1:6379", unused)
     cluster._connected = True
     cluster._nodes = [_Node(Actor(a), f"id-{i}", 1) for i, a in enumerate(answers)]
     notices: list[str] = []
@@ -88,7 +92,13 @@ def prepared(
     if budget is not None:
         options = config.gateway.model_copy(update={"tokenBudget": budget})
         config = config.model_copy(update={"gateway": options})
-    context = RemoteContext(
+    cluster.prepare(remote_context(config, notices))
+    return cluster, notices
+
+
+def remote_context(config: RunnerConfig, notices: list[str]) -> RemoteContext:
+    """A driver's context for this checkout's suite, every identity of it ``DIGEST``."""
+    return RemoteContext(
         project=find_project(REPO), config=config, environment={},
         runner_image_id=DIGEST, verifier_image_id=DIGEST, gateway_image_id=None,
         archives_dir=REPO, archives=[],
@@ -96,8 +106,6 @@ def prepared(
         receipt=Receipt.opened(batch_id="b", created_at=datetime.now(UTC)),
         notice=notices.append, progress=lambda _event: None,
     )  # fmt: skip
-    cluster.prepare(context)
-    return cluster, notices
 
 
 def test_ready_nodes_are_named_and_their_reapers_are_heard(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent_eval.engine import ImageIdentity
-from agent_eval.engine.fake import FakeEngine
+from agent_eval.engine.fake import FakeRuntime
 from agent_eval.gateway.host import BatchGateway
 from agent_eval.models import RunnerConfig
 from tests.models.test_runner_config import config
@@ -15,7 +15,7 @@ def test_every_model_credential_is_redacted_by_the_name_of_its_variable(tmp_path
     runner = RunnerConfig.model_validate(config())
     image = ImageIdentity(reference="gateway", image_id="sha256:" + "e" * 64, repo_digests=())
     gateway = BatchGateway(
-        FakeEngine(),
+        FakeRuntime(),
         runner,
         image,
         work_dir=tmp_path,

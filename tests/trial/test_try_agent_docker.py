@@ -115,6 +115,7 @@ def test_a_runner_that_answers_without_its_model_shows_no_request_behind_the_gat
             trial.config_path,
             project,
             verifier_factory=batch_verifier_factory(project),
+            connect=lambda _path: engine,
             environ=trial.environ,
         )
     assert (outcome.status, outcome.final_successes) == ("completed", 18)

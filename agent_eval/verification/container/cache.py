@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from agent_eval.engine import ContainerEngine, ContainerSpec, Mount, run_container
+from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, run_container
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.layout import (
     CONSUMER_MOUNT,
@@ -32,7 +32,7 @@ __all__ = ["warm_analysis_cache"]
 
 
 def warm_analysis_cache(
-    engine: ContainerEngine,
+    engine: ContainerRuntime,
     verifier_image: str,
     consumer_dir: Path,
     target: Path,

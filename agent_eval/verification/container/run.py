@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from pydantic import ValidationError
 
-from agent_eval.engine import ContainerEngine, ContainerSpec
+from agent_eval.engine import ContainerRuntime, ContainerSpec
 from agent_eval.errors import ConfigError, InfrastructureError, SuiteError
 from agent_eval.layout import CATALOG_FILE, RESULT_MOUNT, VERIFIER_TRUSTED, ConsumerLayout
 from agent_eval.models.analysis import Analysis
@@ -141,7 +141,7 @@ def check_consumer(consumer_dir: Path) -> None:
             )
 
 
-def _failure_detail(engine: ContainerEngine, container_id: str, exit_code: int) -> str:
+def _failure_detail(engine: ContainerRuntime, container_id: str, exit_code: int) -> str:
     try:
         output = engine.logs(container_id, LOG_TAIL_BYTES)
     except InfrastructureError:
@@ -197,7 +197,7 @@ class VerifierSetup:
     attempt itself.
     """
 
-    engine: ContainerEngine
+    engine: ContainerRuntime
     """The container engine."""
     image: str
     """The pinned verifier image (``name@sha256:…`` or ``sha256:…``)."""
@@ -286,7 +286,7 @@ def verify_in_container(
 
 
 def _run_verifier(
-    engine: ContainerEngine,
+    engine: ContainerRuntime,
     spec: ContainerSpec,
     task: TaskSpec,
     staged: StagedAttempt,

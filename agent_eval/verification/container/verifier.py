@@ -4,9 +4,11 @@ One verifier container per attempt (see :mod:`.run`), up to *slots* at once,
 each slot with its own child UID, from the pinned verifier image with the
 verifier hardening of :class:`agent_eval.engine.Hardening` (read-only root, no
 network, ``no-new-privileges``, UID 0 keeping only SETUID, SETGID,
-DAC_OVERRIDE and KILL, pids/memory/CPU limits). The two factories build one
-for a batch (from its consumer, after a warm-up of mypy's cache) and one for
-``tasks verify`` (from a consumer made of the library's sources).
+DAC_OVERRIDE and KILL, pids/memory/CPU limits). The factories build one for
+a batch (from its consumer, after a warm-up of mypy's cache), one for ``tasks
+verify`` (from a consumer made of the library's sources) and one for
+re-verification (from the batch's archives); each runs on the engine it is
+given, never one it connects to itself.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from typing import Any
 from agent_eval.consumer.archives import prepare_consumer
 from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import ContainerEngine, remove_leftovers
-from agent_eval.engine.docker_engine import connect_local_engine
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
 from agent_eval.images.build import image_for_checkout
 from agent_eval.layout import ConsumerLayout, RunDirectory
@@ -139,24 +140,23 @@ def local_verifier_image(engine: ContainerEngine, project_root: Path) -> str:
 
 @contextlib.contextmanager
 def source_verifiers(
+    engine: ContainerEngine,
     project: Project,
     *,
     verifier_image: str | None = None,
     slots: int = 1,
     limits: VerificationLimits | None = None,
 ) -> Iterator[VerifierFactory[Path]]:
-    """Connect to the local engine and yield a factory of container verifiers for fixtures.
+    """Yield a factory of container verifiers for fixtures, on *engine*.
 
     The factory prepares a consumer from the project's library sources in the
     work directory it is given. On exit, every container of this run's batch
-    is removed (confirmed) and the connection closed.
+    is removed (confirmed); the engine stays open (its caller connected it).
 
     Raises:
-        EngineUnavailableError: No local engine answers.
         InfrastructureError: The verifier image is absent or not the pinned one.
         CleanupError: A container's removal was not confirmed.
     """
-    engine = connect_local_engine()
     batch_id = f"tasks-verify-{uuid.uuid4().hex[:12]}"
     try:
         image = verifier_image or local_verifier_image(engine, project.root)
@@ -181,15 +181,12 @@ def source_verifiers(
 
         yield build
     finally:
-        try:
-            remove_leftovers(engine, batch_id)
-        finally:
-            engine.close()
+        remove_leftovers(engine, batch_id)
 
 
 @contextlib.contextmanager
 def evidence_verifiers(
-    project: Project, archives: ArchivesManifest, run_dir: Path
+    engine: ContainerEngine, project: Project, archives: ArchivesManifest, run_dir: Path
 ) -> Iterator[tuple[ContainerVerifier, list[LockedDistribution]]]:
     """The recorded verifier image, over a consumer installed again from the batch's archives.
 
@@ -198,13 +195,12 @@ def evidence_verifiers(
     directory, installed offline as the batch installed them. Yields the
     verifier and the distributions the new consumer holds (to be held
     against the batch's consumer-lock.json). Every container is removed and
-    the work directory deleted on exit.
+    the work directory deleted on exit; the engine stays open (its caller
+    connected it).
 
     Raises:
-        EngineUnavailableError: No local engine answers.
         InfrastructureError: The image is absent, or the consumer or the cache failed.
     """
-    engine = connect_local_engine()
     batch_id = f"reverify-{uuid.uuid4().hex[:12]}"
     image = archives.verifierImage.imageId
     lock = project.packages / "requirements.lock"
@@ -244,10 +240,7 @@ def evidence_verifiers(
             )
             yield ContainerVerifier(setup, tasks_dir=project.tasks, slots=2), consumer.distributions
     finally:
-        try:
-            remove_leftovers(engine, batch_id)
-        finally:
-            engine.close()
+        remove_leftovers(engine, batch_id)
 
 
 def batch_verifier_factory(project: Project) -> VerifierFactory[VerifierContext]:

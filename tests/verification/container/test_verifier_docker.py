@@ -3,7 +3,7 @@ these exact solution files, from a container that mounts nothing but staged copi
 is always removed.
 
 These tests need no engine: staging is checked on disk, and the container's
-side is the in-memory ``FakeEngine`` scripted with the files the parent
+side is the in-memory ``FakeRuntime`` scripted with the files the parent
 would have written (or failed to write), while its stdout carries forged
 grades that must never be read. The real container is exercised by
 ``test_verifier_docker_engines.py`` and ``test_adversarial_verifier.py``.
@@ -28,7 +28,7 @@ from agent_eval.cli import main
 from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import LABEL_BATCH, LABEL_ROLE, ContainerSpec
-from agent_eval.engine.fake import FakeEngine, Outcome
+from agent_eval.engine.fake import FakeRuntime, Outcome
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError, SuiteError
 from agent_eval.layout import staged_files
 from agent_eval.models.behaviour import VerifierJob
@@ -114,13 +114,13 @@ def parent_files(task: TaskSpec, solution: Path, **analysis_changes: Any) -> dic
     }
 
 
-def fake_engine() -> tuple[FakeEngine, str]:
-    engine = FakeEngine()
-    return engine, engine.add_image(tags=("agent-eval/verifier:local",))
+def fake_engine() -> tuple[FakeRuntime, str]:
+    engine = FakeRuntime()
+    return engine, engine.store.add_image(tags=("agent-eval/verifier:local",))
 
 
 def run(
-    engine: FakeEngine,
+    engine: FakeRuntime,
     image: str,
     task: TaskSpec,
     solution: Path,

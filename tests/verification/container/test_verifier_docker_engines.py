@@ -48,7 +48,7 @@ def verdicts(report: VerifyReport) -> dict[tuple[str, str], tuple[str, bool]]:
 
 
 def test_the_docker_verifier_gives_every_fixture_the_verdict_of_the_local_verifier(
-    verifier_image: str,
+    verifier_image: str, engine: DockerEngine
 ) -> None:
     project = find_project(REPO)
 
@@ -62,7 +62,7 @@ def test_the_docker_verifier_gives_every_fixture_the_verdict_of_the_local_verifi
         )
 
     local_report = verify_tasks(project, local, concurrency=2)
-    with source_verifiers(project, verifier_image=verifier_image, slots=2) as build:
+    with source_verifiers(engine, project, verifier_image=verifier_image, slots=2) as build:
         docker_report = verify_tasks(project, build, concurrency=2)
 
     assert docker_report.verifier == "docker" and local_report.verifier == "local"

@@ -1,0 +1,45 @@
+"""A node's side of a batch is made from the parts it is given, and checked before it makes any.
+
+Invariants, on the in-memory engine: a node whose runner image is not the
+driver's refuses, naming both ids, before its verifier is made or any
+container runs; its close leaves neither a lease, a container nor a work
+directory, and never closes the engine it was given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_eval.cluster.node import NodeParts, NodeWorker
+from agent_eval.cluster.ray_cluster import assignment_for
+from agent_eval.engine.fake import FakeEngine
+from agent_eval.errors import ConfigError
+from agent_eval.evidence_io import read_model
+from agent_eval.models import RunnerConfig
+from agent_eval.project import Project
+from agent_eval.verification.protocol import VerifierContext, VerifierFactory
+from tests.cluster.test_ray_prepare import DIGEST, remote_context
+from tests.paths import SHIPPED
+
+
+def test_a_node_whose_runner_image_is_not_the_drivers_refuses_before_making_its_verifier(
+    tmp_path: Path,
+) -> None:
+    config = read_model(SHIPPED / "examples/runners/codex.json", RunnerConfig, what="config")
+    engine = FakeEngine()
+    found = engine.add_image(image_id=config.runnerImage)
+    made: list[Project] = []
+
+    def verifiers(project: Project) -> VerifierFactory[VerifierContext]:
+        made.append(project)
+        raise AssertionError("the verifier is made only once the node matches the driver")
+
+    worker = NodeWorker("node-f", tmp_path / "node", 1, NodeParts(lambda _path: engine, verifiers))
+    with pytest.raises(ConfigError, match=f"runnerImage .* is {found} on node node-f but {DIGEST}"):
+        worker.prepare(assignment_for(remote_context(config, [])))
+    assert made == [] and engine.containers == {}
+    assert worker.close() == []
+    assert not engine.closed
+    assert [p.name for p in (tmp_path / "node").iterdir() if p.name != ".work"] == []
