@@ -51,6 +51,7 @@ __all__ = [
     "ANALYSIS_FILE",
     "ATTEMPT_COMMAND",
     "RESULT_FILE",
+    "TIMINGS_FILE",
     "StagedAttempt",
     "stage_attempt",
     "stage_runtime",
@@ -58,6 +59,8 @@ __all__ = [
 
 ANALYSIS_FILE = "analysis.json"
 RESULT_FILE = "result.json"
+TIMINGS_FILE = "timings.json"
+"""The parent's timing record, written only when the host asks for one."""
 ATTEMPT_FILE = "attempt.json"
 SCRATCH = "/tmp"
 CACHE_SEED_MOUNT = f"{VERIFIER_TRUSTED}/mypy-cache-seed"
@@ -191,11 +194,13 @@ def _attempt(
     limits: VerificationLimits,
     analysis_scratch: str,
     cache_seeded: bool,
+    timings: bool,
 ) -> VerifierAttempt:
     site = str(IN_CONTAINER_CONSUMER.site)
     uid = CHILD_UID_BASE + slot
     return VerifierAttempt(
         schemaVersion=1,
+        timingsPath=f"{RESULT_MOUNT}/{TIMINGS_FILE}" if timings else None,
         analysis=AttemptAnalysis(
             taskPath=f"{VERIFIER_GRADER_MOUNT}/{TASK_FILE}",
             catalogPath=str(IN_CONTAINER_CONSUMER.catalog),
@@ -242,6 +247,7 @@ def stage_attempt(
     slot: int,
     limits: VerificationLimits,
     cache_seeded: bool = False,
+    timings: bool = False,
 ) -> StagedAttempt:
     """Stage copies of everything one verification mounts, in a fresh directory under *root*.
 
@@ -254,6 +260,7 @@ def stage_attempt(
         slot: The concurrency slot (chooses the child's UID).
         limits: The verification's limits (written into the attempt file).
         cache_seeded: A mypy cache seed will be mounted (its mount point is made).
+        timings: The parent also writes its timing record (a profile, never a grade).
 
     Returns:
         The staged directories.
@@ -281,6 +288,7 @@ def stage_attempt(
             limits=limits,
             analysis_scratch=f"{SCRATCH}/analysis-{uuid.uuid4().hex}",
             cache_seeded=cache_seeded,
+            timings=timings,
         )
         attempt_path = runtime / "trusted" / ATTEMPT_FILE
         attempt_path.write_text(attempt.model_dump_json(indent=2), encoding="utf-8")

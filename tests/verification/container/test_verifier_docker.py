@@ -155,7 +155,12 @@ def mode(path: Path) -> int:
 def test_the_attempt_format_is_pinned_and_the_runtime_reads_what_the_host_writes(
     task: TaskSpec, solution: Path, tmp_path: Path
 ) -> None:
-    assert set(VerifierAttempt.model_fields) == {"schemaVersion", "analysis", "behaviour"}
+    assert set(VerifierAttempt.model_fields) == {
+        "schemaVersion",
+        "analysis",
+        "behaviour",
+        "timingsPath",
+    }
     assert set(AttemptAnalysis.model_fields) == {
         "taskPath",
         "catalogPath",
@@ -188,6 +193,8 @@ def test_the_attempt_format_is_pinned_and_the_runtime_reads_what_the_host_writes
     assert str(runtime.analysis.result_path) == "/result/analysis.json"
     assert str(runtime.behaviour.result_path) == "/result/result.json"
     assert VerifierJob.model_validate(raw["behaviour"]) == host.behaviour
+    assert raw["timingsPath"] is None and runtime.timings_path is None
+    assert not runtime.analysis.timings
     with pytest.raises(JobError, match="unknown keys"):
         parse_attempt({**raw, "score": 1})
     with pytest.raises(JobError, match="unknown keys"):
@@ -389,6 +396,55 @@ def test_a_missing_result_is_an_infrastructure_failure_whatever_the_container_pr
     with pytest.raises(InfrastructureError, match=r"no result\.json.*verifier: broken"):
         run(engine, image, task, solution, consumer, tmp_path)
     assert all(c.removed for c in engine.containers.values())
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"/result/grade.json": b"{}"}, r"holds \['grade\.json'\], which the verifier never"),
+        ({"/result/timings.json": b"[]"}, r"holds \['timings\.json'\]"),  # not asked for
+        ({"/result/result.json": b" " * 1025}, r"result\.json has 1025 bytes, over 1024"),
+        ({"/result/sub/result.json": b"{}"}, "not a regular file directly in it"),
+    ],
+)
+def test_the_result_directory_is_read_in_one_request_and_anything_else_there_refuses_it(
+    extra: dict[str, bytes],
+    message: str,
+    task: TaskSpec,
+    solution: Path,
+    consumer: Path,
+    tmp_path: Path,
+) -> None:
+    engine, image = fake_engine()
+    files = {**parent_files(task, solution), **extra}
+    engine.script(Outcome(files=files))
+    assert len(files["/result/analysis.json"]) <= 1024
+    limits = VerificationLimits(max_result_bytes=1024)
+    with pytest.raises(InfrastructureError, match=message):
+        run(engine, image, task, solution, consumer, tmp_path, limits=limits)
+    assert all(c.removed for c in engine.containers.values())
+
+
+def test_the_timing_record_is_read_only_when_asked_for_and_reaches_its_sink(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    spans = [{"name": "analysis process", "start": 100.0, "seconds": 0.5}]
+    files = {**parent_files(task, solution), "/result/timings.json": json.dumps(spans).encode()}
+    attempts: list[dict[str, Any]] = []
+
+    def read_attempt(spec: ContainerSpec, stdin: bytes | None) -> None:
+        (runtime,) = (m.source for m in spec.mounts if m.target == "/verifier")
+        attempts.append(json.loads((runtime / "trusted" / "attempt.json").read_bytes()))
+
+    engine.script(Outcome(files=files, on_start=read_attempt))
+    received: list[list[dict[str, Any]]] = []
+    run(engine, image, task, solution, consumer, tmp_path, timings=received.append)
+    assert received == [spans]
+    assert [a["timingsPath"] for a in attempts] == ["/result/timings.json"]
+    engine.script(Outcome(files={**files, "/result/timings.json": b"{}"}))
+    with pytest.raises(InfrastructureError, match="not a list of spans"):
+        run(engine, image, task, solution, consumer, tmp_path, timings=received.append)
 
 
 def test_a_container_that_outlives_its_deadline_is_killed_and_trusted_for_nothing(
