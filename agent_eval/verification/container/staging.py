@@ -9,6 +9,10 @@ and nothing the solution's UID can read holds grader material:
   contract), the repository's own ``graders/`` and the attempt file: the
   parent's import path. ``sandbox/`` (world-readable) holds only the
   ``sandbox`` set, the modules the child imports before the solution.
+  Every staged module has its bytecode beside it (``__pycache__``, checked
+  against the source's hash), so no process of the container compiles the
+  harness: the interpreter takes it only when its version and the source's
+  hash match, and compiles the source as ever otherwise.
 * ``/grader/task``: the task's ``grader.py``, ``task.json``, ``contract.pyi``
   and starter files, below the 0700 ``/grader``.
 * ``/solution``: a read-only copy of the solution, readable by the child.
@@ -19,8 +23,12 @@ Never the repository itself.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import marshal
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -82,6 +90,39 @@ def _copy_file(source: Path, target: Path, mode: int) -> None:
     os.chmod(target, mode)
 
 
+# PEP 552: the pyc's flags say "compared with the source's hash at every import".
+_CHECKED_HASH = (0b11).to_bytes(4, "little")
+
+
+@functools.lru_cache(maxsize=1024)
+def _bytecode(source: bytes) -> bytes | None:
+    """A checked-hash pyc of *source* for this interpreter, or None when it does not compile."""
+    try:
+        code = compile(source, "<staged>", "exec", dont_inherit=True, optimize=0)
+    except (SyntaxError, ValueError):
+        return None  # the interpreter in the container reports it, as without bytecode
+    return (
+        importlib.util.MAGIC_NUMBER
+        + _CHECKED_HASH
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
+
+
+def _copy_module(source: Path, target: Path, mode: int) -> None:
+    """Copy a file; a module gets its bytecode too, so no container compiles it again."""
+    _copy_file(source, target, mode)
+    tag = sys.implementation.cache_tag
+    if target.suffix != ".py" or tag is None:
+        return
+    pyc = _bytecode(target.read_bytes())
+    if pyc is not None:
+        cached = target.parent / "__pycache__" / f"{target.stem}.{tag}.pyc"
+        cached.parent.mkdir(exist_ok=True)
+        cached.write_bytes(pyc)
+        os.chmod(cached, mode)
+
+
 def stage_runtime(target: Path, graders_dir: Path | None) -> None:
     """The staged harness: ``trusted/`` for the parent (root only), ``sandbox/`` for the child.
 
@@ -95,12 +136,12 @@ def stage_runtime(target: Path, graders_dir: Path | None) -> None:
     for half, kind, mode in ((trusted, "verifier", 0o600), (sandbox, "sandbox", 0o644)):
         half.mkdir()
         for rel in staged_files(harness, kind):
-            _copy_file(harness / rel, half / "agent_eval" / rel, mode)
+            _copy_module(harness / rel, half / "agent_eval" / rel, mode)
     if graders_dir is not None:
         (trusted / "graders").mkdir()
         for module in sorted(graders_dir.glob("*.py")):
             if module.is_file() and not module.is_symlink():
-                _copy_file(module, trusted / "graders" / module.name, 0o600)
+                _copy_module(module, trusted / "graders" / module.name, 0o600)
     for directory in (p for p in trusted.rglob("*") if p.is_dir()):
         os.chmod(directory, 0o700)
     for directory in (p for p in sandbox.rglob("*") if p.is_dir()):
