@@ -19,9 +19,10 @@ Measures, in one run, on the local engine with the project's images:
   timing record their parent writes when asked (``verification.runtime.timing``):
   the median seconds per verification of each span (the interpreters' starts,
   the cache seed, the analysis and mypy, each scenario's child start, calls and
-  clean-up, the result files; a span repeated per scenario is summed), and the
-  engine's share around it (from ``start`` returning to the parent's process,
-  and from its last span to ``wait`` returning).
+  clean-up, the result files; a span repeated per scenario is summed), wall
+  and CPU time (the CPU time of a loaded machine's run still compares with a
+  quiet one's), and the engine's share around it (from ``start`` returning to
+  the parent's process, and from its last span to ``wait`` returning).
 
 Prints a table and one JSON line with the medians and their ratios (with
 ``--record``, also appended to the performance record). Every container is
@@ -126,13 +127,15 @@ def profile(
 
 
 def in_container(spans: list[dict[str, Any]], returned: dict[str, float]) -> dict[str, float]:
-    """One verification's spans summed by name, and the engine's time around the parent."""
+    """One verification's spans summed by name (wall, and CPU as ``NAME [cpu]``), and the
+    engine's time around the parent."""
     summed: dict[str, float] = defaultdict(float)
     for span in sorted(spans, key=lambda span: span["start"]):
         summed[span["name"]] += span["seconds"]
+        if "cpu" in span:
+            summed[f"{span['name']} [cpu]"] += span["cpu"]
     first = min(span["start"] for span in spans)
     last = max(span["start"] + span["seconds"] for span in spans)
-    summed["parent process, start to last span"] = last - first
     if "start" in returned:
         summed["engine: start() returned -> parent process started"] = first - returned["start"]
     if "wait" in returned:
@@ -291,9 +294,14 @@ def main() -> int:
     print(f"(median of {args.profile_runs}):")
     for name, seconds in sorted(phases.items(), key=lambda item: -item[1]):
         print(f"  {name.ljust(width - 2)}  {seconds:.3f} s")
-    print("and inside its container, from the parent's timing record (same runs):")
+    print("and inside its container, from the parent's timing record (same runs; cpu: of")
+    print("the process and the children it reaped meanwhile):")
+    print(f"  {'span'.ljust(60)}  wall      cpu")
     for name, seconds in inside.items():
-        print(f"  {name[:60].ljust(60)}  {seconds:.3f} s")
+        if not name.endswith(" [cpu]"):
+            used = inside.get(f"{name} [cpu]")
+            cpu = "" if used is None else f"{used:.3f} s"
+            print(f"  {name[:60].ljust(60)}  {seconds:.3f} s   {cpu}")
     emit("verification", figures, record=args.record)
     return 0
 

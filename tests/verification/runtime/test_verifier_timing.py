@@ -2,7 +2,7 @@
 
 Invariants: a record that is not enabled notes nothing (the verifications of
 a batch write no profile); an enabled one notes each span with its start on
-the machine-wide clock and its length; spans another process wrote are
+the machine-wide clock, its length and the CPU time used meanwhile; spans another process wrote are
 taken bounded and prefixed, and anything malformed there is skipped, never
 an error; the record written is one JSON list.
 """
@@ -34,7 +34,7 @@ def test_an_enabled_record_notes_each_span_on_the_shared_clock() -> None:
     record.add("scenario", before, before + 0.5)
     (analysis, scenario) = record.spans
     assert analysis["name"] == "analysis" and before <= analysis["start"] <= timing.now()
-    assert 0 <= analysis["seconds"] < 5
+    assert 0 <= analysis["seconds"] < 5 and 0 <= analysis["cpu"] < 5
     assert scenario == {"name": "scenario", "start": round(before, 6), "seconds": 0.5}
 
 
