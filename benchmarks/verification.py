@@ -14,7 +14,15 @@ Measures, in one run, on the local engine with the project's images:
   the median time per verification in each engine call (create, start, wait —
   the container's own work: analysis, type check and scenarios —, copying the
   result out, logs, removal), and the rest on the host (staging the attempt,
-  reading and validating the result).
+  reading and validating the result);
+* **in-container profile**: the same verifications from the inside, from the
+  timing record their parent writes when asked (``verification.runtime.timing``):
+  the median seconds per verification of each span (the interpreters' starts,
+  the cache seed, the analysis and mypy, each scenario's child start, calls and
+  clean-up, the result files; a span repeated per scenario is summed), wall
+  and CPU time (the CPU time of a loaded machine's run still compares with a
+  quiet one's), and the engine's share around it (from ``start`` returning to
+  the parent's process, and from its last span to ``wait`` returning).
 
 Prints a table and one JSON line with the medians and their ratios (with
 ``--record``, also appended to the performance record). Every container is
@@ -72,6 +80,8 @@ class TimedEngine:
         self._engine = engine
         self.timing = False
         self.seconds: dict[str, float] = defaultdict(float)
+        self.returned: dict[str, float] = {}
+        """When each call last returned, on the clock the container's timing record uses."""
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._engine, name)
@@ -85,25 +95,52 @@ class TimedEngine:
             finally:
                 if self.timing:
                     self.seconds[name] += time.monotonic() - began
+                    self.returned[name] = time.clock_gettime(time.CLOCK_BOOTTIME)
 
         return timed
 
 
-def profile(verify: Callable[[], float], engine: TimedEngine, rounds: int) -> dict[str, float]:
-    """Median seconds per verification in each engine call, and the host's rest."""
+def profile(
+    verify: Callable[[list[list[dict[str, Any]]]], float], engine: TimedEngine, rounds: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median seconds per verification in each engine call and the host's rest; and inside."""
     samples: dict[str, list[float]] = defaultdict(list)
+    inside: dict[str, list[float]] = defaultdict(list)
     for _ in range(rounds):
         engine.seconds.clear()
+        engine.returned.clear()
+        records: list[list[dict[str, Any]]] = []
         engine.timing = True
         try:
-            total = verify()
+            total = verify(records)
         finally:
             engine.timing = False
         for name, seconds in engine.seconds.items():
             samples[name].append(seconds)
         samples["host (staging, reading, validating)"].append(total - sum(engine.seconds.values()))
         samples["whole verification"].append(total)
-    return {name: round(statistics.median(values), 3) for name, values in samples.items()}
+        (spans,) = records
+        for name, seconds in in_container(spans, engine.returned).items():
+            inside[name].append(seconds)
+    median = {name: round(statistics.median(values), 3) for name, values in samples.items()}
+    return median, {name: round(statistics.median(values), 3) for name, values in inside.items()}
+
+
+def in_container(spans: list[dict[str, Any]], returned: dict[str, float]) -> dict[str, float]:
+    """One verification's spans summed by name (wall, and CPU as ``NAME [cpu]``), and the
+    engine's time around the parent."""
+    summed: dict[str, float] = defaultdict(float)
+    for span in sorted(spans, key=lambda span: span["start"]):
+        summed[span["name"]] += span["seconds"]
+        if "cpu" in span:
+            summed[f"{span['name']} [cpu]"] += span["cpu"]
+    first = min(span["start"] for span in spans)
+    last = max(span["start"] + span["seconds"] for span in spans)
+    if "start" in returned:
+        summed["engine: start() returned -> parent process started"] = first - returned["start"]
+    if "wait" in returned:
+        summed["engine: parent's last span -> wait() returned"] = returned["wait"] - last
+    return dict(summed)
 
 
 def main() -> int:
@@ -144,7 +181,13 @@ def main() -> int:
                     raise SystemExit(f"the bare container failed: {run.output.stderr!r}")
                 floor.append(run.seconds)
 
-            def verify(task: Task, n: int, slot: int, seeded: bool) -> float:
+            def verify(
+                task: Task,
+                n: int,
+                slot: int,
+                seeded: bool,
+                timings: list[list[dict[str, Any]]] | None = None,
+            ) -> float:
                 began = time.monotonic()
                 result = verify_in_container(
                     VerifierSetup(
@@ -156,6 +199,7 @@ def main() -> int:
                         limits=limits,
                         staging_root=root,
                         analysis_cache=cache if seeded else None,
+                        timings=None if timings is None else timings.append,
                     ),
                     task.spec,
                     task.directory,
@@ -173,7 +217,11 @@ def main() -> int:
                     per_task[task.id].append(verify(task, n, 0, seeded=True))
             cold = [verify(task, 99, 0, seeded=False) for task in suite.tasks]
             first = suite.tasks[0]
-            phases = profile(lambda: verify(first, 50, 0, seeded=True), engine, args.profile_runs)
+            phases, inside = profile(
+                lambda records: verify(first, 50, 0, seeded=True, timings=records),
+                engine,
+                args.profile_runs,
+            )
 
             # As a batch does it: a verifier with two slots (two child UIDs).
             verifier = ContainerVerifier(
@@ -227,6 +275,7 @@ def main() -> int:
         "samples": {"floor": len(floor), "attempt": len(attempts), "cold": len(cold)},
         "profileTask": first.id,
         "profileMedianS": phases,
+        "inContainerMedianS": inside,
     }
     rows = [
         ("bare hardened container (python3 -c pass)", f"{floor_median:.2f} s", "1.00"),
@@ -245,6 +294,14 @@ def main() -> int:
     print(f"(median of {args.profile_runs}):")
     for name, seconds in sorted(phases.items(), key=lambda item: -item[1]):
         print(f"  {name.ljust(width - 2)}  {seconds:.3f} s")
+    print("and inside its container, from the parent's timing record (same runs; cpu: of")
+    print("the process and the children it reaped meanwhile):")
+    print(f"  {'span'.ljust(60)}  wall      cpu")
+    for name, seconds in inside.items():
+        if not name.endswith(" [cpu]"):
+            used = inside.get(f"{name} [cpu]")
+            cpu = "" if used is None else f"{used:.3f} s"
+            print(f"  {name[:60].ljust(60)}  {seconds:.3f} s   {cpu}")
     emit("verification", figures, record=args.record)
     return 0
 

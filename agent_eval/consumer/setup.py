@@ -5,14 +5,18 @@
 Runs as the consumer container's command with the candidate archives at
 /archives, the consumer project at /consumer (writable) and the image's
 wheelhouse at /opt/agent-eval/wheelhouse. pip installs exactly the pinned,
-hashed requirements (no index, no network) into /consumer/site; the catalog is
-generated from what was installed. Standard library only.
+hashed requirements (no index, no network) into /consumer/site and compiles
+their bytecode with this interpreter (checked against each source's hash, and
+outside every RECORD, so the lock is the same); the catalog is generated from
+what was installed. Standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
+import py_compile
 import subprocess
 import sys
 
@@ -56,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     if done.returncode != 0:
         print(f"pip install failed with exit {done.returncode}", file=sys.stderr)
         return 3
+    # Every verification imports the library in several fresh processes: compiled
+    # once here, never again in each of them.
+    compileall.compile_dir(
+        IN_CONTAINER_CONSUMER.site,
+        quiet=2,
+        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+    )
     catalog = [sys.executable, "-m", "agent_eval.consumer.catalog"]
     catalog += ["--output-dir", str(IN_CONTAINER_CONSUMER.docs)]
     for name in args.distribution:

@@ -7,7 +7,9 @@ rather than the candidate archives.
 
 from __future__ import annotations
 
+import compileall
 import os
+import py_compile
 import re
 import shutil
 import subprocess
@@ -157,6 +159,11 @@ def prepare_source_consumer(packages_dir: Path, consumer_dir: Path) -> Path:
     for dependency in _dependency_closure(names, library):
         _copy_distribution(dependency, site)
     generate_catalog([site.resolve()], layout.docs, [d.name for d in distributions])
+    # As the batch's consumer has it: bytecode checked against each source's hash,
+    # taken by an interpreter of this version (any other compiles the source).
+    compileall.compile_dir(
+        site, quiet=2, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+    )
     for path in [consumer_dir, *consumer_dir.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     return consumer_dir

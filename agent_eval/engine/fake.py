@@ -75,7 +75,7 @@ class Outcome:
     cleanup_fails: bool = False
     """Its removal is never confirmed."""
     files: Mapping[str, bytes] = field(default_factory=dict)
-    """Files copy_file_out() can read, by absolute path."""
+    """Files copy_file_out() and copy_files_out() can read, by absolute path."""
     on_start: Callable[[ContainerSpec, bytes | None], bytes | None] | None = None
     """Called with the spec and stdin when the container starts: a test's stand-in for
     what the process would write into its writable mounts (the spec names their host
@@ -413,6 +413,25 @@ class FakeRuntime(ContainerRuntime):
         if len(files[path]) > max_bytes:
             raise InfrastructureError(f"{where} has {len(files[path])} bytes, over {max_bytes}")
         return files[path]
+
+    def copy_files_out(self, container_id: str, path: str, max_bytes: int) -> dict[str, bytes]:
+        """See :meth:`ContainerRuntime.copy_files_out`: the scripted files directly in *path*."""
+        files = self._get(container_id).outcome.files
+        where = f"{path} in container {container_id[:12]}"
+        prefix = path.rstrip("/") + "/"
+        found = {
+            name[len(prefix) :]: data for name, data in files.items() if name.startswith(prefix)
+        }
+        if not found:
+            raise InfrastructureError(f"{where} does not exist")
+        nested = sorted(name for name in found if "/" in name)
+        if nested:
+            raise InfrastructureError(
+                f"{where} holds {nested[0]!r}, not a regular file directly in it"
+            )
+        if sum(map(len, found.values())) > max_bytes:
+            raise InfrastructureError(f"{where} holds more than {max_bytes} bytes")
+        return found
 
     def remove(self, container_id: str) -> None:
         """See :meth:`ContainerRuntime.remove`."""

@@ -49,6 +49,9 @@ class VerifierAttempt(WireModel):
     """The static analysis, run first."""
     behaviour: VerifierJob
     """The behavioural job, run after the analysis (the job.json format)."""
+    timingsPath: str | None = Field(default=None, pattern=r"^/")
+    """Where the parent also writes where its time went (a profile the benchmark
+    asks for, never a grade); none is written by default."""
 
 
 class AnalysisErrorDetail(WireModel):

@@ -213,6 +213,21 @@ def test_a_runner_killed_for_memory_says_so_and_names_its_limit(
                for d in attempt.diagnostics), attempt.diagnostics  # fmt: skip
 
 
+def test_the_batch_s_consumer_has_its_library_compiled_by_the_image_s_interpreter(
+    consumer: PreparedConsumer,
+) -> None:
+    """Each verification imports the library in several fresh processes: its bytecode is
+    there, checked against the source's hash, and outside the RECORDs the lock binds."""
+    major, minor = consumer.python.split(".")[:2]
+    site = consumer.root / "site"
+    modules = list(site.rglob("*.py"))
+    assert modules
+    for module in modules:
+        pyc = module.parent / "__pycache__" / f"{module.stem}.cpython-{major}{minor}.pyc"
+        assert pyc.read_bytes()[4:8] == (0b11).to_bytes(4, "little"), module
+    assert not any("__pycache__" in p.read_text() for p in site.glob("*.dist-info/RECORD"))
+
+
 def test_the_batch_s_consumer_holds_no_task_s_prompt(
     engine: ContainerEngine, tmp_path: Path
 ) -> None:

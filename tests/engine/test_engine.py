@@ -416,6 +416,21 @@ def test_files_are_copied_out_only_within_their_size_limit(engine: FakeEngine) -
         engine.copy_file_out(container_id, "/result/other.json", 2)
 
 
+def test_a_directory_is_copied_out_whole_only_within_its_size_limit(engine: FakeEngine) -> None:
+    engine.add_image(repo_digests=(VERIFIER_REF,))
+    files = {"/result/analysis.json": b"{}", "/result/result.json": b"[]", "/other/x": b"x"}
+    engine.script(Outcome(files=files))
+    container_id = engine.create(spec(VERIFIER_REF))
+    assert engine.copy_files_out(container_id, "/result", 4) == {
+        "analysis.json": b"{}",
+        "result.json": b"[]",
+    }
+    with pytest.raises(InfrastructureError, match="more than 3 bytes"):
+        engine.copy_files_out(container_id, "/result", 3)
+    with pytest.raises(InfrastructureError, match="does not exist"):
+        engine.copy_files_out(container_id, "/nothing", 4)
+
+
 # --- Leftovers --------------------------------------------------------------------------
 
 

@@ -276,7 +276,7 @@ FIELD_SETS: dict[str, set[str]] = {
     },
     "PayloadFile": {"source", "target"},
     "ImageRecipe": {"schemaVersion", "image", "base", "parent", "architecture", "files"},
-    "VerifierAttempt": {"schemaVersion", "analysis", "behaviour"},
+    "VerifierAttempt": {"schemaVersion", "analysis", "behaviour", "timingsPath"},
     "AnalysisFailure": {"analysisError"},
     "AnalysisErrorDetail": {"kind", "message"},
     "ShippedFile": {"path", "data"},

@@ -2,7 +2,7 @@
 
     python3 -m agent_eval.verification.analysis --task task.json --solution DIR \\
         --catalog api-catalog.json --scratch DIR [--contract contract.pyi] \\
-        [--starter DIR] [--search-path DIR ...] [--output analysis.json]
+        [--starter DIR] [--search-path DIR ...] [--output analysis.json] [--timings FILE]
 
 Exit status: 0 the analysis was written (whatever it found); 2 an input is
 unusable; 3 mypy could not run (an infrastructure failure, not a finding).
@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_eval.verification.analysis.report import AnalysisInputError, analyse_solution
 from agent_eval.verification.analysis.typecheck import MypyError
+from agent_eval.verification.runtime import timing
 
 __all__ = ["main"]
 
@@ -51,7 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="mypy timeout in seconds")
     parser.add_argument("--output", type=Path, help="write here instead of stdout")
+    parser.add_argument(
+        "--timings", type=Path, help="also write where the time went (a profile, not a finding)"
+    )
     args = parser.parse_args(argv)
+    if args.timings is not None:
+        timing.enable()
     try:
         result = analyse_solution(
             _read_json(args.task, "task"),
@@ -74,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(text)
     else:
         args.output.write_text(text, encoding="utf-8")
+    if args.timings is not None:
+        timing.record.write(args.timings)
     return 0
 
 

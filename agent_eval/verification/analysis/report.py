@@ -52,6 +52,7 @@ from agent_eval.verification.analysis.typecheck import (
     mypy_version,
     run_mypy,
 )
+from agent_eval.verification.runtime import timing
 
 __all__ = [
     "CATEGORY_ORDER",
@@ -776,7 +777,10 @@ def analyse_solution(
         mypy_timeout=mypy_timeout,
     )
     for rule in RULES:
-        rule(run)
+        with timing.span(f"rule {rule.__name__.lstrip('_')}"):
+            rule(run)
+    with timing.span("mypy's version"):
+        mypy = _mypy_version(python)
     # Signatures are only known to match once mypy has checked them.
     contract_ok = (
         not run.contract_problem
@@ -798,5 +802,5 @@ def analyse_solution(
         "missingDependencies": sorted(run.missing),
         "integration": run.integration,
         "diagnostics": run.diagnostics.bounded(),
-        "mypyVersion": _mypy_version(python),
+        "mypyVersion": mypy,
     }

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_eval.errors import InfrastructureError
+from agent_eval.verification.runtime import timing
 
 __all__ = ["MypyError", "MypyFinding", "blank_checker_comments", "mypy_version", "run_mypy"]
 
@@ -162,15 +163,16 @@ def run_mypy(
         *files,
     ]
     try:
-        done = subprocess.run(
-            command,
-            cwd=workdir,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env=_environment(search_path),
-        )
+        with timing.span("mypy process"):
+            done = subprocess.run(
+                command,
+                cwd=workdir,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                env=_environment(search_path),
+            )
     except subprocess.TimeoutExpired as exc:
         raise MypyError(f"mypy did not finish within {timeout:g} s") from exc
     except OSError as exc:

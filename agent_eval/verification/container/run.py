@@ -2,10 +2,12 @@
 
 Invariants:
 
-* **Only the parent's files are read.** The host reads ``/result/analysis.json``
-  and ``/result/result.json`` through the engine, bounded, and validates
-  them; the container's stdout, stderr and exit status are never a grade
-  (they appear only in the message of an infrastructure failure).
+* **Only the parent's files are read.** The host reads ``/result`` through
+  the engine in one bounded request and validates ``analysis.json`` and
+  ``result.json`` in it; any other file there (but the timing record the
+  host asked for) refuses the result. The container's stdout, stderr and
+  exit status are never a grade (they appear only in the message of an
+  infrastructure failure).
 * **Bound to the solution.** The analysis must name the task and the digest
   of exactly the files staged; the behavioural result must name the task.
 * **Deadlines from outside too.** The container is killed when it outlives
@@ -29,9 +31,10 @@ import shutil
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -47,10 +50,12 @@ from agent_eval.verification.container.staging import (
     ANALYSIS_FILE,
     ATTEMPT_COMMAND,
     RESULT_FILE,
+    TIMINGS_FILE,
     StagedAttempt,
     stage_attempt,
 )
 from agent_eval.verification.protocol import Verification
+from agent_eval.verification.runtime.timing import MAX_TIMINGS_BYTES
 
 __all__ = [
     "VERIFIER_ENVIRONMENT",
@@ -219,6 +224,10 @@ class VerifierSetup:
     of it (only faster: the findings are the same)."""
     running: RunningContainers = field(default_factory=RunningContainers)
     """The containers in flight, for cancellation."""
+    timings: Callable[[list[dict[str, Any]]], None] | None = None
+    """Given, every verification's parent also notes where its time went, and
+    this is called with those spans (see ``verification.runtime.timing``): a
+    profile for the benchmark, never part of a verdict."""
 
 
 def verify_in_container(
@@ -267,6 +276,7 @@ def verify_in_container(
         slot=slot,
         limits=limits,
         cache_seeded=setup.analysis_cache is not None,
+        timings=setup.timings is not None,
     )
     try:
         spec = ContainerSpec(
@@ -280,9 +290,19 @@ def verify_in_container(
             working_dir=VERIFIER_TRUSTED,
             limits=limits.container,
         )
-        return _run_verifier(setup.engine, spec, task, staged, limits, setup.running)
+        return _run_verifier(setup.engine, spec, task, staged, limits, setup.running, setup.timings)
     finally:
         shutil.rmtree(staged.root, ignore_errors=True)
+
+
+def _timings(data: bytes | None, where: str) -> list[dict[str, Any]]:
+    try:
+        spans = json.loads(data or b"")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InfrastructureError(f"{where}: {TIMINGS_FILE} is not JSON: {exc}") from None
+    if not isinstance(spans, list) or not all(isinstance(s, dict) for s in spans):
+        raise InfrastructureError(f"{where}: {TIMINGS_FILE} is not a list of spans")
+    return spans
 
 
 def _run_verifier(
@@ -292,8 +312,12 @@ def _run_verifier(
     staged: StagedAttempt,
     limits: VerificationLimits,
     running: RunningContainers | None,
+    timings: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> ContainerVerification:
     where = f"verifier of {spec.run_id}"
+    bounds = {ANALYSIS_FILE: limits.max_result_bytes, RESULT_FILE: limits.max_result_bytes}
+    if timings is not None:
+        bounds[TIMINGS_FILE] = MAX_TIMINGS_BYTES
     container_id = engine.create(spec)
     if running is not None:
         running.add(container_id)
@@ -306,20 +330,32 @@ def _run_verifier(
                 f"{limits.deadline_s:g} s and was killed; no result is trusted"
             )
 
-        def read(name: str) -> bytes:
-            try:
-                return engine.copy_file_out(
-                    container_id, f"{RESULT_MOUNT}/{name}", limits.max_result_bytes
-                )
-            except InfrastructureError as exc:
-                detail = _failure_detail(engine, container_id, waited.exit_code)
-                oom = " (the engine reports an OOM kill)" if waited.oom_killed else ""
-                raise InfrastructureError(f"{where}: no {name}{oom}: {exc}; {detail}") from None
+        def refused(what: str) -> InfrastructureError:
+            detail = _failure_detail(engine, container_id, waited.exit_code)
+            oom = " (the engine reports an OOM kill)" if waited.oom_killed else ""
+            return InfrastructureError(f"{where}: {what}{oom}; {detail}")
 
+        # One request for the whole result directory: the parent writes nothing else there.
+        try:
+            files = engine.copy_files_out(container_id, RESULT_MOUNT, sum(bounds.values()))
+        except InfrastructureError as exc:
+            raise refused(f"no result: {exc}") from None
+        extra = sorted(set(files) - set(bounds))
+        if extra:
+            raise refused(f"{RESULT_MOUNT} holds {extra}, which the verifier never writes")
+        for name, data in files.items():
+            if len(data) > bounds[name]:
+                raise refused(f"{name} has {len(data)} bytes, over {bounds[name]}")
+        if ANALYSIS_FILE not in files:
+            raise refused(f"no {ANALYSIS_FILE}")
         analysis, analysis_json = _read_analysis(
-            read(ANALYSIS_FILE), task, staged.solution_digest, where
+            files[ANALYSIS_FILE], task, staged.solution_digest, where
         )
-        behaviour = _read_behaviour(read(RESULT_FILE), task, where)
+        if RESULT_FILE not in files:
+            raise refused(f"no {RESULT_FILE}")
+        behaviour = _read_behaviour(files[RESULT_FILE], task, where)
+        if timings is not None:
+            timings(_timings(files.get(TIMINGS_FILE), where))
     finally:
         try:
             engine.remove(container_id)

@@ -9,6 +9,10 @@ and nothing the solution's UID can read holds grader material:
   contract), the repository's own ``graders/`` and the attempt file: the
   parent's import path. ``sandbox/`` (world-readable) holds only the
   ``sandbox`` set, the modules the child imports before the solution.
+  Every staged module has its bytecode beside it (``__pycache__``, checked
+  against the source's hash), so no process of the container compiles the
+  harness: the interpreter takes it only when its version and the source's
+  hash match, and compiles the source as ever otherwise.
 * ``/grader/task``: the task's ``grader.py``, ``task.json``, ``contract.pyi``
   and starter files, below the 0700 ``/grader``.
 * ``/solution``: a read-only copy of the solution, readable by the child.
@@ -19,8 +23,12 @@ Never the repository itself.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import marshal
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -51,6 +59,7 @@ __all__ = [
     "ANALYSIS_FILE",
     "ATTEMPT_COMMAND",
     "RESULT_FILE",
+    "TIMINGS_FILE",
     "StagedAttempt",
     "stage_attempt",
     "stage_runtime",
@@ -58,6 +67,8 @@ __all__ = [
 
 ANALYSIS_FILE = "analysis.json"
 RESULT_FILE = "result.json"
+TIMINGS_FILE = "timings.json"
+"""The parent's timing record, written only when the host asks for one."""
 ATTEMPT_FILE = "attempt.json"
 SCRATCH = "/tmp"
 CACHE_SEED_MOUNT = f"{VERIFIER_TRUSTED}/mypy-cache-seed"
@@ -79,6 +90,39 @@ def _copy_file(source: Path, target: Path, mode: int) -> None:
     os.chmod(target, mode)
 
 
+# PEP 552: the pyc's flags say "compared with the source's hash at every import".
+_CHECKED_HASH = (0b11).to_bytes(4, "little")
+
+
+@functools.lru_cache(maxsize=1024)
+def _bytecode(source: bytes) -> bytes | None:
+    """A checked-hash pyc of *source* for this interpreter, or None when it does not compile."""
+    try:
+        code = compile(source, "<staged>", "exec", dont_inherit=True, optimize=0)
+    except (SyntaxError, ValueError):
+        return None  # the interpreter in the container reports it, as without bytecode
+    return (
+        importlib.util.MAGIC_NUMBER
+        + _CHECKED_HASH
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
+
+
+def _copy_module(source: Path, target: Path, mode: int) -> None:
+    """Copy a file; a module gets its bytecode too, so no container compiles it again."""
+    _copy_file(source, target, mode)
+    tag = sys.implementation.cache_tag
+    if target.suffix != ".py" or tag is None:
+        return
+    pyc = _bytecode(target.read_bytes())
+    if pyc is not None:
+        cached = target.parent / "__pycache__" / f"{target.stem}.{tag}.pyc"
+        cached.parent.mkdir(exist_ok=True)
+        cached.write_bytes(pyc)
+        os.chmod(cached, mode)
+
+
 def stage_runtime(target: Path, graders_dir: Path | None) -> None:
     """The staged harness: ``trusted/`` for the parent (root only), ``sandbox/`` for the child.
 
@@ -92,12 +136,12 @@ def stage_runtime(target: Path, graders_dir: Path | None) -> None:
     for half, kind, mode in ((trusted, "verifier", 0o600), (sandbox, "sandbox", 0o644)):
         half.mkdir()
         for rel in staged_files(harness, kind):
-            _copy_file(harness / rel, half / "agent_eval" / rel, mode)
+            _copy_module(harness / rel, half / "agent_eval" / rel, mode)
     if graders_dir is not None:
         (trusted / "graders").mkdir()
         for module in sorted(graders_dir.glob("*.py")):
             if module.is_file() and not module.is_symlink():
-                _copy_file(module, trusted / "graders" / module.name, 0o600)
+                _copy_module(module, trusted / "graders" / module.name, 0o600)
     for directory in (p for p in trusted.rglob("*") if p.is_dir()):
         os.chmod(directory, 0o700)
     for directory in (p for p in sandbox.rglob("*") if p.is_dir()):
@@ -191,11 +235,13 @@ def _attempt(
     limits: VerificationLimits,
     analysis_scratch: str,
     cache_seeded: bool,
+    timings: bool,
 ) -> VerifierAttempt:
     site = str(IN_CONTAINER_CONSUMER.site)
     uid = CHILD_UID_BASE + slot
     return VerifierAttempt(
         schemaVersion=1,
+        timingsPath=f"{RESULT_MOUNT}/{TIMINGS_FILE}" if timings else None,
         analysis=AttemptAnalysis(
             taskPath=f"{VERIFIER_GRADER_MOUNT}/{TASK_FILE}",
             catalogPath=str(IN_CONTAINER_CONSUMER.catalog),
@@ -242,6 +288,7 @@ def stage_attempt(
     slot: int,
     limits: VerificationLimits,
     cache_seeded: bool = False,
+    timings: bool = False,
 ) -> StagedAttempt:
     """Stage copies of everything one verification mounts, in a fresh directory under *root*.
 
@@ -254,6 +301,7 @@ def stage_attempt(
         slot: The concurrency slot (chooses the child's UID).
         limits: The verification's limits (written into the attempt file).
         cache_seeded: A mypy cache seed will be mounted (its mount point is made).
+        timings: The parent also writes its timing record (a profile, never a grade).
 
     Returns:
         The staged directories.
@@ -281,6 +329,7 @@ def stage_attempt(
             limits=limits,
             analysis_scratch=f"{SCRATCH}/analysis-{uuid.uuid4().hex}",
             cache_seeded=cache_seeded,
+            timings=timings,
         )
         attempt_path = runtime / "trusted" / ATTEMPT_FILE
         attempt_path.write_text(attempt.model_dump_json(indent=2), encoding="utf-8")

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import timing
 from .job import MAX_JOB_BYTES, Job, JobError, _int, _object, _path, parse_job
 
 __all__ = ["ANALYSIS_GRACE_S", "MYPY_CACHE_DIR", "Attempt", "main", "parse_attempt"]
@@ -50,6 +51,7 @@ ANALYSIS_GRACE_S = 10.0
 _STDERR_TAIL = 1500
 _EXIT_INPUT = 2
 _EXIT_MYPY = 3
+_ANALYSIS_TIMINGS = "timings.json"
 
 _ANALYSIS_PATHS = {
     "taskPath": "task_path",
@@ -102,6 +104,8 @@ class AnalysisJob:
     import_paths: tuple[Path, ...] = ()
     """PYTHONPATH of the analysis process (where the staged ``agent_eval`` is)."""
     timeout_ms: int = 300_000
+    timings: bool = False
+    """Have the analysis process note its spans too (see ``timing``)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ class Attempt:
 
     analysis: AnalysisJob
     behaviour: Job
+    timings_path: Path | None = None
+    """Where the parent writes its timing record, when one is asked for."""
 
 
 def _paths(data: dict[str, Any], key: str) -> tuple[Path, ...]:
@@ -121,7 +127,7 @@ def _paths(data: dict[str, Any], key: str) -> tuple[Path, ...]:
 
 def parse_attempt(raw: Any) -> Attempt:
     """Validate a decoded attempt object; JobError names the offending key."""
-    data = _object(raw, "attempt", {"schemaVersion", "analysis", "behaviour"})
+    data = _object(raw, "attempt", {"schemaVersion", "analysis", "behaviour", "timingsPath"})
     if data.get("schemaVersion") != 1:
         raise JobError(f"attempt.schemaVersion must be 1, got {data.get('schemaVersion')!r}")
     if "analysis" not in data or "behaviour" not in data:
@@ -143,7 +149,15 @@ def parse_attempt(raw: Any) -> Attempt:
         values["timeout_ms"] = _int(
             analysis["timeoutMs"], "attempt.analysis.timeoutMs", 1, 3_600_000
         )
-    return Attempt(analysis=AnalysisJob(**values), behaviour=parse_job(data["behaviour"]))
+    timings_path = None
+    if data.get("timingsPath") is not None:
+        timings_path = _path(data["timingsPath"], "attempt.timingsPath")
+        values["timings"] = True
+    return Attempt(
+        analysis=AnalysisJob(**values),
+        behaviour=parse_job(data["behaviour"]),
+        timings_path=timings_path,
+    )
 
 
 def load_attempt(path: Path) -> Attempt:
@@ -187,6 +201,8 @@ def _command(job: AnalysisJob, output: Path) -> list[str]:
         command += ["--starter", str(job.starter_dir)]
     for root in job.search_path:
         command += ["--search-path", str(root)]
+    if job.timings:
+        command += ["--timings", str(job.scratch_dir / _ANALYSIS_TIMINGS)]
     return command
 
 
@@ -249,8 +265,11 @@ def run_analysis(job: AnalysisJob) -> bytes:
     output = job.scratch_dir / "analysis.json"
     try:
         if job.cache_seed_dir is not None:
-            _seed_cache(job.cache_seed_dir, job.scratch_dir / MYPY_CACHE_DIR)
-        status, stderr = _run(_command(job, output), job)
+            with timing.span("copying the mypy cache seed"):
+                _seed_cache(job.cache_seed_dir, job.scratch_dir / MYPY_CACHE_DIR)
+        with timing.span("analysis process"):
+            status, stderr = _run(_command(job, output), job)
+        timing.record.extend(job.scratch_dir / _ANALYSIS_TIMINGS, "analysis: ")
         if status == _EXIT_INPUT:
             raise AnalysisFailed("input", stderr or "the analysis refused its inputs")
         if status != 0:
@@ -291,10 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     except JobError as exc:
         print(f"verifier: {exc}", file=sys.stderr)
         return 2
+    if attempt.timings_path is not None:
+        timing.enable()
     for path in reversed(attempt.behaviour.parent_import_paths):
         sys.path.insert(0, str(path))
     # Needs the job's import paths (the library) first.
-    from .parent import run_and_write, write_bytes
+    with timing.span("importing the parent and the grading kit"):
+        from .parent import run_and_write, write_bytes
 
     failure: AnalysisFailed | None = None
     try:
@@ -304,13 +326,22 @@ def main(argv: list[str] | None = None) -> int:
         error = {"analysisError": {"kind": failed.kind, "message": failed.message}}
         analysis = (json.dumps(error, ensure_ascii=False, indent=2) + "\n").encode()
     try:
-        write_bytes(attempt.analysis.result_path, analysis)
+        with timing.span("writing analysis.json"):
+            write_bytes(attempt.analysis.result_path, analysis)
     except OSError as exc:
         print(f"verifier: cannot write {attempt.analysis.result_path}: {exc}", file=sys.stderr)
         return 1
-    if failure is not None:
-        return 0  # nothing is graded: the host reports the analysis error
-    return run_and_write(attempt.behaviour)
+    status = 0  # nothing is graded after an analysis error: the host reports it
+    if failure is None:
+        with timing.span("behaviour"):
+            status = run_and_write(attempt.behaviour)
+    if attempt.timings_path is not None:
+        timing.add("whole verification (every process)", timing.process_started() or 0.0,
+                   timing.now(), timing.cpu())  # fmt: skip
+        # A profile for the benchmark, never a grade: a failure to write it is ignored.
+        with contextlib.suppress(OSError):
+            timing.record.write(attempt.timings_path)
+    return status
 
 
 if __name__ == "__main__":

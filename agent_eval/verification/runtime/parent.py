@@ -38,6 +38,7 @@ from agent_eval.grading.grader import Grader
 from agent_eval.grading.report import Category, Finding, GradeReport, bounded
 from agent_eval.grading.session import Dispatch, Session
 
+from . import timing
 from .clock import SolutionClock, backstop_s, namespace_pids, session_pids, wall_clock
 from .codec import EXCEPTION_ATTRIBUTES
 from .framing import (
@@ -141,6 +142,7 @@ class ChildProcess:
         self._reader: FrameReader | None = None
         self._write_fd = -1
         self._out_fd = -1
+        self._ready_at: float | None = None
 
     # -- start -------------------------------------------------------------------
 
@@ -245,6 +247,7 @@ class ChildProcess:
         message = self._receive(deadline, what)
         op = message.get("op")
         if op == "ready":
+            self._ready_at = timing.now()
             return
         if op == "import-error":
             mro = message.get("mro")
@@ -314,11 +317,14 @@ class ChildProcess:
         if self._proc is None:
             self._close_fds()
             return
+        if self._ready_at is not None:
+            timing.add("scenario: the solution's calls", self._ready_at, timing.now())
         try:
             if self._failure is None and self._reader is not None:
                 self._drain_late_effects(dispatch)
         finally:
-            self._stop()
+            with timing.span("scenario: killing, reaping, cleaning up"):
+                self._stop()
 
     # -- internals ---------------------------------------------------------------------
 
@@ -626,7 +632,8 @@ class ChildOpener:
         process = ChildProcess(self.job, self.module, workdir, self.clock, self.types)
         self._current = process
         try:
-            process.start(deadline)
+            with timing.span("scenario: child start, isolation, solution import"):
+                process.start(deadline)
         except SolutionFailed as failure:
             if process.import_failed:
                 self._import_failure = failure
@@ -758,7 +765,8 @@ def run_and_write(job: Job) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     report = run_job(job)
     try:
-        write_result(job.result_path, report.to_json())
+        with timing.span("writing result.json"):
+            write_result(job.result_path, report.to_json())
     except OSError as exc:
         print(f"verifier: cannot write the result {job.result_path}: {exc}", file=sys.stderr)
         return 1

@@ -29,13 +29,14 @@ import hashlib
 import json
 import re
 import socket
+import sys
 import textwrap
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import docker
@@ -794,8 +795,21 @@ def test_no_file_the_solution_can_read_holds_grader_material(
     )
     result = verifier.run(tmp_path, snippet, limits=roomy)
     facts = reported(result)
-    sandbox = staged_files(REPO / "agent_eval", "sandbox")
-    assert facts["readable"] == sorted(f"/verifier/sandbox/agent_eval/{rel}" for rel in sandbox)
+    sandbox = [
+        f"/verifier/sandbox/agent_eval/{rel}"
+        for rel in staged_files(REPO / "agent_eval", "sandbox")
+    ]
+    # The sandbox's modules and their own bytecode, nothing else.
+    compiled = [
+        str(
+            PurePosixPath(f).parent
+            / "__pycache__"
+            / f"{PurePosixPath(f).stem}.{sys.implementation.cache_tag}.pyc"
+        )
+        for f in sandbox
+        if f.endswith(".py")
+    ]
+    assert facts["readable"] == sorted(sandbox + compiled)
     assert facts["leaks"] == []
     # The control: each marker does stand in the material it stands for.
     kit = REPO / "agent_eval"

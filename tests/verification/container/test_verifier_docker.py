@@ -41,7 +41,7 @@ from agent_eval.verification.container.run import (
     VerifierSetup,
     verify_in_container,
 )
-from agent_eval.verification.container.staging import stage_attempt
+from agent_eval.verification.container.staging import stage_attempt, stage_runtime
 from agent_eval.verification.container.verifier import ContainerVerifier
 from agent_eval.verification.local import LocalVerifier
 from agent_eval.verification.runtime.attempt import MYPY_CACHE_DIR, parse_attempt
@@ -155,7 +155,12 @@ def mode(path: Path) -> int:
 def test_the_attempt_format_is_pinned_and_the_runtime_reads_what_the_host_writes(
     task: TaskSpec, solution: Path, tmp_path: Path
 ) -> None:
-    assert set(VerifierAttempt.model_fields) == {"schemaVersion", "analysis", "behaviour"}
+    assert set(VerifierAttempt.model_fields) == {
+        "schemaVersion",
+        "analysis",
+        "behaviour",
+        "timingsPath",
+    }
     assert set(AttemptAnalysis.model_fields) == {
         "taskPath",
         "catalogPath",
@@ -188,6 +193,8 @@ def test_the_attempt_format_is_pinned_and_the_runtime_reads_what_the_host_writes
     assert str(runtime.analysis.result_path) == "/result/analysis.json"
     assert str(runtime.behaviour.result_path) == "/result/result.json"
     assert VerifierJob.model_validate(raw["behaviour"]) == host.behaviour
+    assert raw["timingsPath"] is None and runtime.timings_path is None
+    assert not runtime.analysis.timings
     with pytest.raises(JobError, match="unknown keys"):
         parse_attempt({**raw, "score": 1})
     with pytest.raises(JobError, match="unknown keys"):
@@ -219,6 +226,31 @@ def test_each_slot_runs_its_child_as_its_own_uid_and_kills_every_process_after_a
     assert len(uids) == 3
 
 
+def test_the_staged_harness_is_imported_from_its_bytecode_unless_its_source_changed(
+    tmp_path: Path,
+) -> None:
+    stage_runtime(tmp_path / "runtime", None)
+    sandbox = tmp_path / "runtime" / "sandbox"
+    module = "agent_eval.verification.runtime.framing"
+    # As the child imports it: isolated, the root put on sys.path by hand.
+    command = [sys.executable, "-B", "-I", "-v", "-c",
+               f"import sys; sys.path.insert(0, {str(sandbox)!r}); import {module} as m; "
+               "print(getattr(m, 'CHANGED', None))"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    pyc = f"framing.{sys.implementation.cache_tag}.pyc"
+    assert done.returncode == 0, done.stderr
+    assert f"code object from '{sandbox}/agent_eval/verification/runtime/__pycache__/{pyc}'" in (
+        done.stderr
+    )
+    assert done.stdout.strip() == "None"
+    source = sandbox / "agent_eval" / "verification" / "runtime" / "framing.py"
+    os.chmod(source, 0o644)
+    source.write_text(source.read_text(encoding="utf-8") + "CHANGED = 1\n", encoding="utf-8")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"  # the bytecode of the old source is not taken
+
+
 def test_the_analysis_keeps_its_cache_where_the_seed_is_copied() -> None:
     # The seed only speeds mypy up if it lands where the analysis looks for it.
     source = inspect.getsource(agent_eval.verification.analysis.report)
@@ -246,6 +278,12 @@ def test_the_staging_holds_only_copies_the_container_needs_with_private_grader_f
     sandbox = {f"sandbox/agent_eval/{rel}" for rel in staged_files(harness, "sandbox")}
     files = trusted | sandbox | {"trusted/attempt.json"}
     files |= {f"trusted/graders/{p.name}" for p in GRADERS.glob("*.py")}
+    tag = sys.implementation.cache_tag
+    files |= {
+        str(Path(f).parent / "__pycache__" / f"{Path(f).stem}.{tag}.pyc")
+        for f in files
+        if f.endswith(".py")
+    }
     folders = {str(parent) for f in files for parent in Path(f).parents if str(parent) != "."}
     # Never a host-only module: the in-process grader, the CLI, the engine, the batch.
     assert not any(
@@ -391,6 +429,55 @@ def test_a_missing_result_is_an_infrastructure_failure_whatever_the_container_pr
     assert all(c.removed for c in engine.containers.values())
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"/result/grade.json": b"{}"}, r"holds \['grade\.json'\], which the verifier never"),
+        ({"/result/timings.json": b"[]"}, r"holds \['timings\.json'\]"),  # not asked for
+        ({"/result/result.json": b" " * 1025}, r"result\.json has 1025 bytes, over 1024"),
+        ({"/result/sub/result.json": b"{}"}, "not a regular file directly in it"),
+    ],
+)
+def test_the_result_directory_is_read_in_one_request_and_anything_else_there_refuses_it(
+    extra: dict[str, bytes],
+    message: str,
+    task: TaskSpec,
+    solution: Path,
+    consumer: Path,
+    tmp_path: Path,
+) -> None:
+    engine, image = fake_engine()
+    files = {**parent_files(task, solution), **extra}
+    engine.script(Outcome(files=files))
+    assert len(files["/result/analysis.json"]) <= 1024
+    limits = VerificationLimits(max_result_bytes=1024)
+    with pytest.raises(InfrastructureError, match=message):
+        run(engine, image, task, solution, consumer, tmp_path, limits=limits)
+    assert all(c.removed for c in engine.containers.values())
+
+
+def test_the_timing_record_is_read_only_when_asked_for_and_reaches_its_sink(
+    task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
+) -> None:
+    engine, image = fake_engine()
+    spans = [{"name": "analysis process", "start": 100.0, "seconds": 0.5}]
+    files = {**parent_files(task, solution), "/result/timings.json": json.dumps(spans).encode()}
+    attempts: list[dict[str, Any]] = []
+
+    def read_attempt(spec: ContainerSpec, stdin: bytes | None) -> None:
+        (runtime,) = (m.source for m in spec.mounts if m.target == "/verifier")
+        attempts.append(json.loads((runtime / "trusted" / "attempt.json").read_bytes()))
+
+    engine.script(Outcome(files=files, on_start=read_attempt))
+    received: list[list[dict[str, Any]]] = []
+    run(engine, image, task, solution, consumer, tmp_path, timings=received.append)
+    assert received == [spans]
+    assert [a["timingsPath"] for a in attempts] == ["/result/timings.json"]
+    engine.script(Outcome(files={**files, "/result/timings.json": b"{}"}))
+    with pytest.raises(InfrastructureError, match="not a list of spans"):
+        run(engine, image, task, solution, consumer, tmp_path, timings=received.append)
+
+
 def test_a_container_that_outlives_its_deadline_is_killed_and_trusted_for_nothing(
     task: TaskSpec, solution: Path, consumer: Path, tmp_path: Path
 ) -> None:
@@ -519,6 +606,12 @@ def test_a_source_consumer_has_the_library_its_dependencies_and_the_local_engine
     assert all(
         mode(p) & 0o005 == 0o005 if p.is_dir() else mode(p) & 0o004 for p in consumer.rglob("*")
     )
+    # Compiled once, checked against each source's hash (PEP 552 flags 0b11).
+    modules = sorted((consumer / "site" / "appkit").rglob("*.py"))
+    tag = sys.implementation.cache_tag
+    for module in modules:
+        pyc = module.parent / "__pycache__" / f"{module.stem}.{tag}.pyc"
+        assert pyc.read_bytes()[4:8] == (0b11).to_bytes(4, "little"), module
     local = LocalVerifier.prepare(
         packages_dir=REPO / "packages",
         tasks_dir=REPO / "tasks",
