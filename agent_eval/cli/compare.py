@@ -11,6 +11,7 @@ from agent_eval.cli.common import located_project, reported_errors
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.compare.statistics import runs_needed
+from agent_eval.consumer.wheels import catalog_of_wheels
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models.receipt import MAX_REPETITIONS
@@ -75,7 +76,9 @@ def compare_command(
             raise click.UsageError(f"{path}: no such run directory")
     located = located_project(project, "batches")
     with reported_errors():
-        comparison = compare_batches(base, cand, current_anchors(located), allow)
+        comparison = compare_batches(
+            base, cand, current_anchors(located), allow, catalogs=catalog_of_wheels
+        )
         if json_path is not None:
             write_model_atomic(json_path, comparison)
     click.echo(as_text(comparison))
@@ -183,7 +186,7 @@ def summary_command(
     """
     located = located_project(project)
     with reported_errors():
-        shared = share_summary(run_dir, current_anchors(located), other)
+        shared = share_summary(run_dir, current_anchors(located), other, catalog_of_wheels)
         if json_path is not None:
             write_model_atomic(json_path, shared)
     click.echo(as_markdown(shared), nl=False)
