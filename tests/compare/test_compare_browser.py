@@ -19,8 +19,7 @@ from agent_eval.compare.compare import compare_batches
 from agent_eval.compare.page import write_comparison_page
 from agent_eval.grading.dom import Document, parse_html
 from agent_eval.report.render import CONTENT_SECURITY_POLICY
-from tests.browser import BrowserRun, attempted_requests, browser_unavailable, find_chromium
-from tests.browser import run_chromium as run_browser
+from tests.browser import attempted_requests, chromium_or_skip, load_page
 from tests.compare.test_compare import batch
 from tests.compare.test_page import HOSTILE_TITLE, hostile_sides, outcomes, task_rows
 from tests.evidence_builders import CURRENT
@@ -37,16 +36,7 @@ LONG_TITLE = "a-task-title-without-a-single-space-" * 12 + HOSTILE_TITLE
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
-    found = find_chromium()
-    if found is None:
-        browser_unavailable("no chromium binary (Debian package chromium)")
-    return found
-
-
-def run_chromium(chromium: Path, page: Path, work: Path, *args: str) -> BrowserRun:
-    done = run_browser(chromium, page.as_uri(), work, args)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done
+    return chromium_or_skip()
 
 
 @pytest.fixture
@@ -67,7 +57,7 @@ def hostile_page(tmp_path: Path) -> Path:
 def test_the_page_shows_the_verdict_and_every_row_and_makes_no_request(
     chromium: Path, worse_page: Path, tmp_path: Path
 ) -> None:
-    done = run_chromium(chromium, worse_page, tmp_path / "b", "--dump-dom")
+    done = load_page(chromium, worse_page, tmp_path / "b", "--dump-dom")
     assert done.interfaces == ("lo",)
     assert attempted_requests(done.net_log) == []
     doc: Document = parse_html(done.stdout)
@@ -90,7 +80,7 @@ def scroll_width(chromium: Path, page: Path, work: Path, extra: str = "") -> tup
         html.replace(CSP_META, "").replace("</main>", extra + "</main>" + MEASURE),
         encoding="utf-8",
     )
-    done = run_chromium(chromium, measured, work, "--dump-dom", "--window-size=800,1000")
+    done = load_page(chromium, measured, work, "--dump-dom", "--window-size=800,1000")
     title = parse_html(done.stdout).find("title")
     assert title is not None
     scroll, client = (int(n) for n in title.text.split())
@@ -119,7 +109,7 @@ def test_the_measurement_sees_a_page_that_does_not_fit(
 def test_hostile_values_are_text_in_the_browser_too(
     chromium: Path, hostile_page: Path, tmp_path: Path
 ) -> None:
-    done = run_chromium(chromium, hostile_page, tmp_path / "b", "--dump-dom")
+    done = load_page(chromium, hostile_page, tmp_path / "b", "--dump-dom")
     assert attempted_requests(done.net_log) == []
     doc = parse_html(done.stdout)
     title = doc.find("title")
