@@ -36,7 +36,15 @@ from agent_eval.models.compare import (
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
-__all__ = ["ALLOWABLE", "EVIDENCE_RULES", "as_text", "batch_identity", "compare_batches"]
+__all__ = [
+    "ALLOWABLE",
+    "EVIDENCE_RULES",
+    "LIBRARY",
+    "MAX_SYMBOL_LINES",
+    "as_text",
+    "batch_identity",
+    "compare_batches",
+]
 
 EVIDENCE_RULES = frozenset(
     {
@@ -434,7 +442,8 @@ def as_text(comparison: Comparison) -> str:
 
 
 MAX_SYMBOL_LINES = 40
-"""Changed symbols the terminal table lists (the JSON and the page have every one)."""
+"""Changed symbols the terminal table and a summary list (the JSON and the page have every
+one)."""
 _MARK = {"added": "+", "removed": "-", "changed": "~"}
 
 

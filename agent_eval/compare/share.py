@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_eval.compare.compare import batch_identity, compare_batches
+from agent_eval.compare.compare import MAX_SYMBOL_LINES, batch_identity, compare_batches
 from agent_eval.compare.symbols import CatalogOfWheels
 from agent_eval.errors import EvidenceError
 from agent_eval.evidence_io import read_model
@@ -124,7 +124,10 @@ def as_markdown(summary: SharedSummary) -> str:
         lines += ["", f"### Against {', '.join(c.baseline.batchIds)}", ""]
         lines += [f"- {c.first.sentence}", f"- {c.final.sentence}"]
         if c.api.status == "compared":
-            changed = ", ".join(f"{s.name} ({s.change})" for s in c.api.changes) or "none"
+            named = [f"{sym.name} ({sym.change})" for sym in c.api.changes[:MAX_SYMBOL_LINES]]
+            if len(c.api.changes) > MAX_SYMBOL_LINES:
+                named.append(f"and {len(c.api.changes) - MAX_SYMBOL_LINES} more")
+            changed = ", ".join(named) or "none"
             lines.append(f"- public symbols added, removed or changed: {changed}")
         elif c.api.status == "unavailable":
             lines.append(f"- public symbols added, removed or changed: not known ({c.api.note})")
