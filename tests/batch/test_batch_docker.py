@@ -238,7 +238,8 @@ def test_did_my_change_help_oracle_against_mutant_and_a_measurement_batch(
     have found and names the added function, from catalogs generated again from the saved
     wheels; oracle against mutant is refused for the runner that differs, then, allowed,
     finds first attempts worse, task by task with intervals, on the page too; the summary
-    of the mutant batch holds none of its solutions, logs or paths."""
+    of the measurement batch names the added function and holds none of its solutions, logs
+    or paths."""
     project = project_copy(tmp_path)
     oracle = write_config(engine, tmp_path / "oracle.json", "oracle")
     code, line = eval_agent(project, oracle)
@@ -295,13 +296,15 @@ def test_did_my_change_help_oracle_against_mutant_and_a_measurement_batch(
     assert all("95 % interval" in row.text for row in doc.find_all("tr", class_="task"))
 
     summary = subprocess.run(
-        [str(BIN / "agent-eval"), "summary", str(mutant), "--compare", str(baseline),
+        [str(BIN / "agent-eval"), "summary", str(measured.parent), "--compare", str(baseline),
          "--project", str(project)],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert summary.returncode == 0, summary.stderr
+    assert "- public symbols added, removed or changed: appkit.describe (added)" in summary.stdout
     assert str(tmp_path) not in summary.stdout and "/tmp/" not in summary.stdout
-    kept = [p for p in (mutant / "runs").rglob("*") if p.is_file() and p.suffix != ".json"]
+    runs = measured.parent / "runs"
+    kept = [p for p in runs.rglob("*") if p.is_file() and p.suffix != ".json"]
     assert kept
     for path in kept:
         for text_line in path.read_text(errors="replace").splitlines():
