@@ -389,3 +389,18 @@ def devtools(chromium: Path, work: Path, args: Sequence[str] = ()) -> Iterator[D
             yield browser
         finally:
             browser.close()
+
+
+def chromium_or_skip() -> Path:
+    """The Chromium binary; without one, a skip on a developer machine and a failure in CI."""
+    found = find_chromium()
+    if found is None:
+        browser_unavailable("no chromium binary (Debian package chromium)")
+    return found
+
+
+def load_page(chromium: Path, page: Path, work: Path, *args: str) -> BrowserRun:
+    """Chromium with *args* on the file *page*, which must end well."""
+    done = run_chromium(chromium, page.as_uri(), work, args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done

@@ -9,8 +9,10 @@ import click
 
 from agent_eval.cli.common import located_project, reported_errors
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
+from agent_eval.compare.page import write_comparison_page
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.compare.statistics import runs_needed
+from agent_eval.consumer.wheels import catalog_of_wheels
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models.receipt import MAX_REPETITIONS
@@ -36,6 +38,13 @@ def _dirs(value: str) -> list[Path]:
     help="Also write the comparison as JSON here.",
 )
 @click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the comparison as a self-contained HTML page here.",
+)
+@click.option(
     "--allow-different",
     "allow",
     multiple=True,
@@ -50,18 +59,20 @@ def _dirs(value: str) -> list[Path]:
     help="Repository the batches belong to (default: the current one).",
 )
 def compare_command(
-    baseline: str, candidate: str, json_path: Path | None, allow: tuple[str, ...],
-    project: Path | None,
+    baseline: str, candidate: str, json_path: Path | None, html_path: Path | None,
+    allow: tuple[str, ...], project: Path | None,
 ) -> None:  # fmt: skip
     """Compare the run directories of a baseline with a candidate's, task by task.
 
     Each side is one run directory, or several joined by commas, pooled (they must
     share every identity: a measurement batch of `eval-agent --repetitions N` pools
     with others of its kind). Every batch must pass the checker's evidence rules.
-    Prints what differs and, per task and pooled, the rates, their difference with a
-    95 % interval, an exact test and a verdict: better, worse, or no detectable
-    difference with the change these runs could have detected. Exit 0 when compared,
-    1 when refused (evidence, or identities that differ), 2 on a usage error.
+    Prints what differs (with the library's public symbols added, removed or changed,
+    from each side's API catalog generated again from its wheels) and, per task and
+    pooled, the rates, their difference with a 95 % interval, an exact test and a
+    verdict: better, worse, or no detectable difference with the change these runs
+    could have detected; --html writes the same as a self-contained page. Exit 0 when
+    compared, 1 when refused (evidence, or identities that differ), 2 on a usage error.
 
     \b
     Example:
@@ -75,9 +86,12 @@ def compare_command(
             raise click.UsageError(f"{path}: no such run directory")
     located = located_project(project, "batches")
     with reported_errors():
-        comparison = compare_batches(base, cand, current_anchors(located), allow)
+        current = current_anchors(located)
+        comparison = compare_batches(base, cand, current, allow, catalogs=catalog_of_wheels)
         if json_path is not None:
             write_model_atomic(json_path, comparison)
+        if html_path is not None:
+            write_comparison_page(html_path, comparison, current.titles)
     click.echo(as_text(comparison))
 
 
@@ -183,7 +197,7 @@ def summary_command(
     """
     located = located_project(project)
     with reported_errors():
-        shared = share_summary(run_dir, current_anchors(located), other)
+        shared = share_summary(run_dir, current_anchors(located), other, catalog_of_wheels)
         if json_path is not None:
             write_model_atomic(json_path, shared)
     click.echo(as_markdown(shared), nl=False)

@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.compare import statistics as stats
-from agent_eval.errors import ConfigError, EvidenceError
+from agent_eval.compare.symbols import CatalogOfWheels, symbol_changes
+from agent_eval.errors import AgentEvalError, ConfigError, EvidenceError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
 from agent_eval.models import ArchivesManifest, AttemptRecord, Receipt, RunRecord
+from agent_eval.models.catalog import ApiCatalog
 from agent_eval.models.compare import (
+    ApiChanges,
     Comparison,
     IdentityDifference,
     RateComparison,
@@ -33,7 +36,15 @@ from agent_eval.models.compare import (
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
-__all__ = ["ALLOWABLE", "EVIDENCE_RULES", "as_text", "batch_identity", "compare_batches"]
+__all__ = [
+    "ALLOWABLE",
+    "EVIDENCE_RULES",
+    "LIBRARY",
+    "MAX_SYMBOL_LINES",
+    "as_text",
+    "batch_identity",
+    "compare_batches",
+]
 
 EVIDENCE_RULES = frozenset(
     {
@@ -68,6 +79,7 @@ _COMPARED = (
 class _Batch:
     receipt: Receipt
     archives: ArchivesManifest
+    root: Path
 
 
 def _load(run_dir: Path, current: Anchors) -> _Batch:
@@ -85,7 +97,8 @@ def _load(run_dir: Path, current: Anchors) -> _Batch:
     receipt = read_model(run.receipt, Receipt, what="receipt")
     if not receipt.runs:
         raise EvidenceError(f"{run_dir}: the batch ran nothing ({receipt.status})")
-    return _Batch(receipt, read_model(run.archives_manifest, ArchivesManifest, what="archives"))
+    archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
+    return _Batch(receipt, archives, run_dir)
 
 
 def _served(receipt: Receipt) -> list[str]:
@@ -157,7 +170,7 @@ def _summary(batches: list[_Batch], identity: dict[str, Any]) -> SideSummary:
 
 def batch_identity(receipt: Receipt, archives: ArchivesManifest) -> SideSummary:
     """What one batch was bound to, by digest."""
-    batch = _Batch(receipt, archives)
+    batch = _Batch(receipt, archives, Path())
     return _summary([batch], _identity(batch))
 
 
@@ -272,6 +285,42 @@ def _task(task_id: str, base: list[RunRecord], cand: list[RunRecord]) -> TaskCom
     )
 
 
+class _NoCatalog(Exception):
+    """A side's catalog is not at hand; the message says why."""
+
+
+def _catalog(batch: _Batch, side: str, catalogs: CatalogOfWheels) -> ApiCatalog:
+    """The catalog *batch* recorded, generated again from its wheels (checked by digest)."""
+    archives = batch.archives.archives
+    wheels = [RunDirectory(batch.root).archives / a.filename for a in archives]
+    names = sorted({a.distribution for a in archives})
+    try:
+        catalog = catalogs(wheels, names)
+    except AgentEvalError as exc:
+        raise _NoCatalog(
+            f"the {side}'s API catalog cannot be generated from its wheels: {exc}"
+        ) from exc
+    if catalog.digest() != batch.archives.apiCatalogDigest:
+        raise _NoCatalog(
+            f"the API catalog generated from the {side}'s wheels on this machine is not the one "
+            f"the batch recorded ({catalog.digest()}, not {batch.archives.apiCatalogDigest}): "
+            "its Python or the library's dependencies differ from the verifier image's"
+        )
+    return catalog
+
+
+def _api_changes(base: _Batch, cand: _Batch, catalogs: CatalogOfWheels | None) -> ApiChanges:
+    if base.archives.apiCatalogDigest == cand.archives.apiCatalogDigest:
+        return ApiChanges(status="same-catalog", changes=[], note=None)
+    if catalogs is None:
+        return ApiChanges(status="unavailable", changes=[], note="the catalogs were not generated")
+    try:
+        before, after = _catalog(base, "baseline", catalogs), _catalog(cand, "candidate", catalogs)
+    except _NoCatalog as exc:
+        return ApiChanges(status="unavailable", changes=[], note=str(exc))
+    return ApiChanges(status="compared", changes=symbol_changes(before, after), note=None)
+
+
 METHOD = (
     "Rates count graded runs only (an infrastructure failure is nobody's). Differences are "
     "the candidate's rate minus the baseline's, with Newcombe's hybrid score 95 % interval. "
@@ -286,8 +335,13 @@ def compare_batches(
     candidate: Sequence[Path],
     current: Anchors,
     allow: Iterable[str] = (),
+    catalogs: CatalogOfWheels | None = None,
 ) -> Comparison:
     """Compare the pooled *baseline* batches with the pooled *candidate* ones.
+
+    The library's public symbols that differ are found from the API catalogs the sides
+    recorded, generated again from their wheels by *catalogs* (None: not generated, so
+    not known unless both recorded the same catalog).
 
     Raises:
         EvidenceError: A batch fails the checker's evidence rules, or ran nothing.
@@ -343,6 +397,7 @@ def compare_batches(
         candidate=_summary(cand_batches, cand_id),
         differences=differences,
         unexpected=unexpected,
+        api=_api_changes(base_batches[0], cand_batches[0], catalogs),
         method=METHOD,
         tasks=tasks,
         first=_rate(pooled(final=False), "first attempt, all tasks"),
@@ -366,6 +421,7 @@ def as_text(comparison: Comparison) -> str:
         lines.append(f"  {d.field}: {_short(d.baseline)} -> {_short(d.candidate)}")
     if not comparison.differences:
         lines.append("  nothing: the same library, runner, model, images and suite")
+    lines += _api_lines(comparison.api)
     lines.append("")
     width = max([len(t.taskId) for t in comparison.tasks] + [4])
     lines.append(
@@ -383,6 +439,40 @@ def as_text(comparison: Comparison) -> str:
     lines.append("")
     lines.append(comparison.method)
     return "\n".join(lines)
+
+
+MAX_SYMBOL_LINES = 40
+"""Changed symbols the terminal table and a summary list (the JSON and the page have every
+one)."""
+_MARK = {"added": "+", "removed": "-", "changed": "~"}
+
+
+def _api_lines(api: ApiChanges) -> list[str]:
+    if api.status == "same-catalog":
+        return []
+    if api.status == "unavailable":
+        return [f"  public symbols: not known ({api.note})"]
+    if not api.changes:
+        return ["  public symbols: none added, removed or changed"]
+    counts = {c: sum(s.change == c for s in api.changes) for c in _MARK}
+    lines = ["  public symbols: " + ", ".join(f"{n} {c}" for c, n in counts.items())]
+    for s in api.changes[:MAX_SYMBOL_LINES]:
+        if s.change == "changed":
+            said = f"{_symbol(s.baselineKind, s.baselineSignature)} -> "
+            said += _symbol(s.candidateKind, s.candidateSignature)
+        elif s.change == "added":
+            said = _symbol(s.candidateKind, s.candidateSignature)
+        else:
+            said = _symbol(s.baselineKind, s.baselineSignature)
+        lines.append(f"    {_MARK[s.change]} {s.name}  {said}")
+    if len(api.changes) > MAX_SYMBOL_LINES:
+        more = len(api.changes) - MAX_SYMBOL_LINES
+        lines.append(f"    ... and {more} more (every one in --json and --html)")
+    return lines
+
+
+def _symbol(kind: str | None, signature: str | None) -> str:
+    return _short(f"{kind} {signature}" if signature is not None else str(kind))
 
 
 def _short(value: Any) -> str:

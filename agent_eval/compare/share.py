@@ -11,21 +11,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_eval.compare.compare import batch_identity, compare_batches
+from agent_eval.compare.compare import MAX_SYMBOL_LINES, batch_identity, compare_batches
+from agent_eval.compare.symbols import CatalogOfWheels
 from agent_eval.errors import EvidenceError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
 from agent_eval.models import ArchivesManifest, Receipt
-from agent_eval.models.compare import SharedSummary, SharedTask
+from agent_eval.models.compare import Comparison, SharedSummary, SharedTask
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
 __all__ = ["as_markdown", "share_summary"]
 
 
 def share_summary(
-    run_dir: Path, current: Anchors, compare_with: Path | None = None
+    run_dir: Path,
+    current: Anchors,
+    compare_with: Path | None = None,
+    catalogs: CatalogOfWheels | None = None,
 ) -> SharedSummary:
-    """The shareable summary of the batch in *run_dir* (set against *compare_with*).
+    """The shareable summary of the batch in *run_dir* (set against *compare_with*, the
+    changed public symbols found with *catalogs*, as :func:`compare_batches` does).
 
     Raises:
         EvidenceError: The receipt or archives.json cannot be read.
@@ -49,7 +54,9 @@ def share_summary(
         counts[5] += any(a.infrastructureStatus == "failed" for a in r.attempts)
     spec = receipt.suite or current.spec
     comparison = (
-        compare_batches([compare_with], [run_dir], current) if compare_with is not None else None
+        _shareable(compare_batches([compare_with], [run_dir], current, catalogs=catalogs))
+        if compare_with is not None
+        else None
     )
     return SharedSummary(
         schemaVersion=1,
@@ -66,6 +73,16 @@ def share_summary(
         identity=batch_identity(receipt, archives),
         comparison=comparison,
     )
+
+
+def _shareable(comparison: Comparison) -> Comparison:
+    """*comparison* without the words of why the catalogs were not compared (they may
+    quote a path or a generator's output)."""
+    api = comparison.api
+    if api.note is None:
+        return comparison
+    note = "the API catalogs could not be compared on the machine that made this summary"
+    return comparison.model_copy(update={"api": api.model_copy(update={"note": note})})
 
 
 def _task(task_id: str, c: list[int]) -> SharedTask:
@@ -106,6 +123,14 @@ def as_markdown(summary: SharedSummary) -> str:
         c = s.comparison
         lines += ["", f"### Against {', '.join(c.baseline.batchIds)}", ""]
         lines += [f"- {c.first.sentence}", f"- {c.final.sentence}"]
+        if c.api.status == "compared":
+            named = [f"{sym.name} ({sym.change})" for sym in c.api.changes[:MAX_SYMBOL_LINES]]
+            if len(c.api.changes) > MAX_SYMBOL_LINES:
+                named.append(f"and {len(c.api.changes) - MAX_SYMBOL_LINES} more")
+            changed = ", ".join(named) or "none"
+            lines.append(f"- public symbols added, removed or changed: {changed}")
+        elif c.api.status == "unavailable":
+            lines.append(f"- public symbols added, removed or changed: not known ({c.api.note})")
         lines += [f"- {t.taskId}: {t.first.sentence}" for t in c.tasks]
     return "\n".join(lines) + "\n"
 

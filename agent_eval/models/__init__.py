@@ -18,12 +18,14 @@ from agent_eval.models.behaviour import (
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
 from agent_eval.models.cluster import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
 from agent_eval.models.compare import (
+    ApiChanges,
     Comparison,
     IdentityDifference,
     RateComparison,
     SharedSummary,
     SharedTask,
     SideSummary,
+    SymbolChange,
     TaskComparison,
 )
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
@@ -75,6 +77,7 @@ __all__ = [
     "AnalysisErrorDetail",
     "AnalysisFailure",
     "ApiCatalog",
+    "ApiChanges",
     "ArchiveEntry",
     "ArchivesManifest",
     "AssertionOutcome",
@@ -137,6 +140,7 @@ __all__ = [
     "SourceIdentity",
     "SourcePin",
     "SuiteSpec",
+    "SymbolChange",
     "TaskComparison",
     "TaskSpec",
     "Toolchain",

@@ -7,15 +7,18 @@ from typing import Literal
 from pydantic import Field, JsonValue
 
 from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.catalog import CatalogKind
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = [
+    "ApiChanges",
     "Comparison",
     "IdentityDifference",
     "RateComparison",
     "SharedSummary",
     "SharedTask",
     "SideSummary",
+    "SymbolChange",
     "TaskComparison",
     "Verdict",
 ]
@@ -74,6 +77,39 @@ class IdentityDifference(WireModel):
     """The candidate's value."""
     expected: bool
     """The library under evaluation (what a comparison is for), or allowed by the caller."""
+
+
+class SymbolChange(WireModel):
+    """One public symbol of the library that one side's API catalog has and the other's
+    lacks, or that both have with another kind or signature."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+    """Its fully qualified public spelling, as the catalogs give it."""
+    change: Literal["added", "removed", "changed"]
+    """Only in the candidate's catalog, only in the baseline's, or in both but different."""
+    baselineKind: CatalogKind | None
+    """What it is in the baseline's catalog (None: not there)."""
+    candidateKind: CatalogKind | None
+    """What it is in the candidate's catalog (None: not there)."""
+    baselineSignature: str | None
+    """Its call signature in the baseline's catalog or, for an attribute, property,
+    constant or type alias, its declared type (None: neither, or not there)."""
+    candidateSignature: str | None
+    """The same in the candidate's catalog."""
+
+
+class ApiChanges(WireModel):
+    """The library's public symbols that differ between the two sides."""
+
+    status: Literal["same-catalog", "compared", "unavailable"]
+    """``same-catalog``: both sides recorded one catalog digest, so nothing differs;
+    ``compared``: both catalogs were generated again from the batches' wheels, matched
+    their recorded digests and were compared; ``unavailable``: they could not be (``note``
+    says why), so what changed is not known."""
+    changes: list[SymbolChange]
+    """Every added, removed or changed symbol, sorted by name (empty unless compared)."""
+    note: str | None
+    """Why the catalogs could not be compared (None when they were, or were the same)."""
 
 
 class RateComparison(WireModel):
@@ -143,6 +179,8 @@ class Comparison(WireModel):
     """Every identity the sides do not share."""
     unexpected: list[str]
     """The identities that differ beyond the library, allowed by the caller: said first."""
+    api: ApiChanges
+    """The library's public symbols added, removed or changed between the sides."""
     method: NonEmptyStr
     """The tests and intervals used, in words."""
     tasks: list[TaskComparison]

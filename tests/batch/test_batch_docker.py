@@ -10,6 +10,7 @@ batch leaves a truthful partial receipt that check-agent-eval rejects.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -19,7 +20,8 @@ from typing import Any
 import pytest
 
 from agent_eval.engine import ContainerEngine, list_leftovers
-from agent_eval.models import Receipt
+from agent_eval.grading.dom import parse_html
+from agent_eval.models import Comparison, Receipt
 from tests.batches import BIN, check, eval_agent, project_copy, receipt_of, write_config
 
 pytestmark = pytest.mark.docker
@@ -206,18 +208,44 @@ def compare(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+ADDED_FUNCTION = '''
+
+def describe(value: object) -> str:
+    """A one-line description of *value*."""
+    return repr(value)
+'''
+
+
+def change_the_library(project: Path) -> None:
+    """Add one public function to the library's top-level package, and commit it."""
+    init = project / "packages" / "appkit-core" / "src" / "appkit" / "__init__.py"
+    text = init.read_text().replace("__all__ = [\n", '__all__ = [\n    "describe",\n', 1)
+    init.write_text(text + ADDED_FUNCTION)
+    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
+    identity |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+    subprocess.run(
+        ["git", "-C", str(project), "commit", "-q", "-a", "-m", "describe"],
+        check=True, capture_output=True, timeout=60, env={**os.environ, **identity},
+    )  # fmt: skip
+
+
 def test_did_my_change_help_oracle_against_mutant_and_a_measurement_batch(
     engine: ContainerEngine, tmp_path: Path
 ) -> None:
     """The comparison of real batches: a measurement batch (eval-agent --repetitions 5, 30
-    runs) is refused by the checker as such and compares like any other; oracle against
-    oracle finds no difference and says what it could have found; oracle against mutant
-    is refused for the runner that differs, then, allowed, finds first attempts worse."""
+    runs, of a library with one public function more) is refused by the checker as such and
+    compares like any other; oracle against oracle finds no difference, says what it could
+    have found and names the added function, from catalogs generated again from the saved
+    wheels; oracle against mutant is refused for the runner that differs, then, allowed,
+    finds first attempts worse, task by task with intervals, on the page too; the summary
+    of the measurement batch names the added function and holds none of its solutions, logs
+    or paths."""
     project = project_copy(tmp_path)
     oracle = write_config(engine, tmp_path / "oracle.json", "oracle")
     code, line = eval_agent(project, oracle)
     assert code == 0
     baseline = receipt_of(project, line).parent
+    change_the_library(project)
     code, line = eval_agent(project, oracle, None, "--repetitions", "5")
     assert code == 0 and line["firstSuccesses"] == 30, line
     measured = receipt_of(project, line)
@@ -229,18 +257,56 @@ def test_did_my_change_help_oracle_against_mutant_and_a_measurement_batch(
         "measurement", "not-self-test"
     ], decision  # fmt: skip
 
-    same = compare(project, str(baseline), str(measured.parent))
+    same = compare(project, str(baseline), str(measured.parent), "--json", str(tmp_path / "s.json"))
     assert same.returncode == 0, same.stderr
     first = same.stdout.splitlines()[0]
     assert first.startswith("no detectable difference: first attempt, all tasks: 18/18 -> 30/30")
     assert "could detect only a change of about" in first
+    assert "  public symbols: 1 added, 0 removed, 0 changed" in same.stdout
+    assert "    + appkit.describe  function (value: object) -> str" in same.stdout
+    saved = Comparison.model_validate_json((tmp_path / "s.json").read_bytes())
+    assert saved.api.status == "compared"
+    assert {d.field for d in saved.differences} == {"archives", "apiCatalogDigest", "sourceCommit"}
 
     code, line = eval_agent(project, write_config(engine, tmp_path / "mutant.json", "mutant"))
     mutant = receipt_of(project, line).parent
     refused = compare(project, str(baseline), str(mutant))
     assert refused.returncode == 1 and "--allow-different runner" in refused.stderr
-    allowed = compare(project, str(baseline), str(mutant), "--allow-different", "runner")
+    page, data = tmp_path / "compare.html", tmp_path / "compare.json"
+    allowed = compare(
+        project, str(baseline), str(mutant), "--allow-different", "runner",
+        "--html", str(page), "--json", str(data),
+    )  # fmt: skip
     assert allowed.returncode == 0, allowed.stderr
     lines = allowed.stdout.splitlines()
     assert lines[0].startswith("NOTE: the sides also differ in runner")
     assert lines[1].startswith("worse: first attempt, all tasks: 18/18 -> 0/18")
+    assert any(line.startswith("  runner: {'name': 'agent-eval-oracle'") for line in lines)
+    result = Comparison.model_validate_json(data.read_bytes())
+    assert "runner" in result.unexpected and result.first.verdict == "worse"
+    assert len(result.tasks) == 6
+    for task in result.tasks:
+        assert (task.first.baselineSuccesses, task.first.candidateSuccesses) == (3, 0)
+        assert task.first.low is not None and task.first.high is not None
+        assert task.first.low <= task.first.difference <= task.first.high
+    doc = parse_html(page.read_text())
+    assert doc.by_id("beyond-library") is not None
+    shown = [row.attrs["data-task"] for row in doc.find_all("tr", class_="task")]
+    assert shown == [t.taskId for t in result.tasks]
+    assert all("95 % interval" in row.text for row in doc.find_all("tr", class_="task"))
+
+    summary = subprocess.run(
+        [str(BIN / "agent-eval"), "summary", str(measured.parent), "--compare", str(baseline),
+         "--project", str(project)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert summary.returncode == 0, summary.stderr
+    assert "- public symbols added, removed or changed: appkit.describe (added)" in summary.stdout
+    assert str(tmp_path) not in summary.stdout and "/tmp/" not in summary.stdout
+    runs = measured.parent / "runs"
+    kept = [p for p in runs.rglob("*") if p.is_file() and p.suffix != ".json"]
+    assert kept
+    for path in kept:
+        for text_line in path.read_text(errors="replace").splitlines():
+            if len(text_line.strip()) >= 24:
+                assert text_line.strip() not in summary.stdout, path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ from hypothesis import strategies as st
 from agent_eval.cli import main
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.digests import sha256_bytes, solution_digest
-from agent_eval.models import SharedSummary
+from agent_eval.errors import InfrastructureError
+from agent_eval.models import ApiCatalog, SharedSummary
+from tests.compare.test_symbols import AFTER, BEFORE, Catalogs, batch_with
 from tests.evidence_builders import CURRENT, receipt, run, write_batch
 from tests.paths import EXAMPLE_SUITE
 
@@ -94,3 +97,25 @@ def test_the_command_prints_markdown_and_writes_json(
     assert SharedSummary.model_validate_json(out.read_bytes()).batchId == "batch-1"
     missing = CliRunner().invoke(main, ["summary", str(tmp_path / "nope")])
     assert missing.exit_code == 2
+
+
+def test_a_summary_names_the_changed_symbols_but_not_why_they_are_unknown(
+    tmp_path: Path,
+) -> None:
+    before, after = batch_with(tmp_path / "a", BEFORE), batch_with(tmp_path / "b", AFTER)
+    catalogs = Catalogs({before.root: BEFORE, after.root: AFTER})
+    shared = share_summary(after.root, CURRENT, before.root, catalogs)
+    text = as_markdown(shared)
+    assert "- public symbols added, removed or changed: appkit.LIMIT (changed), " in text
+    assert "appkit.fresh (added)" in text and "appkit.gone (removed)" in text
+
+    def failing(wheels: Sequence[Path], distributions: Sequence[str]) -> ApiCatalog:
+        raise InfrastructureError(f"cannot run {wheels[0]} from /home/someone/x")
+
+    unknown = share_summary(after.root, CURRENT, before.root, failing)
+    assert unknown.comparison is not None and unknown.comparison.api.status == "unavailable"
+    for said in (as_markdown(unknown), unknown.model_dump_json()):
+        assert "/home/someone" not in said and str(tmp_path) not in said
+    assert "not known (the API catalogs could not be compared on the machine" in as_markdown(
+        unknown
+    )
