@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agent_eval.engine import ContainerEngine, list_leftovers
-from agent_eval.grading.dom import parse_html
+from agent_eval.grading.web import parse_html
 from agent_eval.models import Comparison, Receipt
 from tests.batches import BIN, check, eval_agent, project_copy, receipt_of, write_config
 

@@ -17,7 +17,7 @@ import pytest
 
 from agent_eval.compare.compare import compare_batches
 from agent_eval.compare.page import write_comparison_page
-from agent_eval.grading.dom import Document, parse_html
+from agent_eval.grading.web import Document, parse_html
 from agent_eval.report.render import CONTENT_SECURITY_POLICY
 from tests.browser import attempted_requests, chromium_or_skip, load_page
 from tests.compare.test_compare import batch

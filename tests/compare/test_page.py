@@ -14,7 +14,7 @@ from agent_eval.cli import main
 from agent_eval.compare.compare import compare_batches
 from agent_eval.compare.page import comparison_view, render_comparison, write_comparison_page
 from agent_eval.errors import EvidenceError
-from agent_eval.grading.dom import Document, Element, parse_html
+from agent_eval.grading.web import Document, Element, parse_html
 from agent_eval.models import ApiCatalog
 from agent_eval.models.compare import Comparison
 from agent_eval.report.render import CONTENT_SECURITY_POLICY
