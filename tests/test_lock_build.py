@@ -2,7 +2,8 @@
 the sha256 pip's report gives, in the format packing reads; what a backend's
 get_requires_for_build_wheel asks for beyond [build-system] requires is resolved with the
 rest until nothing new is asked; a lock that exists and pins something else is named and
-kept unless forced, one that pins the same is left as it is; a report pip could not have
+kept unless forced, one that pins the same versions and hashes is left as it is
+(its comments and layout too); a report pip could not have
 written is refused naming the entry. The real resolution (slow: it reaches the index by
 package name) locks a setuptools and a hatchling distribution and packs both with that lock.
 
@@ -143,7 +144,9 @@ def test_a_lock_that_pins_something_else_is_named_and_kept_unless_forced(tmp_pat
     assert done.changed and set(read_build_lock(done.path).pins) == {"setuptools"}
 
 
-def test_a_lock_that_already_pins_the_same_is_left_as_it_is(tmp_path: Path) -> None:
+def test_a_lock_that_already_pins_the_same_is_left_as_it_is_comments_and_all(
+    tmp_path: Path,
+) -> None:
     packages = tmp_path / "packages"
     tiny_distribution(packages)
     lock_build_requirements(
@@ -155,6 +158,12 @@ def test_a_lock_that_already_pins_the_same_is_left_as_it_is(tmp_path: Path) -> N
     )
     assert not again.changed
     assert (packages / BUILD_LOCK).stat().st_mtime_ns == before.st_mtime_ns
+    commented = "# Ours, reviewed.\n" + (packages / BUILD_LOCK).read_text().replace(" \\\n   ", "")
+    (packages / BUILD_LOCK).write_text(commented)
+    kept = lock_build_requirements(
+        packages, resolver=RecordedResolver([report("setuptools")]), ask_backends=no_more
+    )
+    assert not kept.changed and (packages / BUILD_LOCK).read_text() == commented
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from agent_eval.packing.build import BuildCache, wheel_build_requirements
 from agent_eval.packing.environment import build_environment
 from agent_eval.packing.lock import (
     BUILD_LOCK,
+    BuildLock,
     check_build_requirements,
     fetch_build_wheels,
     read_build_lock,
@@ -213,7 +214,7 @@ class LockWritten:
     wheels: tuple[ResolvedWheel, ...]
     """What it pins."""
     changed: bool
-    """Whether the file was written (False: it already held exactly this)."""
+    """Whether the file was written (False: it already pinned exactly these)."""
 
 
 def _requirements(dist: SourceDistribution, texts: Sequence[str], field_name: str) -> list[str]:
@@ -225,6 +226,15 @@ def _requirements(dist: SourceDistribution, texts: Sequence[str], field_name: st
                 f"{dist.pyproject}: {field_name} {text!r} is not a requirement: {exc}"
             ) from None
     return list(texts)
+
+
+def _same_pins(path: Path, lock: BuildLock) -> bool:
+    """Whether the lock at *path* pins exactly *lock*'s versions and hashes (its comments and
+    layout are the maintainer's to keep)."""
+    try:
+        return read_build_lock(path).pins == lock.pins
+    except ConfigError:
+        return False
 
 
 def _differences(path: Path, new: Sequence[ResolvedWheel]) -> str:
@@ -296,8 +306,7 @@ def lock_build_requirements(
                 f"after {_MAX_ROUNDS} resolutions; list them in [build-system] requires"
             )
     if path.exists():
-        old = path.read_bytes()
-        if old == text.encode("utf-8"):
+        if _same_pins(path, lock):
             return LockWritten(path, tuple(wheels), changed=False)
         if not force:
             raise ConfigError(
