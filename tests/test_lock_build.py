@@ -2,10 +2,11 @@
 the sha256 pip's report gives, in the format packing reads; what a backend's
 get_requires_for_build_wheel asks for beyond [build-system] requires is resolved with the
 rest until nothing new is asked; a lock that exists and pins something else is named and
-kept unless forced, one that pins the same versions and hashes is left as it is
-(its comments and layout too); a report pip could not have
-written is refused naming the entry. The real resolution (slow: it reaches the index by
-package name) locks a setuptools and a hatchling distribution and packs both with that lock.
+kept unless forced, one that pins the same versions and hashes is left as it is (its
+comments and layout too); a report pip could not have written is refused naming the
+entry, and an error of the command is one line. The real resolution (slow: it reaches the
+index by package name) locks a setuptools and a hatchling distribution and packs both with
+that lock.
 
 ``data/packing/pip-report-hatch.json`` is pip's report of ``hatchling hatch-vcs``, with
 the index's address, the long descriptions and the machine's kernel left out.
@@ -164,6 +165,25 @@ def test_a_lock_that_already_pins_the_same_is_left_as_it_is_comments_and_all(
         packages, resolver=RecordedResolver([report("setuptools")]), ask_backends=no_more
     )
     assert not kept.changed and (packages / BUILD_LOCK).read_text() == commented
+
+
+def test_distributions_that_require_nothing_to_build_have_nothing_to_lock(tmp_path: Path) -> None:
+    packages = tmp_path / "packages"
+    pyproject = tiny_distribution(packages) / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('["setuptools>=68"]', "[]"))
+    resolver = RecordedResolver([])
+    with pytest.raises(ConfigError, match=r"requires is empty, so there is nothing to lock"):
+        lock_build_requirements(packages, resolver=resolver, ask_backends=no_more)
+    assert resolver.asked == [] and not (packages / BUILD_LOCK).exists()
+
+
+def test_the_command_s_error_is_one_line_naming_what_is_wrong(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.agent-eval]\n")
+    result = CliRunner().invoke(main, ["lock-build", "--project", str(tmp_path)])
+    assert result.exit_code == 1
+    assert (
+        result.output == f"error: {tmp_path / 'packages'}: the packages directory does not exist\n"
+    )
 
 
 @pytest.mark.parametrize(

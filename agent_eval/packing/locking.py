@@ -278,6 +278,12 @@ def lock_build_requirements(
     wanted: list[str] = []
     for dist in distributions:
         wanted += _requirements(dist, dist.build_system.requires, "[build-system] requires")
+    if not wanted:
+        names = ", ".join(str(d.pyproject) for d in distributions)
+        raise ConfigError(
+            f"{names}: [build-system] requires is empty, so there is nothing to lock; a build "
+            "lock pins at least the backend"
+        )
     path = packages_dir / BUILD_LOCK
     with tempfile.TemporaryDirectory(prefix="agent-eval-lock-") as scratch:
         trial = Path(scratch) / BUILD_LOCK
