@@ -32,10 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.errors import ConfigError
-from agent_eval.packing import SourceDistribution, find_distributions
+from agent_eval.packing import BUILD_LOCK, SourceDistribution, find_distributions
 from agent_eval.project import find_project
 
-__all__ = ["NEXT_COMMANDS", "Initialised", "LibraryFunction", "init_repository", "read_function"]
+__all__ = [
+    "LOCK_COMMAND",
+    "NEXT_COMMANDS",
+    "Initialised",
+    "LibraryFunction",
+    "init_repository",
+    "read_function",
+]
 
 NEXT_COMMANDS = (
     "agent-eval tasks verify --verifier local",
@@ -43,6 +50,9 @@ NEXT_COMMANDS = (
     "agent-eval tasks verify --verifier docker",
 )
 """What a maintainer runs next, in order (printed by the command)."""
+LOCK_COMMAND = "agent-eval lock-build"
+"""What writes the build lock, run first when there is none: init itself never reaches a
+package index, and asking a backend what it needs runs the library's build code."""
 
 ASSERTION = "answers-as-the-library"
 """The generated task's one assertion."""
@@ -121,6 +131,8 @@ class Initialised:
     """Files written or appended to."""
     unchanged: tuple[Path, ...]
     """Files that already held exactly what init would write."""
+    next_commands: tuple[str, ...]
+    """What to run next, in order (:data:`LOCK_COMMAND` first when there is no build lock)."""
 
 
 def read_function(packages: Path, spec: str) -> LibraryFunction:
@@ -584,4 +596,7 @@ def init_repository(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             written.append(path)
-    return Initialised(written=tuple(written), unchanged=tuple(unchanged))
+    lock = () if (packages / BUILD_LOCK).exists() else (LOCK_COMMAND,)
+    return Initialised(
+        written=tuple(written), unchanged=tuple(unchanged), next_commands=(*lock, *NEXT_COMMANDS)
+    )

@@ -64,6 +64,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "agent_eval.cli.trial", "try_agent_command",
         "Try an agent CLI offline against a scripted model.",
     ),
+    "lock-build": (
+        "agent_eval.cli.packing", "lock_build_command",
+        "Write the library's build lock (resolved by pip).",
+    ),
     "fetch-build-wheels": (
         "agent_eval.cli.packing", "fetch_build_wheels_command",
         "Download the wheels the library's build lock pins.",

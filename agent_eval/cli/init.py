@@ -58,7 +58,7 @@ def init_command(function: str, examples: list[Any], task_id: str | None, projec
     A file that exists with other content is named and nothing is written (exit 2); a
     second run with the same answers writes nothing.
     """
-    from agent_eval.adoption.init import NEXT_COMMANDS, init_repository
+    from agent_eval.adoption.init import init_repository
 
     root = project.resolve()
     with reported_errors(EXIT_USAGE):
@@ -68,5 +68,5 @@ def init_command(function: str, examples: list[Any], task_id: str | None, projec
     if not done.written:
         click.echo("nothing to change: every file already holds what init writes")
     click.echo("next:")
-    for command in NEXT_COMMANDS:
+    for command in done.next_commands:
         click.echo(f"  {command}")

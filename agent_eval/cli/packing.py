@@ -1,4 +1,5 @@
-"""``agent-eval fetch-build-wheels``: download the wheels the build lock pins, by hash."""
+"""``agent-eval lock-build`` writes the build lock; ``agent-eval fetch-build-wheels`` downloads
+the wheels it pins, by hash."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import click
 
 from agent_eval.cli.common import reported_errors
 
-__all__ = ["fetch_build_wheels_command"]
+__all__ = ["fetch_build_wheels_command", "lock_build_command"]
 
 
 @click.command()
@@ -39,3 +40,33 @@ def fetch_build_wheels_command(project: Path | None, lock_path: Path | None) -> 
         wheels = fetch_build_wheels(lock, BuildCache.default().wheelhouse)
     for wheel in wheels:
         click.echo(str(wheel))
+
+
+@click.command(name="lock-build")
+@click.option(
+    "--project",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Repository whose packages/ are locked (default: the current one).",
+)
+@click.option(
+    "--force", is_flag=True, help="Replace an existing build lock that pins something else."
+)
+def lock_build_command(project: Path | None, force: bool) -> None:
+    """Write packages/build-requirements.lock: every [build-system] requires, and what
+    each backend's get_requires_for_build_wheel asks for, with their dependencies, pinned
+    by version and sha256 as pip resolves them for this interpreter.
+
+    Besides fetch-build-wheels this is the one step that reaches a package index (pip,
+    with your pip settings); the wheels are downloaded into the packing cache too. A lock
+    that exists and pins something else is named and kept, unless --force.
+    """
+    from agent_eval.packing import lock_build_requirements
+    from agent_eval.project import find_project
+
+    with reported_errors():
+        done = lock_build_requirements(find_project(project).packages, force=force)
+    for wheel in done.wheels:
+        click.echo(f"{wheel.name}=={wheel.version}")
+    state = "wrote" if done.changed else "unchanged:"
+    click.echo(f"{state} {done.path} ({len(done.wheels)} pins)")

@@ -19,8 +19,9 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,13 @@ from agent_eval.packing.lock import (
 )
 from agent_eval.packing.sources import NOT_PACKED, SourceDistribution, find_distributions
 
-__all__ = ["BuildCache", "build_archives", "git_version", "rebuild_archives"]
+__all__ = [
+    "BuildCache",
+    "build_archives",
+    "git_version",
+    "rebuild_archives",
+    "wheel_build_requirements",
+]
 
 _IGNORED = shutil.ignore_patterns(*NOT_PACKED, "*.pyc")
 # 1980-01-01: the earliest time a zip archive can record. A constant rather than the
@@ -153,26 +160,49 @@ class _Hooks:
         )
 
 
-def _build_wheel(
-    dist: SourceDistribution, python: Path, lock: BuildLock, output_dir: Path, version: str | None
-) -> ArchiveEntry:
+@contextmanager
+def _backend(dist: SourceDistribution, python: Path, version: str | None) -> Iterator[_Hooks]:
+    """The backend's hooks over a clean copy of *dist*'s source, for as long as it is kept."""
     with tempfile.TemporaryDirectory(prefix="agent-eval-pack-") as tmp:
         clean = Path(tmp) / dist.directory.name
         shutil.copytree(dist.directory, clean, ignore=_IGNORED)
-        out = Path(tmp) / "out"
-        out.mkdir()
         env = {**clean_environment(), "SOURCE_DATE_EPOCH": _EPOCH}
         if version is not None:
             env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
         hooks = _Hooks(dist, clean, python, env)
         try:
-            more = hooks.caller.get_requires_for_build_wheel()
-            check_build_requirements(lock, dist, more, "get_requires_for_build_wheel()")
-            name = hooks.caller.build_wheel(str(out))
+            yield hooks
         except (BackendUnavailable, BackendInvalid, HookMissing) as exc:
             raise hooks.failed(
                 f"{type(exc).__name__}: {exc}", getattr(exc, "traceback", "")
             ) from exc
+
+
+def wheel_build_requirements(
+    dist: SourceDistribution, python: Path, version: str | None
+) -> tuple[str, ...]:
+    """What *dist*'s backend asks for beyond ``[build-system] requires`` to build a wheel
+    (its ``get_requires_for_build_wheel``), asked in the build environment of *python*.
+
+    Raises:
+        ConfigError: The backend cannot be imported there or the hook fails.
+        InfrastructureError: It could not run.
+    """
+    with _backend(dist, python, version) as hooks:
+        return tuple(hooks.caller.get_requires_for_build_wheel())
+
+
+def _build_wheel(
+    dist: SourceDistribution, python: Path, lock: BuildLock, output_dir: Path, version: str | None
+) -> ArchiveEntry:
+    with (
+        tempfile.TemporaryDirectory(prefix="agent-eval-out-") as tmp,
+        _backend(dist, python, version) as hooks,
+    ):
+        out = Path(tmp)
+        more = hooks.caller.get_requires_for_build_wheel()
+        check_build_requirements(lock, dist, more, "get_requires_for_build_wheel()")
+        name = hooks.caller.build_wheel(str(out))
         wheels = sorted(out.glob("*.whl"))
         if wheels != [out / name]:
             raise hooks.failed(f"it made {[w.name for w in wheels]}, not one wheel")

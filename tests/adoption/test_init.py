@@ -6,7 +6,8 @@ method or a coroutine refused by name); the generated task passes
 ``tasks verify --verifier local`` as written (its correct case calls the real
 function, its negative fails the one assertion); a second run with the same
 answers writes nothing and says so; a file that holds something else is named,
-exit 2, and nothing at all is written.
+exit 2, and nothing at all is written; without a build lock the first command it
+gives is the one that writes it (init itself reaches no index).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent_eval.adoption.init import init_repository, read_function
+from agent_eval.adoption.init import LOCK_COMMAND, NEXT_COMMANDS, init_repository, read_function
 from agent_eval.cli import main
 from agent_eval.errors import ConfigError
+from agent_eval.packing import BUILD_LOCK
 from agent_eval.project import find_project
 from agent_eval.suite.tasks import load_suite
 
@@ -153,14 +155,24 @@ def test_a_second_run_with_the_same_answers_writes_nothing_and_says_so(tmp_path:
     assert first.exit_code == 0, first.output
     assert "wrote tasks/parse-day/grader.py" in first.output
     assert first.output.endswith(
-        "next:\n  agent-eval tasks verify --verifier local\n  agent-eval images build\n"
-        "  agent-eval tasks verify --verifier docker\n"
+        "next:\n  agent-eval lock-build\n  agent-eval tasks verify --verifier local\n"
+        "  agent-eval images build\n  agent-eval tasks verify --verifier docker\n"
     )
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     second = runner.invoke(main, args)
     assert second.exit_code == 0, second.output
     assert "nothing to change" in second.output and "wrote" not in second.output
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_with_a_build_lock_the_next_commands_leave_out_writing_one(tmp_path: Path) -> None:
+    root = library_repository(tmp_path / "repo")
+    (root / "packages" / BUILD_LOCK).write_text("setuptools==84.2.1 --hash=sha256:" + "0" * 64)
+    done = init_repository(root, "daydate:parse_day", [["1-2-3"]])
+    assert done.next_commands == NEXT_COMMANDS
+    (root / "packages" / BUILD_LOCK).unlink()
+    again = init_repository(root, "daydate:parse_day", [["1-2-3"]])
+    assert again.next_commands == (LOCK_COMMAND, *NEXT_COMMANDS) and again.written == ()
 
 
 def test_a_file_that_differs_is_named_and_nothing_is_written(tmp_path: Path) -> None:

@@ -3,13 +3,14 @@
 Invariants: agent-eval installed from this checkout into a fresh virtualenv
 (``pip install``, not editable: what ships is what the package declares) takes a
 repository holding nothing but a released library's source distribution
-(``packages/semver/``, the sdist as published) and tasks of its own (one
-written by ``agent-eval init``, one by hand): it verifies its fixtures locally
+(``packages/semver/``, the sdist as published, its version computed by its build)
+and tasks of its own (one written by ``agent-eval init``, one by hand), with the
+build lock ``agent-eval lock-build`` writes: it verifies its fixtures locally
 and in the verifier container, builds its images from the recipes the harness
 ships (it has no ``images/`` of its own), completes an oracle batch with every
-run a success, is rejected by the checker for ``not-self-test`` alone, and gets
-a report. The sdist is downloaded by name into the test session's cache, never
-kept in this repository.
+run a success and the wheel of the version the build computed, is rejected by
+the checker for ``not-self-test`` alone, and gets a report. The sdist is
+downloaded by name into the test session's cache, never kept in this repository.
 """
 
 from __future__ import annotations
@@ -237,12 +238,8 @@ def test_a_released_library_goes_from_an_empty_directory_to_a_judged_oracle_batc
     with tarfile.open(sdist(cache.mkdir("sdists"))) as archive:
         archive.extractall(root / "packages", filter="data")
     (root / "packages" / f"{LIBRARY}-{VERSION}").rename(root / "packages" / LIBRARY)
-    # The one edit the packer needs: it reads [project] version as written, and semver
-    # computes its own from an attribute.
-    pyproject = root / "packages" / LIBRARY / "pyproject.toml"
-    text = pyproject.read_text()
-    assert 'dynamic = ["version",]' in text
-    pyproject.write_text(text.replace('dynamic = ["version",]', f'version = "{VERSION}"'))
+    # As published: its version is computed by its build, from an attribute of its source.
+    assert 'dynamic = ["version",]' in (root / "packages" / LIBRARY / "pyproject.toml").read_text()
     git(root, "init", "-q")
     lap("sdist")
 
@@ -251,11 +248,17 @@ def test_a_released_library_goes_from_an_empty_directory_to_a_judged_oracle_batc
                *(arg for e in examples for arg in ("--example", e)))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "wrote tasks/is-valid/grader.py" in done.stdout
+    assert "agent-eval lock-build" in done.stdout
+    locked = run(bin_dir, root, "agent-eval", "lock-build")
+    assert locked.returncode == 0, locked.stderr
+    assert locked.stdout.startswith("setuptools==") and "wrote " in locked.stdout
+    fetched = run(bin_dir, root, "agent-eval", "fetch-build-wheels")
+    assert fetched.returncode == 0, fetched.stderr
     write_next_minor(root)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "agent-eval: two tasks")
     assert not (root / "images").exists() and not (root / "examples").exists()
-    lap("init")
+    lap("init-and-lock")
 
     for verifier in ("local", "docker"):
         if verifier == "docker":
@@ -287,6 +290,8 @@ def test_a_released_library_goes_from_an_empty_directory_to_a_judged_oracle_batc
         "is-valid-1", "next-minor-1", "is-valid-2", "next-minor-2",
     ]  # fmt: skip
     assert all(r.attempts[-1].success for r in receipt.runs)
+    archives = json.loads((receipt_path.parent / "archives.json").read_bytes())["archives"]
+    assert [(a["distribution"], a["version"]) for a in archives] == [(LIBRARY, VERSION)]
     checked = run(bin_dir, root, "check-agent-eval", "--receipt", str(receipt_path),
                   "--archives", str(receipt_path.parent / "archives.json"))  # fmt: skip
     assert checked.returncode == 1, checked.stderr
