@@ -41,6 +41,7 @@ from agent_eval.gateway.policy import (
     route_name,
     scrub,
     vet_upstream,
+    with_usage_requested,
 )
 
 _TOKEN_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
@@ -214,6 +215,11 @@ class Gateway:
         flow.request.headers[name] = (
             f"Bearer {secret}" if name.lower() == "authorization" else secret
         )
+        asked = with_usage_requested(
+            flow.request.path, flow.request.get_content(strict=False) or b""
+        )
+        if asked is not None:
+            flow.request.set_content(asked)  # sets the length to the new body's
 
     def server_connect(self, data: Any) -> None:
         """Vet the upstream's addresses before any connection, and pin the vetted one."""

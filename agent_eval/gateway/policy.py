@@ -44,6 +44,7 @@ __all__ = [
     "route_name",
     "scrub",
     "vet_upstream",
+    "with_usage_requested",
 ]
 
 METADATA_ADDRESSES = frozenset(
@@ -134,6 +135,35 @@ def request_refusal(
     if length > 0 and _media_type(content_type) not in _REQUEST_TYPES:
         return f"a request body must be JSON, not {content_type[:100]!r}"
     return None
+
+
+_STREAMED_COMPLETIONS = re.compile(r"(?:/[^?]*)?/(?:chat/)?completions")
+"""OpenAI-style completion endpoints, whose streamed answers carry no usage unless asked."""
+
+
+def with_usage_requested(path: str, body: bytes) -> bytes | None:
+    """*body* asking for the token usage of a streamed completion (None: leave it as it is).
+
+    An OpenAI-style ``stream: true`` completion sends its usage only when
+    ``stream_options.include_usage`` is set; without it the gateway would count no
+    tokens for the attempt and the batch's budget could not hold. Other APIs
+    (Anthropic, Gemini, the Responses API) stream their usage unasked.
+    """
+    if not _STREAMED_COMPLETIONS.fullmatch(path.split("?", 1)[0]):
+        return None
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        return None  # not ours to mend: the upstream answers it as it is
+    if not isinstance(request, dict) or request.get("stream") is not True:
+        return None
+    options = request.get("stream_options")
+    if options is None:
+        options = {}
+    if not isinstance(options, dict) or options.get("include_usage") is True:
+        return None
+    request["stream_options"] = {**options, "include_usage": True}
+    return json.dumps(request, separators=(",", ":")).encode()
 
 
 def response_refusal(status: int, content_type: str, length: int) -> str | None:

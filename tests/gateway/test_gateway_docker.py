@@ -162,6 +162,9 @@ out["delete"] = ask("/v1/models/echo", token, method="DELETE")[0]
 out["form"] = ask("/v1/messages", token, {"content-type": "multipart/form-data; boundary=x"},
                   method="POST", body=b"--x--")[0]
 out["binary"] = ask("/v1/models/binary", token)[:2]
+# A streamed chat completion goes out asking for its usage, so its tokens are counted.
+out["streamed"] = ask("/v1/chat/completions", token, {"content-type": "application/json"},
+                      method="POST", body=json.dumps({"model": "m", "stream": True}).encode())[0]
 out["environ"] = open("/proc/self/environ", "rb").read().decode(errors="replace")
 print(json.dumps(out))
 """
@@ -252,9 +255,17 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
     assert status == 502 and "cannot be measured" in body, out["binary"]
     assert f"{TOKEN_ENV}={route.token}" in out["environ"] and CANARY not in out["environ"]
     seen = [json.loads(line) for line in model.log.read_text().splitlines()]
-    assert [e["path"] for e in seen] == ["/v1/models/echo", "/v1/models/binary"], (
-        "only the attributed requests to the model API went out"
-    )
+    assert [e["path"] for e in seen] == [
+        "/v1/models/echo",
+        "/v1/models/binary",
+        "/v1/chat/completions",
+    ], "only the attributed requests to the model API went out"
+    assert out["streamed"] == 200
+    assert seen[2]["body"] == {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     assert seen[0]["keySha256"] == hashlib.sha256(CANARY.encode()).hexdigest()
     assert other.requests() == [] and not other.log.exists()
     lines = [json.loads(line) for line in records.splitlines()]
@@ -263,7 +274,10 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
     assert upgrade["failure"] == "refused-request"
     refused = {line["path"] for line in lines if line["failure"] == "refused-request"}
     assert set(out["paths"]) | {"/v1/messages"} <= refused, lines
-    assert lines[-1]["failure"] == "refused-response" and lines[-1]["status"] == 502, lines
+    (binary,) = [line for line in lines if line["path"] == "/v1/models/binary"]
+    assert binary["failure"] == "refused-response" and binary["status"] == 502, lines
+    (streamed,) = [line for line in lines if line["path"] == "/v1/chat/completions"]
+    assert (streamed["status"], streamed["failure"], streamed["outputTokens"]) == (200, None, 8)
     assert CANARY.encode() not in records
     assert list_leftovers(engine, batch) == []
 

@@ -23,6 +23,7 @@ from agent_eval.gateway.policy import (
     route_name,
     scrub,
     vet_upstream,
+    with_usage_requested,
 )
 from agent_eval.models.gateway import ApiKind
 
@@ -397,3 +398,40 @@ def test_no_path_with_a_dot_segment_is_forwarded_however_encoded(path: str) -> N
     decoded = urllib.parse.unquote(target)
     if "/../" in f"{decoded}/" or "/./" in f"{decoded}/":
         assert why is not None
+
+
+# -- usage asked of streamed completions ---------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/openai/v1/completions?x=1"])
+def test_a_streamed_completion_is_asked_for_its_usage(path: str) -> None:
+    body = json.dumps({"model": "m", "stream": True, "stream_options": {"other": 1}}).encode()
+    asked = with_usage_requested(path, body)
+    assert asked is not None
+    assert json.loads(asked) == {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"other": 1, "include_usage": True},
+    }
+    # Asked once: a body that already asks is left byte for byte.
+    assert with_usage_requested(path, asked) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "asked"),
+    [
+        ("/v1/chat/completions", {"model": "m"}),  # not streamed: usage comes with the answer
+        ("/v1/chat/completions", {"model": "m", "stream": "yes"}),
+        ("/v1/chat/completions", {"model": "m", "stream": True, "stream_options": "all"}),
+        ("/v1/messages", {"model": "m", "stream": True}),  # Anthropic streams its usage
+        ("/v1/responses", {"model": "m", "stream": True}),  # so does the Responses API
+        ("/v1/chat/completions", ["not", "an", "object"]),
+    ],
+)
+def test_other_requests_are_left_as_they_are(path: str, asked: object) -> None:
+    assert with_usage_requested(path, json.dumps(asked).encode()) is None
+
+
+def test_a_body_that_is_not_json_is_left_to_the_upstream() -> None:
+    assert with_usage_requested("/v1/chat/completions", b"\xff{") is None
+    assert with_usage_requested("/v1/chat/completions", b"[" * 100_000) is None
