@@ -190,6 +190,25 @@ def clean_environment() -> dict[str, str]:
     }
 
 
+def run_pip(arguments: Sequence[str], *, doing: str) -> subprocess.CompletedProcess[str]:
+    """pip of this interpreter with *arguments*, its output captured; the caller reads its exit.
+
+    The user's own pip settings (index, certificates) apply: these are the steps
+    that reach a package index.
+
+    Raises:
+        InfrastructureError: It ran over :data:`_FETCH_TIMEOUT_S` (*doing* says what it did).
+    """
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "pip", *arguments],
+            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            capture_output=True, text=True, timeout=_FETCH_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        raise InfrastructureError(f"{doing} took over {_FETCH_TIMEOUT_S}s") from exc
+
+
 def fetch_build_wheels(lock_path: Path, wheelhouse: Path) -> list[Path]:
     """Download the wheels *lock_path* pins into *wheelhouse*, by name, checked by hash.
 
@@ -209,20 +228,11 @@ def fetch_build_wheels(lock_path: Path, wheelhouse: Path) -> list[Path]:
     except ConfigError:
         pass
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-        "--only-binary=:all:", "--quiet", "--dest", str(wheelhouse), "-r", str(lock_path),
-    ]  # fmt: skip
-    try:
-        done = subprocess.run(
-            # The user's own pip settings (index, certificates) apply to a download.
-            command, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            capture_output=True, text=True, timeout=_FETCH_TIMEOUT_S, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        raise InfrastructureError(
-            f"downloading the wheels of {lock_path} took over {_FETCH_TIMEOUT_S}s"
-        ) from exc
+    done = run_pip(
+        ["download", "--no-deps", "--require-hashes", "--only-binary=:all:", "--quiet",
+         "--dest", str(wheelhouse), "-r", str(lock_path)],
+        doing=f"downloading the wheels of {lock_path}",
+    )  # fmt: skip
     if done.returncode != 0:
         raise InfrastructureError(
             f"downloading the wheels of {lock_path} failed (exit {done.returncode}): "

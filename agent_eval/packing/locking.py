@@ -19,9 +19,6 @@ The resolution is a port (:class:`Resolver`): :class:`PipResolver` runs pip,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +37,7 @@ from agent_eval.packing.lock import (
     check_build_requirements,
     fetch_build_wheels,
     read_build_lock,
+    run_pip,
 )
 from agent_eval.packing.sources import SourceDistribution, find_distributions, normalise_name
 
@@ -63,7 +61,6 @@ _HEADER = """\
 # checker rebuilds a commit's wheels with the lock of that commit.
 # Written by `agent-eval lock-build`.
 """
-_RESOLVE_TIMEOUT_S = 600
 # Each round adds what the backends asked for; a backend that keeps asking for more is refused.
 _MAX_ROUNDS = 4
 # A backend asked for its requirements needs some version; it does not depend on which.
@@ -145,21 +142,12 @@ class PipResolver:
         """See :meth:`Resolver.resolve`."""
         with tempfile.TemporaryDirectory(prefix="agent-eval-lock-") as scratch:
             report = Path(scratch) / "report.json"
-            command = [
-                sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-                "--only-binary", ":all:", "--target", str(Path(scratch) / "target"),
-                "--report", str(report), "-q", *requirements,
-            ]  # fmt: skip
-            try:
-                done = subprocess.run(
-                    # The user's own pip settings (index, certificates) apply, as to a download.
-                    command, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-                    capture_output=True, text=True, timeout=_RESOLVE_TIMEOUT_S, check=False,
-                )  # fmt: skip
-            except subprocess.TimeoutExpired as exc:
-                raise InfrastructureError(
-                    f"resolving {' '.join(requirements)} took over {_RESOLVE_TIMEOUT_S}s"
-                ) from exc
+            done = run_pip(
+                ["install", "--dry-run", "--ignore-installed", "--only-binary", ":all:",
+                 "--target", str(Path(scratch) / "target"), "--report", str(report), "-q",
+                 *requirements],
+                doing=f"resolving {' '.join(requirements)}",
+            )  # fmt: skip
             if done.returncode != 0:
                 raise ConfigError(
                     f"pip cannot resolve the build requirements {' '.join(requirements)} "
