@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment
 
 import agent_eval
 from agent_eval.compare.compare import LIBRARY
@@ -30,7 +30,7 @@ from agent_eval.models.compare import (
     SideSummary,
     TaskComparison,
 )
-from agent_eval.report.text import segments
+from agent_eval.report.render import NO_SCRIPT_POLICY, html_environment
 
 __all__ = [
     "IdentityRow",
@@ -278,20 +278,13 @@ def comparison_view(comparison: Comparison, titles: Mapping[str, str]) -> PageVi
 
 
 def _environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("agent_eval.compare", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.filters["segments"] = segments
-    return env
+    return html_environment("agent_eval.compare")
 
 
 def render_comparison(view: PageView) -> str:
     """The page's HTML for *view*."""
     template = _environment().get_template("compare.html.j2")
-    return template.render(v=view, version=agent_eval.__version__)
+    return template.render(v=view, version=agent_eval.__version__, csp=NO_SCRIPT_POLICY)
 
 
 def write_comparison_page(

@@ -35,6 +35,7 @@ from agent_eval.verdict.qualification import Anchors, current_anchors
 __all__ = [
     "CONTENT_SECURITY_POLICY",
     "FILTER_SCRIPT",
+    "NO_SCRIPT_POLICY",
     "content_security_policy",
     "render_report",
     "write_report",
@@ -44,13 +45,14 @@ FILTER_SCRIPT = (Path(__file__).parent / "templates" / "filter.js").read_text(en
 """The page's one script: the filter by task and outcome (it reads nothing but the page)."""
 
 
+NO_SCRIPT_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+"""What a page without a script may load: inline style and data: images, nothing else."""
+
+
 def content_security_policy(script: str = FILTER_SCRIPT) -> str:
     """What the page may load: inline style, data: images and exactly *script*."""
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    return (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-        f"script-src 'sha256-{digest}'"
-    )
+    return f"{NO_SCRIPT_POLICY}; script-src 'sha256-{digest}'"
 
 
 CONTENT_SECURITY_POLICY = content_security_policy()
@@ -88,13 +90,25 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def _environment() -> Environment:
+def html_environment(package: str) -> Environment:
+    """The jinja2 environment of a self-contained page whose templates are in *package*.
+
+    Every value is escaped and an undefined one is an error; text an agent or a
+    provider chose is split where a control character is (the ``segments``
+    filter), so a template can mark each one as the report's source view does.
+    """
     env = Environment(
-        loader=PackageLoader("agent_eval.report", "templates"),
+        loader=PackageLoader(package, "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         keep_trailing_newline=True,
     )
+    env.filters["segments"] = segments
+    return env
+
+
+def _environment() -> Environment:
+    env = html_environment("agent_eval.report")
     filters: dict[str, Callable[..., str]] = {
         "pct": _pct,
         "p3": _p3,
@@ -105,9 +119,6 @@ def _environment() -> Environment:
         "outcome_label": _OUTCOME_LABELS.__getitem__,
     }
     env.filters.update(filters)
-    # Text an agent or a provider chose is split where a control character is, and
-    # the template marks each one as the source view does (see its macro ``marked``).
-    env.filters["segments"] = segments
     return env
 
 

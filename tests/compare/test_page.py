@@ -4,6 +4,7 @@ checkout chose is text in it, with every control character shown by its code poi
 
 from __future__ import annotations
 
+import html as html_text
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from agent_eval.errors import EvidenceError
 from agent_eval.grading.web import Document, Element, parse_html
 from agent_eval.models import ApiCatalog
 from agent_eval.models.compare import Comparison
-from agent_eval.report.render import CONTENT_SECURITY_POLICY
+from agent_eval.report.render import NO_SCRIPT_POLICY
 from tests.compare.test_compare import batch
 from tests.compare.test_symbols import AFTER, BEFORE, Catalogs, batch_with
 from tests.evidence_builders import CURRENT, receipt, write_batch
@@ -142,11 +143,11 @@ def test_hostile_runner_model_and_title_are_text_and_nothing_could_run(tmp_path:
     assert len(task_rows(doc)) == len(comparison.tasks) + 1  # the table was not broken out of
 
 
-def test_the_page_allows_nothing_but_inline_style_as_the_report_does(tmp_path: Path) -> None:
+def test_the_page_allows_nothing_but_inline_style_and_no_script(tmp_path: Path) -> None:
     result = compare_batches([batch(tmp_path / "a").root], [batch(tmp_path / "b").root], CURRENT)
     html = render_comparison(comparison_view(result, {}))
-    meta = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
-    assert meta in html
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{NO_SCRIPT_POLICY}">'
+    assert meta in html_text.unescape(html)
     doc = parse_html(html)
     for tag in ("script", "img", "link", "iframe", "object", "embed", "a"):
         assert doc.find_all(tag) == [], tag
