@@ -14,11 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from agent_eval.compare.compare import compare_batches
 from agent_eval.compare.page import write_comparison_page
 from agent_eval.grading.web import Document, parse_html
-from agent_eval.report.render import CONTENT_SECURITY_POLICY
+from agent_eval.report.render import NO_SCRIPT_POLICY
 from tests.browser import attempted_requests, chromium_or_skip, load_page
 from tests.compare.test_compare import batch
 from tests.compare.test_page import HOSTILE_TITLE, hostile_sides, outcomes, task_rows
@@ -26,7 +27,8 @@ from tests.evidence_builders import CURRENT
 
 pytestmark = pytest.mark.slow
 
-CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
+# As the page writes it: the policy escaped like every value of the template.
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{escape(NO_SCRIPT_POLICY)}">'
 MEASURE = (
     "<script>document.title = document.documentElement.scrollWidth + ' ' + "
     "document.documentElement.clientWidth</script>"
