@@ -37,6 +37,8 @@ def ray_environment(home: Path, token: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     return env | {
         "HOME": str(home),
+        # Packing's build wheels stay where fetch-build-wheels put them (checked by hash).
+        "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"),
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/",
         "RAY_AUTH_MODE": "token",
