@@ -44,11 +44,10 @@ from tests.browser import (
     BrowserRun,
     DevTools,
     attempted_requests,
-    browser_unavailable,
+    chromium_or_skip,
     devtools,
-    find_chromium,
+    load_page,
 )
-from tests.browser import run_chromium as run_browser
 from tests.evidence_builders import CURRENT, receipt, write_batch
 from tests.report.test_report import NOW, grid, mixed_runs
 from tests.report.test_report_reading import EXPECTED, with_explained_failure
@@ -69,16 +68,7 @@ CSP_META = (
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
-    found = find_chromium()
-    if found is None:
-        browser_unavailable("no chromium binary (Debian package chromium)")
-    return found
-
-
-def run_chromium(chromium: Path, page: Path, work: Path, *args: str) -> BrowserRun:
-    done = run_browser(chromium, page.as_uri(), work, args)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done
+    return chromium_or_skip()
 
 
 def dom(done: BrowserRun) -> Document:
@@ -96,7 +86,7 @@ def report_page(tmp_path: Path) -> Path:
 def test_chromium_runs_where_only_loopback_exists(
     chromium: Path, report_page: Path, tmp_path: Path
 ) -> None:
-    done = run_chromium(chromium, report_page, tmp_path / "b", "--dump-dom")
+    done = load_page(chromium, report_page, tmp_path / "b", "--dump-dom")
     assert done.interfaces == ("lo",)
     ours = os.readlink("/proc/self/ns/net")
     assert (tmp_path / "b" / "namespace.txt").read_text().strip() not in {"", ours}
@@ -105,7 +95,7 @@ def test_chromium_runs_where_only_loopback_exists(
 def test_the_report_makes_no_network_request(
     chromium: Path, report_page: Path, tmp_path: Path
 ) -> None:
-    done = run_chromium(chromium, report_page, tmp_path / "b", "--dump-dom")
+    done = load_page(chromium, report_page, tmp_path / "b", "--dump-dom")
     assert attempted_requests(done.net_log) == []
 
 
@@ -117,12 +107,12 @@ def test_the_request_check_sees_a_request_when_a_page_makes_one(
     assert CSP_META in html
     without_policy = tmp_path / "no-csp.html"
     without_policy.write_text(html.replace(CSP_META, "").replace("<main>", "<main>" + probe))
-    done = run_chromium(chromium, without_policy, tmp_path / "b1", "--dump-dom")
+    done = load_page(chromium, without_policy, tmp_path / "b1", "--dump-dom")
     assert "URL_REQUEST_START_JOB http://127.0.0.1:9/probe.png" in attempted_requests(done.net_log)
     # And the policy alone is enough to stop it.
     with_policy = tmp_path / "csp.html"
     with_policy.write_text(html.replace("<main>", "<main>" + probe))
-    done = run_chromium(chromium, with_policy, tmp_path / "b2", "--dump-dom")
+    done = load_page(chromium, with_policy, tmp_path / "b2", "--dump-dom")
     assert attempted_requests(done.net_log) == []
 
 
@@ -130,7 +120,7 @@ def test_every_run_is_in_the_dom_with_its_outcome(
     chromium: Path, report_page: Path, tmp_path: Path
 ) -> None:
     _, expected = mixed_runs()
-    done = run_chromium(chromium, report_page, tmp_path / "b", "--dump-dom")
+    done = load_page(chromium, report_page, tmp_path / "b", "--dump-dom")
     shown = grid(dom(done))
     assert len(shown) == 18
     assert shown == expected
@@ -143,7 +133,7 @@ def test_a_solution_written_to_break_out_is_text_and_nothing_runs(
     without_policy = tmp_path / "no-csp.html"
     without_policy.write_text(html.replace(CSP_META, ""))
     for page in (report_page, without_policy):
-        done = run_chromium(chromium, page, tmp_path / page.stem, "--dump-dom")
+        done = load_page(chromium, page, tmp_path / page.stem, "--dump-dom")
         doc = dom(done)
         title = doc.find("title")
         assert title is not None and title.text.startswith("agent-eval report:")
@@ -162,7 +152,7 @@ def test_a_solution_written_to_break_out_is_text_and_nothing_runs(
 def test_a_page_whose_script_runs_would_be_seen(chromium: Path, tmp_path: Path) -> None:
     page = tmp_path / "control.html"
     page.write_text("<title>before</title><script>document.title = 'ran'</script>")
-    done = run_chromium(chromium, page, tmp_path / "b", "--dump-dom")
+    done = load_page(chromium, page, tmp_path / "b", "--dump-dom")
     title = dom(done).find("title")
     assert title is not None and title.text == "ran"
 
@@ -178,7 +168,7 @@ def test_a_screenshot_of_the_report_is_written(
     chromium: Path, report_page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shot = tmp_path / "report.png"
-    done = run_chromium(
+    done = load_page(
         chromium, report_page, tmp_path / "b", f"--screenshot={shot}", "--window-size=1400,2000"
     )
     assert png_size(shot) == (1400, 2000) and shot.stat().st_size > 20_000
@@ -335,7 +325,7 @@ def test_the_report_of_a_real_mutant_batch_shows_its_36_attempts_offline(
     saved = Receipt.model_validate_json(receipt_path.read_bytes())
     page = write_report(receipt_path.parent, project=project)
     assert page.stat().st_size < 2_000_000
-    done = run_chromium(chromium, page, tmp_path / "b", "--dump-dom")
+    done = load_page(chromium, page, tmp_path / "b", "--dump-dom")
     assert attempted_requests(done.net_log) == []
     doc = dom(done)
     expected = {
