@@ -452,8 +452,10 @@ def download_source(
         requirements = staging / "requirements.txt"
         requirements.write_text(f"{pin} --hash=sha256:{sha256}\n", encoding="utf-8")
         log(f"downloading the source archive of {pin} (pip, on the host)")
+        # pip reads the archive's metadata to download it, which runs its build backend: in
+        # an isolated environment of its own, so the host interpreter needs no build tools.
         pip = [python, "-m", "pip", "download", "--quiet", "--no-binary=:all:", "--no-deps"]
-        pip += ["--no-build-isolation", "--require-hashes", "-d", str(staging / "out")]
+        pip += ["--require-hashes", "-d", str(staging / "out")]
         _run_pip([*pip, "-r", str(requirements)], f"download the source archive of {pin}", run)
         archives = sorted((staging / "out").glob("*.tar.gz"))
         if len(archives) != 1 or _sha256(archives[0]) != sha256:
