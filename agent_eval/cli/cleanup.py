@@ -11,7 +11,7 @@ import click
 
 from agent_eval.batch.reaper import reap
 from agent_eval.cli.common import reported_errors
-from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.cli.compose import local_engine
 from agent_eval.project import find_project
 
 __all__ = ["cleanup_command"]
@@ -38,11 +38,8 @@ def cleanup_command(project: Path | None, runtime_path: str | None) -> None:
     """
     with reported_errors():
         located = find_project(project)
-        engine = connect_local_engine(runtime_path)
-        try:
+        with local_engine(runtime_path) as engine:
             reaped = reap(located.evidence, engine, clock=lambda: datetime.now(UTC))
-        finally:
-            engine.close()
     if not reaped:
         click.echo(
             f"agent-eval: nothing to clean up in {located.evidence}: no batch there was left "

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli.common import reported_errors
-from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.cli.compose import local_engine
 from agent_eval.errors import ConfigError
 from agent_eval.images.build import build_images, check_loopback_registry
 from agent_eval.images.lock import lock_runner
@@ -77,16 +77,15 @@ def build_command(
             check_loopback_registry(registry)
         except ConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--registry") from None
-    with reported_errors():
-        root = find_project(project).root
-        engine = connect_local_engine(runtime_path)
-    try:
-        with reported_errors():
-            built = build_images(
-                engine, root, runners=runners, registry=registry, mirror=debian_mirror, log=_log
-            )
-    finally:
-        engine.close()
+    with reported_errors(), local_engine(runtime_path) as engine:
+        built = build_images(
+            engine,
+            find_project(project).root,
+            runners=runners,
+            registry=registry,
+            mirror=debian_mirror,
+            log=_log,
+        )
     click.echo(built.to_json())
 
 
@@ -119,14 +118,8 @@ def verify_command(image: str, runtime_path: str | None, project: Path | None) -
     is printed), 2 when it cannot be verified here (no such image, no recipe
     labels, a commit or base that is not present, another builder).
     """
-    with reported_errors(EXIT_USAGE):
-        root = find_project(project).root
-        engine = connect_local_engine(runtime_path)
-    try:
-        with reported_errors(EXIT_USAGE):
-            result = verify_image(engine, root, image, log=_log)
-    finally:
-        engine.close()
+    with reported_errors(EXIT_USAGE), local_engine(runtime_path) as engine:
+        result = verify_image(engine, find_project(project).root, image, log=_log)
     click.echo(json.dumps(result.to_json(), sort_keys=True))
     if not result.same:
         for line in result.differences:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from agent_eval.cli.common import reported_errors
-from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.cli.compose import local_engine
 from agent_eval.project import find_project
 from agent_eval.reference.config import write_reference_config
 
@@ -26,9 +26,6 @@ def reference_config_command(mode: str, output: Path) -> None:
     """
     with reported_errors():
         root = find_project(None).root
-        engine = connect_local_engine()
-        try:
+        with local_engine() as engine:
             write_reference_config(engine, mode, output, project_root=root)
-        finally:
-            engine.close()
     click.echo(str(output))
