@@ -199,6 +199,9 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | Non
     return None
 
 
+_THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
+
+
 def refusal(
     address: ipaddress.IPv4Address | ipaddress.IPv6Address, *, allow_private: bool
 ) -> str | None:
@@ -228,6 +231,8 @@ def refusal(
             return name
     if address.is_global:
         return None
+    if address in _THIS_NETWORK:  # "this host on this network": never a model API, private or not
+        return "an address of this network (0.0.0.0/8)"
     if allow_private and address.is_private and not address.is_reserved:
         return None
     return "a private or reserved address"

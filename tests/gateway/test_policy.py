@@ -9,7 +9,7 @@ import urllib.parse
 from typing import get_args
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agent_eval.gateway.policy import (
@@ -247,6 +247,7 @@ def ipv6_forms(v4: str) -> dict[str, str]:
 
 
 @given(st.ip_addresses(v=4))
+@example(ipaddress.IPv4Address("0.0.0.1"))  # its "compatible" form is ::1, loopback
 def test_an_ipv4_address_written_as_ipv6_is_judged_as_itself(v4: ipaddress.IPv4Address) -> None:
     for allow_private in (False, True):
         direct = refusal(v4, allow_private=allow_private)
@@ -435,3 +436,13 @@ def test_other_requests_are_left_as_they_are(path: str, asked: object) -> None:
 def test_a_body_that_is_not_json_is_left_to_the_upstream() -> None:
     assert with_usage_requested("/v1/chat/completions", b"\xff{") is None
     assert with_usage_requested("/v1/chat/completions", b"[" * 100_000) is None
+
+
+@pytest.mark.parametrize("address", ["0.0.0.1", "0.1.2.3", "::ffff:0.0.0.1"])
+def test_this_networks_addresses_are_refused_even_where_private_ones_are_allowed(
+    address: str,
+) -> None:
+    for allow_private in (False, True):
+        assert "0.0.0.0/8" in str(
+            refusal(ipaddress.ip_address(address), allow_private=allow_private)
+        )
