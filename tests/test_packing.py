@@ -33,11 +33,12 @@ HATCH_LOCK = DATA / "packing" / "hatch-vcs.lock"
 
 @pytest.fixture(scope="module")
 def cache() -> BuildCache:
-    """The user's packing cache, with both locks' wheels (downloaded once, then reused)."""
-    cache = BuildCache.default()
+    """The user's wheelhouse, with both locks' wheels (downloaded once, then reused), and its
+    build environments; no wheel cache, so that every wheel here is really built."""
+    user = BuildCache.default()
     for lock in (SETUPTOOLS_LOCK, HATCH_LOCK):
-        fetch_build_wheels(lock, cache.wheelhouse)
-    return cache
+        fetch_build_wheels(lock, user.wheelhouse)
+    return BuildCache(user.wheelhouse, user.environments)
 
 
 def git(repo: Path, *args: str) -> str:
