@@ -150,6 +150,18 @@ def test_what_the_build_never_sees_does_not_change_the_key(tmp_path: Path) -> No
     assert source_digest(source) == before
 
 
+def test_bits_a_wheel_does_not_record_do_not_change_the_key(tmp_path: Path) -> None:
+    source = tiny_packages(tmp_path) / "tinylib"
+    module = source / "src" / "tinylib" / "__init__.py"
+    module.chmod(0o644)
+    before = source_digest(source)
+    module.chmod(0o664)
+    (source / "src").chmod(0o775)
+    assert source_digest(source) == before
+    module.chmod(0o744)
+    assert source_digest(source) != before
+
+
 def test_a_link_in_the_tree_is_never_cached(tmp_path: Path) -> None:
     source = tiny_packages(tmp_path) / "tinylib"
     (source / "src" / "tinylib" / "alias.py").symlink_to(source / "src" / "tinylib" / "__init__.py")

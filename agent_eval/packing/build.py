@@ -3,8 +3,10 @@
 Every distribution is built through its PEP 517 backend in the isolated build
 environment of the build lock (:mod:`agent_eval.packing.environment`), from a
 clean copy of its source (stale ``build/`` or ``*.egg-info`` directories would
-otherwise leak deleted modules into the wheel), without an index, with
-SOURCE_DATE_EPOCH fixed so that the same source gives the same bytes. A
+otherwise leak deleted modules into the wheel) whose files have git's modes
+(a backend may record them; the checkout's umask must not reach a wheel),
+without an index, with SOURCE_DATE_EPOCH fixed so that the same source gives
+the same bytes. A
 version computed from git (setuptools-scm, hatch-vcs) is given to the backend
 as ``SETUPTOOLS_SCM_PRETEND_VERSION``, derived from ``git describe`` of the
 commit being packed, so that it is the same whenever that commit is built.
@@ -35,7 +37,14 @@ from pyproject_hooks import BackendInvalid, BackendUnavailable, BuildBackendHook
 from agent_eval.digests import file_sha256
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.models import ArchiveEntry
-from agent_eval.packing.cache import COPY_FILTER, Origin, WheelCache, source_digest, wheel_key
+from agent_eval.packing.cache import (
+    COPY_FILTER,
+    Origin,
+    WheelCache,
+    copy_as_git_holds,
+    source_digest,
+    wheel_key,
+)
 from agent_eval.packing.environment import build_environment
 from agent_eval.packing.lock import (
     BUILD_LOCK,
@@ -171,7 +180,7 @@ def _backend(dist: SourceDistribution, python: Path, version: str | None) -> Ite
     """The backend's hooks over a clean copy of *dist*'s source, for as long as it is kept."""
     with tempfile.TemporaryDirectory(prefix="agent-eval-pack-") as tmp:
         clean = Path(tmp) / dist.directory.name
-        shutil.copytree(dist.directory, clean, ignore=COPY_FILTER)
+        shutil.copytree(dist.directory, clean, ignore=COPY_FILTER, copy_function=copy_as_git_holds)
         env = {**clean_environment(), "SOURCE_DATE_EPOCH": _EPOCH}
         if version is not None:
             env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version

@@ -1,8 +1,8 @@
 """The wheel cache: built wheels kept by everything their bytes depend on, and never trusted.
 
 A wheel's bytes are a function of the files its build sees (the distribution's
-directory as packing copies it: every path, its bytes and its permission bits,
-which the wheel records), the version its backend is given (computed from
+directory as packing copies it: every path, its bytes and whether it is
+executable, which a backend may record), the version its backend is given (computed from
 git), the build lock (which fixes the build environment), the interpreter the
 environment is made from, and packing's own recipe (its source: the epoch, the
 copy's filter, how the environment is made). :func:`wheel_key` is the digest of
@@ -52,12 +52,31 @@ __all__ = [
     "CachedWheel",
     "Origin",
     "WheelCache",
+    "copied_mode",
+    "copy_as_git_holds",
     "source_digest",
     "wheel_key",
 ]
 
 COPY_FILTER = shutil.ignore_patterns(*NOT_PACKED, "*.pyc")
 """What packing leaves out of the copy a build sees (build output, caches, bytecode)."""
+
+
+def copied_mode(mode: int) -> int:
+    """A file's permission bits in the copy a build sees: git's two, 0755 when anyone may
+    execute it and 0644 otherwise. A backend may record them in the wheel, so this keeps
+    the checkout's umask out of its bytes and gives a working tree's wheel the bytes of a
+    rebuild from git's archive of the same commit."""
+    return 0o755 if mode & 0o111 else 0o644
+
+
+def copy_as_git_holds(source: str, target: str) -> str:
+    """Copy one file for a build (``shutil.copytree``'s ``copy_function``), its bits as
+    :func:`copied_mode` says."""
+    shutil.copyfile(source, target)
+    os.chmod(target, copied_mode(os.stat(source).st_mode))
+    return target
+
 
 Origin = Literal["commit", "working-tree"]
 """Where a tree came from: as committed in git, or a working tree that may differ."""
@@ -98,8 +117,9 @@ def source_digest(directory: Path) -> str | None:
     """Digest of the files a build of *directory* sees, as packing copies them (None: the
     tree holds something other than directories and regular files, never cached).
 
-    Every path the copy keeps, a file's bytes and permission bits (the wheel records
-    them); the copy's own filter (:data:`COPY_FILTER`) decides what is left out.
+    Every path the copy keeps, a file's bytes and its bits in the copy (the wheel records
+    them, :func:`copied_mode`); the copy's own filter (:data:`COPY_FILTER`) decides what is
+    left out.
     """
     entries: list[list[object]] = []
     pending = [(directory, "")]
@@ -113,11 +133,11 @@ def source_digest(directory: Path) -> str | None:
             path, relative = folder / name, prefix + name
             mode = path.lstat().st_mode
             if stat.S_ISDIR(mode):
-                entries.append([relative + "/", stat.S_IMODE(mode)])
+                entries.append([relative + "/"])
                 pending.append((path, relative + "/"))
             elif stat.S_ISREG(mode):
                 try:
-                    entries.append([relative, stat.S_IMODE(mode), file_sha256(path)])
+                    entries.append([relative, copied_mode(mode), file_sha256(path)])
                 except DigestError:
                     return None
             else:
