@@ -33,11 +33,12 @@ HATCH_LOCK = DATA / "packing" / "hatch-vcs.lock"
 
 @pytest.fixture(scope="module")
 def cache() -> BuildCache:
-    """The user's packing cache, with both locks' wheels (downloaded once, then reused)."""
-    cache = BuildCache.default()
+    """The user's wheelhouse, with both locks' wheels (downloaded once, then reused), and its
+    build environments; no wheel cache, so that every wheel here is really built."""
+    user = BuildCache.default()
     for lock in (SETUPTOOLS_LOCK, HATCH_LOCK):
-        fetch_build_wheels(lock, cache.wheelhouse)
-    return cache
+        fetch_build_wheels(lock, user.wheelhouse)
+    return BuildCache(user.wheelhouse, user.environments)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -142,6 +143,45 @@ def test_a_hatch_vcs_version_comes_from_the_packed_commit_and_is_reproducible(
     assert later[0].version == f"1.2.1.dev1+g{head[:12]}"
     rebuilt = rebuild_archives(repo, "packages", head, tmp_path / "rebuild", cache=cache)
     assert [e.sha256 for e in rebuilt] == [e.sha256 for e in later]
+
+
+def test_a_build_sees_git_s_modes_so_a_checkout_s_umask_never_reaches_a_wheel(
+    tmp_path: Path, cache: BuildCache
+) -> None:
+    """A backend may record its files' modes in the wheel: the copy it builds from has
+    git's two (0644, or 0755 when executable), as git's archive of the commit has them, so a
+    checkout made with umask 002 packs as the checker's rebuild does."""
+    packages = packages_with_lock(tmp_path)
+    source = tiny_distribution(packages)
+    (source / "_build").mkdir()
+    (source / "_build" / "backend.py").write_text(
+        "import os\n"
+        "from setuptools.build_meta import *  # noqa\n"
+        "from setuptools import build_meta as _meta\n"
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        "    mode = os.stat('src/tinylib/__init__.py').st_mode & 0o777\n"
+        "    with open('src/tinylib/mode.py', 'w') as marker:\n"
+        "        marker.write(f'MODE = {mode:#o}\\n')\n"
+        "    return _meta.build_wheel(wheel_directory, config_settings, metadata_directory)\n"
+    )
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'build-backend = "setuptools.build_meta"',
+            'build-backend = "backend"\nbackend-path = ["_build"]',
+        )
+    )
+    module = source / "src" / "tinylib" / "__init__.py"
+    seen = {}
+    for mode in (0o644, 0o664, 0o600, 0o775):
+        module.chmod(mode)
+        [entry] = build_archives(packages, tmp_path / oct(mode), cache=cache)
+        with zipfile.ZipFile(tmp_path / oct(mode) / entry.filename) as archive:
+            seen[mode] = archive.read("tinylib/mode.py").decode()
+    assert seen == {
+        0o644: "MODE = 0o644\n", 0o664: "MODE = 0o644\n", 0o600: "MODE = 0o644\n",
+        0o775: "MODE = 0o755\n",
+    }  # fmt: skip
 
 
 def test_stale_build_output_in_the_source_never_reaches_the_wheel(

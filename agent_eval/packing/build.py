@@ -3,11 +3,17 @@
 Every distribution is built through its PEP 517 backend in the isolated build
 environment of the build lock (:mod:`agent_eval.packing.environment`), from a
 clean copy of its source (stale ``build/`` or ``*.egg-info`` directories would
-otherwise leak deleted modules into the wheel), without an index, with
-SOURCE_DATE_EPOCH fixed so that the same source gives the same bytes. A
+otherwise leak deleted modules into the wheel) whose files have git's modes
+(a backend may record them; the checkout's umask must not reach a wheel),
+without an index, with SOURCE_DATE_EPOCH fixed so that the same source gives
+the same bytes. A
 version computed from git (setuptools-scm, hatch-vcs) is given to the backend
 as ``SETUPTOOLS_SCM_PRETEND_VERSION``, derived from ``git describe`` of the
 commit being packed, so that it is the same whenever that commit is built.
+
+A wheel built once is kept in the wheel cache (:mod:`agent_eval.packing.cache`)
+under the digest of everything its bytes depend on, and taken from there, held
+to the digest recorded when it was built, while those inputs stay the same.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +37,14 @@ from pyproject_hooks import BackendInvalid, BackendUnavailable, BuildBackendHook
 from agent_eval.digests import file_sha256
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.models import ArchiveEntry
+from agent_eval.packing.cache import (
+    COPY_FILTER,
+    Origin,
+    WheelCache,
+    copy_as_git_holds,
+    source_digest,
+    wheel_key,
+)
 from agent_eval.packing.environment import build_environment
 from agent_eval.packing.lock import (
     BUILD_LOCK,
@@ -39,7 +53,7 @@ from agent_eval.packing.lock import (
     clean_environment,
     read_build_lock,
 )
-from agent_eval.packing.sources import NOT_PACKED, SourceDistribution, find_distributions
+from agent_eval.packing.sources import SourceDistribution, find_distributions
 
 __all__ = [
     "BuildCache",
@@ -49,7 +63,6 @@ __all__ = [
     "wheel_build_requirements",
 ]
 
-_IGNORED = shutil.ignore_patterns(*NOT_PACKED, "*.pyc")
 # 1980-01-01: the earliest time a zip archive can record. A constant rather than the
 # commit's time: the same tree gives the same wheel whichever commit holds it.
 _EPOCH = "315532800"
@@ -60,20 +73,22 @@ _OUTPUT_LINES = 20
 
 @dataclass(frozen=True)
 class BuildCache:
-    """Where packing keeps the build lock's wheels and its build environments."""
+    """Where packing keeps the build lock's wheels, its build environments and built wheels."""
 
     wheelhouse: Path
     """The downloaded wheels of build locks (checked against a lock's hashes on every use)."""
     environments: Path
     """Build environments, one per lock digest and interpreter (checked on every use)."""
+    built: Path | None = None
+    """The wheel cache: built wheels by the digest of their inputs (checked on every use);
+    None: every wheel is built."""
 
     @classmethod
     def default(cls) -> BuildCache:
         """The user's cache, shared by every checkout: ``$XDG_CACHE_HOME/agent-eval/packing``."""
         root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        return cls(
-            root / "agent-eval" / "packing" / "wheels", root / "agent-eval" / "packing" / "envs"
-        )
+        packing = root / "agent-eval" / "packing"
+        return cls(packing / "wheels", packing / "envs", packing / "built")
 
 
 def _git(repository: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -165,7 +180,7 @@ def _backend(dist: SourceDistribution, python: Path, version: str | None) -> Ite
     """The backend's hooks over a clean copy of *dist*'s source, for as long as it is kept."""
     with tempfile.TemporaryDirectory(prefix="agent-eval-pack-") as tmp:
         clean = Path(tmp) / dist.directory.name
-        shutil.copytree(dist.directory, clean, ignore=_IGNORED)
+        shutil.copytree(dist.directory, clean, ignore=COPY_FILTER, copy_function=copy_as_git_holds)
         env = {**clean_environment(), "SOURCE_DATE_EPOCH": _EPOCH}
         if version is not None:
             env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
@@ -223,41 +238,92 @@ def build_archives(
     *,
     cache: BuildCache | None = None,
     revision: tuple[Path, str] | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> list[ArchiveEntry]:
     """Build one wheel per distribution into *output_dir* and describe each.
 
     Args:
         packages_dir: The distributions and their build lock (``build-requirements.lock``).
         output_dir: Where the wheels go.
-        cache: The wheelhouse and build environments (default: the user's cache).
+        cache: The wheelhouse, build environments and wheel cache (default: the user's cache).
         revision: The git repository and commit a version computed from git is taken
             from (default: *packages_dir*'s repository at ``HEAD``).
+        notice: Hears why a cached wheel was thrown away (default: stderr).
 
-    The builds are independent subprocesses and run side by side.
+    The builds are independent subprocesses and run side by side. A wheel whose
+    inputs are those of a cached one is taken from the wheel cache instead; the
+    wheels of a tree git reports changed are kept apart from a commit's.
 
     Raises:
         ConfigError: A distribution, the lock, a requirement missing from it, a wheel of
             it not matching its hash, a version that cannot be computed, a failed build.
         InfrastructureError: pip or a build could not run.
     """
-    cache = cache or BuildCache.default()
+    origin: Origin = "commit" if _unchanged(packages_dir) else "working-tree"
+    return _build_all(
+        packages_dir, output_dir, cache or BuildCache.default(),
+        revision or (packages_dir, "HEAD"), origin, notice,
+    )  # fmt: skip
+
+
+def _unchanged(packages_dir: Path) -> bool:
+    """Whether git holds *packages_dir* as it is (nothing changed, added or removed).
+
+    What makes a cached wheel right is its key's digest of the files a build sees; this
+    only keeps the wheels of a tree git reports changed out of a rebuild's reach.
+    """
+    done = subprocess.run(
+        ["git", "--no-optional-locks", "-C", str(packages_dir), "status", "--porcelain",
+         "--untracked-files=all", "--", "."],
+        capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    return done.returncode == 0 and not done.stdout.strip()
+
+
+def _build_all(
+    packages_dir: Path,
+    output_dir: Path,
+    cache: BuildCache,
+    revision: tuple[Path, str],
+    origin: Origin,
+    notice: Callable[[str], None] | None,
+) -> list[ArchiveEntry]:
     output_dir.mkdir(parents=True, exist_ok=True)
     distributions = find_distributions(packages_dir)
     lock = read_build_lock(packages_dir / BUILD_LOCK)
     for dist in distributions:
         check_build_requirements(lock, dist)
-    repository, commit = revision or (packages_dir, "HEAD")
+    repository, commit = revision
     versions = {
         d.name: git_version(repository, commit, d) if d.version_from_git else None
         for d in distributions
     }
-    python = build_environment(lock, cache.wheelhouse, cache.environments)
-    with ThreadPoolExecutor(max_workers=min(4, len(distributions))) as pool:
-        return list(
-            pool.map(
-                lambda d: _build_wheel(d, python, lock, output_dir, versions[d.name]), distributions
-            )
+    wheels = WheelCache(cache.built, notice) if cache.built is not None else None
+    keys: dict[str, str] = {}
+    found: dict[str, ArchiveEntry] = {}
+    for dist in distributions:
+        files = source_digest(dist.directory) if wheels is not None else None
+        if wheels is None or files is None:
+            continue
+        keys[dist.name] = wheel_key(
+            dist, origin=origin, lock_sha256=lock.sha256, version=versions[dist.name], files=files
         )
+        if (entry := wheels.take(keys[dist.name], output_dir)) is not None:
+            found[dist.name] = entry
+    missing = [d for d in distributions if d.name not in found]
+    if missing:
+        python = build_environment(lock, cache.wheelhouse, cache.environments)
+        with ThreadPoolExecutor(max_workers=min(4, len(missing))) as pool:
+            built = list(
+                pool.map(
+                    lambda d: _build_wheel(d, python, lock, output_dir, versions[d.name]), missing
+                )
+            )
+        for dist, entry in zip(missing, built, strict=True):
+            found[dist.name] = entry
+            if wheels is not None and dist.name in keys:
+                wheels.put(keys[dist.name], output_dir / entry.filename, entry)
+    return [found[d.name] for d in distributions]
 
 
 def rebuild_archives(
@@ -267,19 +333,23 @@ def rebuild_archives(
     work_dir: Path,
     *,
     cache: BuildCache | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> list[ArchiveEntry]:
     """Build the candidate wheels again from *commit*'s ``packages`` tree, as packing does.
 
     The tree comes from git itself (``git archive``), never from the working
     copy, so what is rebuilt is what the commit holds, with the build lock the
-    commit holds.
+    commit holds. A wheel cached under the key of that tree (its files, the
+    commit's lock and version, as a commit's) is taken instead of a build,
+    held to its recorded digest; a working tree's wheel is never taken.
 
     Args:
         repository: The git repository (the project's root).
         packages: The packages directory, relative to the repository root.
         commit: The 40-hex commit recorded in archives.json.
         work_dir: An empty private directory for the tree and the wheels.
-        cache: The wheelhouse and build environments (default: the user's cache).
+        cache: The wheelhouse, build environments and wheel cache (default: the user's cache).
+        notice: Hears why a cached wheel was thrown away (default: stderr).
 
     Raises:
         ConfigError: The commit is unknown here or holds no packages, or its
@@ -288,22 +358,26 @@ def rebuild_archives(
     """
     if not re.fullmatch(r"[0-9a-f]{40}", commit):
         raise ConfigError(f"{commit!r} is not a full git commit id")
-    known = subprocess.run(
-        ["git", "-C", str(repository), "cat-file", "-e", f"{commit}^{{commit}}"],
-        capture_output=True, timeout=30, check=False,
-    )  # fmt: skip
-    if known.returncode != 0:
-        raise ConfigError(f"commit {commit} is not in the repository at {repository}")
-    archive = subprocess.run(
-        ["git", "-C", str(repository), "archive", "--format=tar", commit, "--", packages],
-        capture_output=True, timeout=120, check=False,
-    )  # fmt: skip
+    # ^{commit}: a tree or blob id is refused, as a commit that is not here is.
+    archive = _git_bytes(
+        repository, "archive", "--format=tar", f"{commit}^{{commit}}", "--", packages
+    )
     if archive.returncode != 0:
+        known = _git_bytes(repository, "cat-file", "-e", f"{commit}^{{commit}}")
+        if known.returncode != 0:
+            raise ConfigError(f"commit {commit} is not in the repository at {repository}")
         stderr = archive.stderr.decode("utf-8", "replace").strip()[-500:]
         raise ConfigError(f"commit {commit} holds no {packages}/: {stderr}")
     tree = work_dir / "tree"
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(tree, filter="data")
-    return build_archives(
-        tree / packages, work_dir / "wheels", cache=cache, revision=(repository, commit)
+    return _build_all(
+        tree / packages, work_dir / "wheels", cache or BuildCache.default(),
+        (repository, commit), "commit", notice,
+    )  # fmt: skip
+
+
+def _git_bytes(repository: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        ["git", "-C", str(repository), *args], capture_output=True, timeout=120, check=False
     )

@@ -45,7 +45,7 @@ from agent_eval.models import (
     Receipt,
     SuiteSpec,
 )
-from agent_eval.packing import rebuild_archives
+from agent_eval.packing import BuildCache, rebuild_archives
 from agent_eval.project import Project, evaluator_digest
 from agent_eval.reference import self_test_reasons
 from agent_eval.suite.tasks import read_suite_spec, task_titles
@@ -93,12 +93,15 @@ class Anchors:
     digest); None: it could not be read (``problems`` says why)."""
 
 
-def current_anchors(project: Project | None, problem: str | None = None) -> Anchors:
+def current_anchors(
+    project: Project | None, problem: str | None = None, *, cache: BuildCache | None = None
+) -> Anchors:
     """The anchors of *project*'s checkout: its suite, this harness, its git history.
 
     Args:
         project: The checkout the batch must match; None when none was found.
         problem: Why no project was found, if so.
+        cache: Where the rebuild keeps and finds its wheels (default: the user's cache).
     """
     problems = [problem] if problem else []
     suite: str | None = None
@@ -117,7 +120,9 @@ def current_anchors(project: Project | None, problem: str | None = None) -> Anch
         @functools.cache
         def rebuilt_at(commit: str) -> tuple[ArchiveEntry, ...]:
             with tempfile.TemporaryDirectory(prefix="agent-eval-rebuild-") as work:
-                return tuple(rebuild_archives(project.root, packages, commit, Path(work)))
+                return tuple(
+                    rebuild_archives(project.root, packages, commit, Path(work), cache=cache)
+                )
 
         def rebuild_here(commit: str) -> list[ArchiveEntry]:
             # A commit's wheels are the same every time: batches of one commit (pooled in

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import agent_eval.packing.build as build
 import agent_eval.verdict.qualification as qualification
 from agent_eval.packing import BUILD_LOCK, BuildCache, build_archives, fetch_build_wheels
 from agent_eval.project import find_project
@@ -29,6 +30,13 @@ from tests.paths import REPO
 def build_wheels() -> None:
     """The example's build lock's wheels, in the packing cache (downloaded once)."""
     fetch_build_wheels(REPO / "packages" / BUILD_LOCK, BuildCache.default().wheelhouse)
+
+
+def built_every_time() -> BuildCache:
+    """The user's wheelhouse and build environments without the wheel cache: the batch's
+    wheels and the checker's rebuild are each really built."""
+    user = BuildCache.default()
+    return BuildCache(user.wheelhouse, user.environments)
 
 
 def git(root: Path, *args: str) -> str:
@@ -59,7 +67,7 @@ def repository(tmp_path: Path) -> tuple[Path, str]:
 def packed_batch(tmp_path: Path, root: Path, commit: str) -> Batch:
     batch = write_batch(tmp_path / "batch")
     shutil.rmtree(batch.root / "archives")
-    entries = build_archives(root / "packages", batch.root / "archives")
+    entries = build_archives(root / "packages", batch.root / "archives", cache=built_every_time())
     manifest = json.loads(batch.archives.read_text())
     manifest["archives"] = [e.model_dump() for e in entries]
     manifest["source"] = {"commit": commit, "dirty": False}
@@ -69,7 +77,8 @@ def packed_batch(tmp_path: Path, root: Path, commit: str) -> Batch:
 
 
 def archive_reasons(batch: Batch, root: Path) -> list[str]:
-    result = qualify_files(batch.receipt, batch.archives, current_anchors(find_project(root)))
+    anchors = current_anchors(find_project(root), cache=built_every_time())
+    result = qualify_files(batch.receipt, batch.archives, anchors)
     return [r for r in result.reasons if r.startswith(("archives-", "archive-", "consumer-lock"))]
 
 
@@ -132,7 +141,7 @@ def test_a_commit_s_wheels_are_rebuilt_once_per_check(
     """Batches of one commit (pooled in a comparison, summarised and compared) share it."""
     calls: list[str] = []
 
-    def counted(root: Path, packages: str, commit: str, work: Path) -> list[Any]:
+    def counted(root: Path, packages: str, commit: str, work: Path, **_: Any) -> list[Any]:
         calls.append(commit)
         return []
 
@@ -143,3 +152,34 @@ def test_a_commit_s_wheels_are_rebuilt_once_per_check(
     assert first == again == [] and first is not again
     rebuild("b" * 40)
     assert calls == ["a" * 40, "b" * 40]
+
+
+def test_a_changed_wheel_is_rejected_when_the_rebuild_comes_from_the_wheel_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's packing filled the cache from the clean commit; the checker takes the
+    commit's wheels from it, builds nothing, and still names the changed wheel."""
+    user = BuildCache.default()
+    cache = BuildCache(user.wheelhouse, user.environments, tmp_path / "built")
+    root, commit = repository(tmp_path)
+    batch = write_batch(tmp_path / "batch")
+    shutil.rmtree(batch.root / "archives")
+    entries = build_archives(root / "packages", batch.root / "archives", cache=cache)
+    manifest = json.loads(batch.archives.read_text())
+    manifest["archives"] = [e.model_dump() for e in entries]
+    manifest["source"] = {"commit": commit, "dirty": False}
+    batch.archives.write_text(json.dumps(manifest, indent=2))
+    wheel = sorted((batch.root / "archives").glob("*.whl"))[0]
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    wheel.write_bytes(bytes(data))
+    rebind(batch)
+    built: list[str] = []
+    monkeypatch.setattr(build, "_build_wheel", lambda dist, *_: built.append(dist.name))
+    anchors = current_anchors(find_project(root), cache=cache)
+    result = qualify_files(batch.receipt, batch.archives, anchors)
+    reasons = [r for r in result.reasons if r.startswith(("archives-", "archive-"))]
+    assert built == []
+    assert len(reasons) == 1 and reasons[0].startswith(f"archives-rebuild: {wheel.name} rebuilt")
+    original = next(e for e in entries if e.filename == wheel.name)
+    assert original.sha256 in reasons[0] and commit in reasons[0]
