@@ -5,8 +5,8 @@ one scenario to the next: forked, already isolated up to the solution's
 import, by the verification's fork server (:class:`ForkServer`, see ``child``),
 and the parent's own child (so it reaps it and reads its exit status); where
 that cannot be (not Linux), a fresh interpreter. The child talks to the
-parent over a dedicated pipe pair; its stdout and stderr go to a third pipe of which the parent keeps
-only a bounded tail, for diagnostics. Every read has a deadline, and the
+parent over a dedicated pipe pair; its stdout and stderr go to a third pipe
+of which the parent keeps only a bounded tail, for diagnostics. Every read has a deadline, and the
 parent never waits for end-of-file (a grandchild may hold a pipe open). When
 a scenario ends, for whatever reason, the child's process group is killed,
 and, in a container where the parent is PID-namespace root, every other
