@@ -93,12 +93,16 @@ def _wait_s(remaining: float | None, backstop: float | None, slice_s: float | No
     return None if not waits else max(0.0, min(waits))
 
 
-def _check_time(deadline: float | None, backstop: float | None, clock: Clock, what: str) -> None:
+def _check_time(
+    deadline: float | None, backstop: float | None, clock: Clock, what: str
+) -> float | None:
+    """The time left before *deadline* (read once: the solution's clock reads ``/proc``)."""
     remaining = _remaining(deadline, clock)
     if remaining is not None and remaining <= 0:
         raise FrameTimeout(f"deadline passed {what}")
     if backstop is not None and time.monotonic() >= backstop:
         raise FrameStarved(f"the wall-clock backstop passed {what} with time left on the clock")
+    return remaining
 
 
 def write_frame(
@@ -120,10 +124,8 @@ def write_frame(
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
     while data:
-        _check_time(deadline, backstop, clock, "while writing a frame")
-        wait = _wait_s(
-            _remaining(deadline, clock), backstop, None if clock is time.monotonic else 0.1
-        )
+        remaining = _check_time(deadline, backstop, clock, "while writing a frame")
+        wait = _wait_s(remaining, backstop, None if clock is time.monotonic else 0.1)
         timeout_ms = None if wait is None else max(1, int(wait * 1000))
         events = poller.poll(timeout_ms)
         if not events:
@@ -241,14 +243,16 @@ class FrameReader:
             if self._eof:
                 raise FrameClosed("the writing end of the pipe is closed")
             try:
-                _check_time(deadline, backstop, self._clock, "before a whole frame arrived")
+                remaining = _check_time(
+                    deadline, backstop, self._clock, "before a whole frame arrived"
+                )
             except FrameError:
                 self._fill()
                 frame = self._take_frame()
                 if frame is not None:
                     return frame
                 raise
-            wait = _wait_s(_remaining(deadline, self._clock), backstop, slice_s)
+            wait = _wait_s(remaining, backstop, slice_s)
             timeout_ms = None if wait is None else max(1, int(wait * 1000))
             if poller.poll(timeout_ms):
                 self._fill()
