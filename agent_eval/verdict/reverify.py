@@ -61,7 +61,8 @@ def reverify_files(
 
     The consumer installed again from the batch's archives must hold exactly
     the distributions its consumer-lock.json records, and every verdict must
-    come out as recorded.
+    come out as recorded. *workers* verifications run at once (default: one
+    per core; *open_verifier* should give the verifier as many slots).
     """
     evidence = RunDirectory(receipt_path.parent)
     try:
