@@ -123,6 +123,8 @@ def test_an_interrupted_reverify_leaves_no_container_of_its_own(
         )
 
     assert len(verifications) >= 2
+    # Nothing of it is still running that could start a container after its clean-up.
+    assert not [t for t in threading.enumerate() if t.name.startswith("reverify")]
     [batch_id] = batches
     assert batch_id.startswith("reverify-")
     assert list_leftovers(engine, batch_id) == []
