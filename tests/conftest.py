@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import docker
 import docker.errors
 import pytest
 
+from agent_eval.consumer.cache import CACHE_ENV
 from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
 
 # The image every project image is built FROM. scripts/setup builds it under
@@ -118,3 +120,17 @@ def engine(docker_client: docker.DockerClient) -> Iterator[DockerEngine]:
     connected = connect_local_engine()
     yield connected
     connected.close()
+
+
+@pytest.fixture(autouse=True)
+def consumer_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """A consumer cache of each test's own (inherited by the processes it starts).
+
+    A batch test then prepares its consumer as a first batch does, whatever
+    ran before it; a test that wants a hit runs two batches in one test.
+    """
+    root = tmp_path_factory.mktemp("consumer-cache")
+    monkeypatch.setenv(CACHE_ENV, str(root))
+    yield root

@@ -37,7 +37,8 @@ from agent_eval.batch.schedule import (
     run_schedule,
 )
 from agent_eval.batch.signals import Stop
-from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
+from agent_eval.consumer.archives import PreparedConsumer
+from agent_eval.consumer.cache import ConsumerCache, cached_consumer
 from agent_eval.digests import file_sha256, solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
 from agent_eval.errors import AgentEvalError, InfrastructureError
@@ -347,8 +348,9 @@ class _Batch:
         self.lap("pack")
         self.steps.start("consumer", "preparing the consumer")
         consumer = _consumer(
-            engine, project, verifier_image, evidence, self.work_dir, archives, self.batch_id
-        )
+            engine, project, verifier_image, evidence, self.work_dir, archives, self.batch_id,
+            ports.notice,
+        )  # fmt: skip
         concurrency = config.concurrency or _default_concurrency()
         verifier: Verifier = _OnTheNodes()
         if self.remote is None:  # on a cluster every node verifies what it ran
@@ -672,11 +674,12 @@ def _consumer(
     work_dir: Path,
     archives: list[ArchiveEntry],
     batch_id: str,
+    notice: Callable[[str], None],
 ) -> PreparedConsumer:
     try:
         return batch_consumer(
             engine, project, verifier_image.image_id, evidence.archives, archives, work_dir,
-            batch_id,
+            batch_id, notice,
         )  # fmt: skip
     except AgentEvalError as exc:
         raise _NotRun([f"consumer: {exc}"]) from exc
@@ -690,23 +693,27 @@ def batch_consumer(
     archives: list[ArchiveEntry],
     work_dir: Path,
     batch_id: str,
+    notice: Callable[[str], None] = lambda _: None,
 ) -> PreparedConsumer:
-    """The batch's consumer under *work_dir*, installed from *archives* in the verifier image.
+    """The batch's consumer, installed from *archives* in the verifier image, or kept from
+    an earlier batch of the same inputs (:mod:`agent_eval.consumer.cache`).
 
     Raises:
         AgentEvalError: It could not be prepared.
     """
     lock = project.packages / "requirements.lock"
-    return prepare_consumer(
+    return cached_consumer(
         engine,
+        cache=ConsumerCache.default(project.evidence),
         verifier_image=verifier_image_id,
-        root=work_dir / "consumer",
+        fallback_root=work_dir / "consumer",
         stage=work_dir / "consumer-stage",
         archives_dir=archives_dir,
         archives=archives,
         dependency_lock=lock if lock.is_file() else None,
         guides=project.guides(),
         batch_id=batch_id,
+        notice=notice,
     )
 
 

@@ -45,11 +45,12 @@ def recorded_verifier(
 ) -> Iterator[tuple[Verifier, list[LockedDistribution]]]:
     """Re-verification's verifier: the recorded image on the local engine, connected only now
     (an engine that does not answer is a reason of the check, not a crash)."""
+    from agent_eval.verdict.reverify import reverify_workers
     from agent_eval.verification.container.verifier import evidence_verifiers
 
     with (
         local_engine() as engine,
-        evidence_verifiers(engine, project, archives, run_dir) as opened,
+        evidence_verifiers(engine, project, archives, run_dir, slots=reverify_workers()) as opened,
     ):
         yield opened
 

@@ -1,4 +1,4 @@
-"""The disposable consumer project: prepared once per batch, offline, in the verifier image.
+"""The consumer project: prepared offline in the verifier image, kept by :mod:`.cache`.
 
 Layout (mounted read-only into every runner and verifier container):
 
@@ -34,7 +34,7 @@ from agent_eval.models import ArchiveEntry, ConsumerLock, LockedDistribution
 from agent_eval.models.catalog import ApiCatalog
 from agent_eval.packing import normalise_name
 
-__all__ = ["PreparedConsumer", "prepare_consumer"]
+__all__ = ["PreparedConsumer", "load_consumer", "prepare_consumer"]
 
 _SETUP_TIMEOUT_S = 600.0
 _LOG_LIMIT = 64 * 1024
@@ -161,12 +161,23 @@ def prepare_consumer(
             f"preparing the consumer failed (exit {done.wait.exit_code}, "
             f"timed out: {done.wait.timed_out}): {tail}"
         )
+    return load_consumer(root, archives)
+
+
+def load_consumer(root: Path, archives: list[ArchiveEntry]) -> PreparedConsumer:
+    """Describe the consumer installed under *root* from *archives*, from its own files.
+
+    Raises:
+        InfrastructureError: Its catalog, versions or distributions are missing or unreadable.
+    """
     try:
         catalog = read_model(ConsumerLayout(root).catalog, ApiCatalog, what="API catalog")
+        python = (root / "python-version").read_text(encoding="utf-8").strip()
+        mypy_version = (root / "mypy-version").read_text(encoding="utf-8").strip()
     except EvidenceError as exc:
         raise InfrastructureError(str(exc)) from exc
-    python = (root / "python-version").read_text(encoding="utf-8").strip()
-    mypy_version = (root / "mypy-version").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InfrastructureError(f"the consumer {root} is incomplete: {exc}") from exc
     return PreparedConsumer(
         root=root,
         python=python,

@@ -13,7 +13,11 @@ checks for the fixtures.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -27,13 +31,14 @@ from agent_eval.models import (
     ConsumerLock,
     LockedDistribution,
     Receipt,
+    RunRecord,
     TaskSpec,
 )
 from agent_eval.project import Project
 from agent_eval.suite.tasks import load_suite
 from agent_eval.verification.protocol import Verification, Verifier, code_failure_category
 
-__all__ = ["EvidenceVerifiers", "reverify", "reverify_files"]
+__all__ = ["EvidenceVerifiers", "reverify", "reverify_files", "reverify_workers"]
 
 _MAX_ANALYSIS_BYTES = 8 * 1024 * 1024
 
@@ -45,13 +50,19 @@ EvidenceVerifiers = Callable[
 
 
 def reverify_files(
-    receipt_path: Path, archives_path: Path, project: Project, open_verifier: EvidenceVerifiers
+    receipt_path: Path,
+    archives_path: Path,
+    project: Project,
+    open_verifier: EvidenceVerifiers,
+    *,
+    workers: int | None = None,
 ) -> list[str]:
     """Verify every saved solution of a batch again; each difference is a reason.
 
     The consumer installed again from the batch's archives must hold exactly
     the distributions its consumer-lock.json records, and every verdict must
-    come out as recorded.
+    come out as recorded. *workers* verifications run at once (default: one
+    per core; *open_verifier* should give the verifier as many slots).
     """
     evidence = RunDirectory(receipt_path.parent)
     try:
@@ -70,15 +81,31 @@ def reverify_files(
                     "reverify: the consumer installed again from the archives holds other "
                     "distributions than consumer-lock.json records"
                 )
-            return reasons + reverify(receipt, evidence.root, tasks, verifier)
+            return reasons + reverify(
+                receipt,
+                evidence.root,
+                tasks,
+                verifier,
+                workers=reverify_workers() if workers is None else workers,
+            )
     except AgentEvalError as exc:
         return [f"reverify: the recorded verifier could not be prepared: {exc}"]
 
 
 def reverify(
-    receipt: Receipt, run_dir: Path, tasks: dict[str, TaskSpec], verifier: Verifier
+    receipt: Receipt,
+    run_dir: Path,
+    tasks: dict[str, TaskSpec],
+    verifier: Verifier,
+    *,
+    workers: int = 1,
 ) -> list[str]:
     """Every difference between the recorded verdicts and a fresh verification, as reasons.
+
+    Up to *workers* attempts are verified at once; the reasons come in the
+    receipt's order whatever order they finish in. When interrupted, no
+    verification is started any more, those under way are stopped
+    (``cancel_all``) and waited for, so none outlives this call.
 
     Args:
         receipt: The batch's receipt (already checked for integrity).
@@ -86,31 +113,60 @@ def reverify(
         tasks: The suite's task specs by id (the current ones; a stale suite is
             a reason of its own).
         verifier: The recorded verifier image, prepared from the batch's archives.
+        workers: Verifications at once (the verifier's own slots bound them too).
     """
-    reasons: list[str] = []
     evidence = RunDirectory(run_dir)
+    jobs: list[Callable[[], list[str]]] = []
     for run in receipt.runs:
         for record in run.attempts:
             if record.analysisDigest is None or not record.submitted:
                 continue  # never verified: nothing to verify again
-            where = f"reverify: {run.runId} attempt {record.attempt}"
-            task = tasks.get(run.taskId)
-            if task is None:
-                reasons.append(f"{where}: the suite has no task {run.taskId!r}")
-                continue
-            folder = evidence.attempt(run.runId, record.attempt)
-            try:
-                recorded = parse_model(
-                    read_bounded(folder.analysis, what="analysis", max_bytes=_MAX_ANALYSIS_BYTES),
-                    Analysis,
-                    where=str(folder.analysis),
-                )
-                again = verifier.verify(task, folder.solution, run.runId)
-            except AgentEvalError as exc:
-                reasons.append(f"{where}: cannot verify it again: {exc}")
-                continue
-            reasons += [f"{where}: {d}" for d in _differences(record, recorded, again)]
-    return reasons
+            jobs.append(functools.partial(_reverify_one, evidence, run, record, tasks, verifier))
+    if workers <= 1 or len(jobs) <= 1:
+        return [reason for job in jobs for reason in job()]
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)), thread_name_prefix="reverify")
+    futures = [pool.submit(job) for job in jobs]
+    try:
+        found = [future.result() for future in futures]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(AgentEvalError):
+            verifier.cancel_all()
+        raise
+    finally:
+        # Also on an interruption: a verification still under way ends (its container
+        # removed) before the caller's clean-up looks for what is left.
+        pool.shutdown(wait=True)
+    return [reason for reasons in found for reason in reasons]
+
+
+def _reverify_one(
+    evidence: RunDirectory,
+    run: RunRecord,
+    record: AttemptRecord,
+    tasks: dict[str, TaskSpec],
+    verifier: Verifier,
+) -> list[str]:
+    where = f"reverify: {run.runId} attempt {record.attempt}"
+    task = tasks.get(run.taskId)
+    if task is None:
+        return [f"{where}: the suite has no task {run.taskId!r}"]
+    folder = evidence.attempt(run.runId, record.attempt)
+    try:
+        recorded = parse_model(
+            read_bounded(folder.analysis, what="analysis", max_bytes=_MAX_ANALYSIS_BYTES),
+            Analysis,
+            where=str(folder.analysis),
+        )
+        again = verifier.verify(task, folder.solution, run.runId)
+    except AgentEvalError as exc:
+        return [f"{where}: cannot verify it again: {exc}"]
+    return [f"{where}: {d}" for d in _differences(record, recorded, again)]
+
+
+def reverify_workers() -> int:
+    """Verifications at once: one per core of this machine."""
+    return max(1, os.cpu_count() or 1)
 
 
 def _differences(record: AttemptRecord, recorded: Analysis, again: Verification) -> list[str]:

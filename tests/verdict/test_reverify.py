@@ -8,9 +8,13 @@ the field. Attempts never verified (nothing submitted) are not verified again.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agent_eval.digests import sha256_bytes
 from agent_eval.models import Analysis, BehaviourResult, Receipt, TaskSpec
@@ -120,3 +124,86 @@ def test_a_changed_assertion_finding_or_safety_is_named_with_its_attempt(tmp_pat
 
     reasons = reverify(recorded, run_dir, {"forms": task("forms")}, Echo(unsafe))
     assert "reverify: forms-1 attempt 1: safetyPassed was True, is now False" in reasons
+
+
+class Slow(Echo):
+    """Echo, each verification taking a while and finishing out of order."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda analysis, behaviour: None)
+        self.at_once = 0
+        self.most_at_once = 0
+        self.lock = threading.Lock()
+
+    def verify(self, spec: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        with self.lock:
+            self.at_once += 1
+            self.most_at_once = max(self.most_at_once, self.at_once)
+        time.sleep(0.3 if run_id.endswith("-1") else 0.05)
+        try:
+            return super().verify(spec, solution_dir, run_id)
+        finally:
+            with self.lock:
+                self.at_once -= 1
+
+
+def test_parallel_reverification_gives_the_same_reasons_in_the_same_order(
+    tmp_path: Path,
+) -> None:
+    recorded, run_dir = verified_batch(tmp_path)
+
+    def unsafe(analysis: dict[str, Any], behaviour: dict[str, Any]) -> None:
+        behaviour["assertions"][1]["passed"] = False
+
+    in_turn = reverify(recorded, run_dir, {"forms": task("forms")}, Echo(unsafe))
+    at_once = reverify(recorded, run_dir, {"forms": task("forms")}, Echo(unsafe), workers=4)
+
+    assert at_once == in_turn
+    assert [r.split(":")[1] for r in at_once][:2] == [" forms-1 attempt 1"] * 2
+
+
+def test_parallel_reverification_runs_several_at_once_within_its_workers(
+    tmp_path: Path,
+) -> None:
+    recorded, run_dir = verified_batch(tmp_path)
+    slow = Slow()
+
+    assert reverify(recorded, run_dir, {"forms": task("forms")}, slow, workers=2) == []
+    assert slow.most_at_once == 2
+    assert sorted(slow.verified) == ["forms-1", "forms-2"]
+
+
+class Interrupted(Echo):
+    """The first verification is interrupted (Ctrl-C); the second is under way meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda analysis, behaviour: None)
+        self.started = threading.Event()
+        self.cancelled = threading.Event()
+        self.finished: list[str] = []
+
+    def verify(self, spec: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        if run_id == "forms-1":
+            self.started.wait(timeout=10)
+            raise KeyboardInterrupt
+        self.started.set()
+        self.cancelled.wait(timeout=10)
+        time.sleep(0.2)  # the container's removal takes a moment
+        self.finished.append(run_id)
+        return super().verify(spec, solution_dir, run_id)
+
+    def cancel_all(self) -> None:
+        self.cancelled.set()
+
+
+def test_an_interrupted_parallel_reverification_stops_and_waits_for_what_is_under_way(
+    tmp_path: Path,
+) -> None:
+    recorded, run_dir = verified_batch(tmp_path)
+    verifier = Interrupted()
+
+    with pytest.raises(KeyboardInterrupt):
+        reverify(recorded, run_dir, {"forms": task("forms")}, verifier, workers=2)
+
+    assert verifier.cancelled.is_set()
+    assert verifier.finished == ["forms-2"]  # ended before reverify returned

@@ -186,13 +186,19 @@ def source_verifiers(
 
 @contextlib.contextmanager
 def evidence_verifiers(
-    engine: ContainerEngine, project: Project, archives: ArchivesManifest, run_dir: Path
+    engine: ContainerEngine,
+    project: Project,
+    archives: ArchivesManifest,
+    run_dir: Path,
+    *,
+    slots: int = 2,
 ) -> Iterator[tuple[ContainerVerifier, list[LockedDistribution]]]:
     """The recorded verifier image, over a consumer installed again from the batch's archives.
 
     For re-verification: the pinned verifier image (by the id archives.json
     records; nothing is pulled), the candidate wheels saved in the run
-    directory, installed offline as the batch installed them. Yields the
+    directory, installed offline as the batch installed them; up to *slots*
+    verifications at once. Yields the
     verifier and the distributions the new consumer holds (to be held
     against the batch's consumer-lock.json). Every container is removed and
     the work directory deleted on exit; the engine stays open (its caller
@@ -238,7 +244,8 @@ def evidence_verifiers(
                 staging_root=work,
                 analysis_cache=cache,
             )
-            yield ContainerVerifier(setup, tasks_dir=project.tasks, slots=2), consumer.distributions
+            verifier = ContainerVerifier(setup, tasks_dir=project.tasks, slots=slots)
+            yield verifier, consumer.distributions
     finally:
         remove_leftovers(engine, batch_id)
 

@@ -1,0 +1,276 @@
+"""Prepared consumers kept across batches, by the digest of everything that makes one.
+
+A consumer depends only on its inputs: the candidate archives (by sha256),
+the verifier image that installs them (by id), the dependency lock, the
+guides, and the harness files that write and install it. Batches of the same
+commit prepare the same consumer, so the first one's is kept here and the
+next ones mount it: runners and verifiers mount the consumer read-only, so
+one entry serves every batch at once and none can change it.
+
+An entry is never trusted. It records the digest of every file it holds
+(``entry.json``, beside the consumer, not in it), and each use hashes the
+files again; an entry that differs is discarded, said, and prepared again.
+What a batch binds (consumer-lock.json, the catalog's digest) is derived from
+the entry's files at each use, exactly as from a consumer just installed.
+
+Layout (``$AGENT_EVAL_CONSUMER_CACHE``, or ``.verification/agent-eval/.consumers``):
+
+    <key hex>/entry.json    the key's inputs and the digest of the consumer's files
+    <key hex>/consumer/     the consumer project, as :func:`prepare_consumer` made it
+    .building-<uuid>/       an entry being prepared; renamed into place when complete
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import agent_eval
+from agent_eval.consumer.archives import PreparedConsumer, load_consumer, prepare_consumer
+from agent_eval.digests import (
+    DigestError,
+    file_sha256,
+    regular_files,
+    sha256_json,
+    solution_digest,
+    solution_files,
+)
+from agent_eval.engine import ContainerRuntime
+from agent_eval.errors import EvidenceError, InfrastructureError
+from agent_eval.evidence_io import read_model, write_model_atomic
+from agent_eval.layout import staged_files
+from agent_eval.models import ArchiveEntry
+from agent_eval.models.base import WireModel
+
+__all__ = ["CacheEntry", "ConsumerCache", "cached_consumer", "consumer_key"]
+
+CACHE_ENV = "AGENT_EVAL_CONSUMER_CACHE"
+"""Where the cache lives, when not beside the batches' evidence."""
+CACHE_DIR = ".consumers"
+"""The cache in the evidence directory (a dot-name: no batch, never reaped as one)."""
+
+_ENTRY_FILE = "entry.json"
+_CONSUMER_DIR = "consumer"
+_BUILDING_PREFIX = ".building-"
+_DISCARDED_PREFIX = ".discarded-"
+_UNUSED_FOR_S = 24 * 3600.0
+"""An entry unused this long is removed: far longer than a batch may last (two hours)."""
+_PROJECT_WRITER = "consumer/archives.py"
+"""The host side that writes the project (pyproject, requirements, docs): an input too."""
+
+
+class CacheEntry(WireModel):
+    """``entry.json``: what a cached consumer was made from and the digest of its files."""
+
+    schemaVersion: Literal[1]
+    """The format of this record."""
+    key: str
+    """The digest of ``inputs``: the entry's directory name."""
+    inputs: dict[str, Any]
+    """Everything the consumer was made from, as :func:`consumer_key` lists it."""
+    filesDigest: str
+    """The consumer's files: canonical JSON of their sorted (path, sha256) pairs."""
+
+
+@dataclass(frozen=True)
+class ConsumerCache:
+    """The directory prepared consumers are kept in."""
+
+    root: Path
+
+    @classmethod
+    def default(cls, evidence_dir: Path) -> ConsumerCache:
+        """``$AGENT_EVAL_CONSUMER_CACHE``, or ``.consumers`` in the evidence directory.
+
+        Not in the user's XDG cache: the engine policy mounts nothing from a
+        dot-directory of the home, and an entry is mounted as it is.
+        """
+        configured = os.environ.get(CACHE_ENV)
+        return cls(Path(configured) if configured else evidence_dir / CACHE_DIR)
+
+
+def consumer_key(
+    *,
+    verifier_image: str,
+    archives: list[ArchiveEntry],
+    dependency_lock: Path | None,
+    guides: dict[str, Path],
+) -> tuple[str, dict[str, Any]] | None:
+    """The digest of everything the consumer is made from, and those inputs.
+
+    None when an input cannot be hashed as a tree of regular files (a guide
+    with a link in it): such a consumer is prepared afresh, never cached.
+    """
+    harness = Path(agent_eval.__file__).resolve().parent
+    try:
+        harness_files = {
+            rel: file_sha256(harness / rel)
+            for rel in [*staged_files(harness, "consumer"), _PROJECT_WRITER]
+        }
+        guide_digests = {
+            name: (
+                {"dir": solution_digest(_tree_files(path, skip_dirs=("__pycache__",)))}
+                if path.is_dir()
+                else {"file": file_sha256(path)}
+            )
+            for name, path in sorted(guides.items())
+        }
+    except (DigestError, OSError):
+        return None
+    inputs: dict[str, Any] = {
+        "schema": 1,
+        "verifierImage": verifier_image,
+        "archives": sorted([a.filename, a.distribution, a.version, a.sha256] for a in archives),
+        "dependencyLock": None if dependency_lock is None else file_sha256(dependency_lock),
+        "guides": guide_digests,
+        "harness": solution_digest(harness_files),
+    }
+    return sha256_json(inputs), inputs
+
+
+def cached_consumer(
+    engine: ContainerRuntime,
+    *,
+    cache: ConsumerCache,
+    verifier_image: str,
+    stage: Path,
+    archives_dir: Path,
+    archives: list[ArchiveEntry],
+    dependency_lock: Path | None,
+    guides: dict[str, Path],
+    batch_id: str,
+    fallback_root: Path,
+    notice: Callable[[str], None] = lambda _: None,
+) -> PreparedConsumer:
+    """The consumer of these inputs: a verified cache entry, or one prepared now and kept.
+
+    A consumer whose inputs cannot be hashed, or a cache that cannot be
+    written, is prepared under *fallback_root* as without a cache.
+
+    Raises:
+        InfrastructureError: Preparing the consumer failed.
+    """
+    keyed = consumer_key(
+        verifier_image=verifier_image,
+        archives=archives,
+        dependency_lock=dependency_lock,
+        guides=guides,
+    )
+
+    def prepare(root: Path) -> PreparedConsumer:
+        return prepare_consumer(
+            engine,
+            verifier_image=verifier_image,
+            root=root,
+            stage=stage,
+            archives_dir=archives_dir,
+            archives=archives,
+            dependency_lock=dependency_lock,
+            guides=guides,
+            batch_id=batch_id,
+        )
+
+    if keyed is None:
+        return prepare(fallback_root)
+    key, inputs = keyed
+    entry = cache.root / key.removeprefix("sha256:")
+    found = _verified(entry, key, archives, notice)
+    if found is not None:
+        return found
+    try:
+        cache.root.mkdir(parents=True, exist_ok=True)
+        building = cache.root / f"{_BUILDING_PREFIX}{uuid.uuid4().hex}"
+        building.mkdir()
+    except OSError as exc:
+        notice(f"consumer cache: {cache.root} cannot be written ({exc}); not cached")
+        return prepare(fallback_root)
+    try:
+        prepared = prepare(building / _CONSUMER_DIR)
+        record = CacheEntry(
+            schemaVersion=1,
+            key=key,
+            inputs=inputs,
+            filesDigest=_files_digest(prepared.root),
+        )
+        write_model_atomic(building / _ENTRY_FILE, record)
+        try:
+            building.rename(entry)
+        except OSError:
+            # Another batch kept the same consumer first: use its entry, if it holds.
+            found = _verified(entry, key, archives, notice)
+            if found is not None:
+                shutil.rmtree(building, ignore_errors=True)
+                return found
+            raise
+    except (OSError, DigestError) as exc:
+        shutil.rmtree(building, ignore_errors=True)
+        raise InfrastructureError(f"the consumer could not be kept in {cache.root}: {exc}") from exc
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    _prune(cache.root, keep=entry)
+    return dataclasses.replace(prepared, root=entry / _CONSUMER_DIR)
+
+
+def _verified(
+    entry: Path, key: str, archives: list[ArchiveEntry], notice: Callable[[str], None]
+) -> PreparedConsumer | None:
+    """The entry's consumer if it holds exactly the files it recorded; else it is discarded."""
+    if not entry.exists():
+        return None
+    try:
+        record = read_model(entry / _ENTRY_FILE, CacheEntry, what="consumer cache entry")
+        if record.key != key:
+            raise EvidenceError(f"it records the key {record.key}")
+        if _files_digest(entry / _CONSUMER_DIR) != record.filesDigest:
+            raise EvidenceError("its files are not the ones it recorded")
+        consumer = load_consumer(entry / _CONSUMER_DIR, archives)
+    except (EvidenceError, DigestError, InfrastructureError, OSError) as exc:
+        notice(f"consumer cache: the entry {entry.name[:12]} is discarded ({exc}); prepared again")
+        _discard(entry)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(entry)  # its last use, for pruning
+    return consumer
+
+
+def _files_digest(root: Path) -> str:
+    return solution_digest(solution_files(root))
+
+
+def _tree_files(root: Path, *, skip_dirs: tuple[str, ...]) -> dict[str, str]:
+    return {rel: file_sha256(root / rel) for rel in regular_files(root, skip_dirs=skip_dirs)}
+
+
+def _discard(entry: Path) -> None:
+    # Renamed first, so no batch finds a half-removed entry under its key.
+    aside = entry.with_name(f"{_DISCARDED_PREFIX}{uuid.uuid4().hex}")
+    try:
+        entry.rename(aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _prune(root: Path, *, keep: Path) -> None:
+    """Remove entries (and abandoned builds) unused for a day."""
+    limit = time.time() - _UNUSED_FOR_S
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return
+    for child in children:
+        try:
+            stale = child != keep and child.stat().st_mtime < limit
+        except OSError:
+            continue
+        if stale:
+            _discard(child)

@@ -1,0 +1,269 @@
+"""A cached consumer is used only when every input is the same and its files are as recorded.
+
+The consumer container is scripted on the fake engine to write what the
+installer would; each test counts the consumer containers that ran. A second
+preparation with the same inputs runs none and describes the same consumer
+(the same lock, the same catalog); any input that differs runs one; an entry
+whose files changed is discarded, said, and prepared again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_eval.consumer.archives import PreparedConsumer
+from agent_eval.consumer.cache import (
+    CACHE_ENV,
+    CacheEntry,
+    ConsumerCache,
+    cached_consumer,
+    consumer_key,
+)
+from agent_eval.digests import sha256_bytes
+from agent_eval.engine import ContainerSpec
+from agent_eval.engine.fake import FakeRuntime, Outcome
+from agent_eval.errors import InfrastructureError
+from agent_eval.layout import ARCHIVES_MOUNT, CONSUMER_MOUNT, ConsumerLayout
+from agent_eval.models import ArchiveEntry
+
+
+def _mount(spec: ContainerSpec, target: str) -> Path:
+    return next(m.source for m in spec.mounts if m.target == target)
+
+
+def _install(spec: ContainerSpec, stdin: bytes | None) -> None:
+    """What the installer leaves: versions, the catalog, one dist-info per archive."""
+    layout = ConsumerLayout(_mount(spec, CONSUMER_MOUNT))
+    (layout.root / "python-version").write_text("3.11.2\n")
+    (layout.root / "mypy-version").write_text("1.0\n")
+    distributions = []
+    for wheel in sorted(_mount(spec, ARCHIVES_MOUNT).glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        info = layout.site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Name: {name}\nVersion: {version}\n")
+        (info / "RECORD").write_text(f"{name}/__init__.py,,\n")
+        distributions.append({"name": name, "version": version, "packages": [name]})
+    catalog = {"schemaVersion": 1, "distributions": distributions, "symbols": []}
+    layout.catalog.write_text(json.dumps(catalog))
+
+
+class Inputs:
+    """One batch's inputs on the fake engine: a wheel, a guide, the verifier image."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.engine = FakeRuntime(default_outcome=Outcome(on_start=_install))
+        self.image = self.engine.store.add_image(tags=("verifier:test",))
+        self.archives_dir = tmp_path / "archives"
+        self.archives_dir.mkdir()
+        self.wheel = self.archives_dir / "lib-1.0-py3-none-any.whl"
+        self.wheel.write_bytes(b"wheel one")
+        self.guide = tmp_path / "GUIDE.md"
+        self.guide.write_text("# lib\n")
+        self.lock = tmp_path / "requirements.lock"
+        self.lock.write_text("")
+        self.cache = ConsumerCache(tmp_path / "cache")
+        self.work = tmp_path / "work"
+        self.notices: list[str] = []
+
+    @property
+    def runs(self) -> int:
+        """Consumer containers run so far."""
+        return sum(c.spec.role == "consumer" for c in self.engine.containers.values())
+
+    def archives(self) -> list[ArchiveEntry]:
+        data = self.wheel.read_bytes()
+        return [
+            ArchiveEntry(
+                filename=self.wheel.name,
+                distribution="lib",
+                version="1.0",
+                sha256=sha256_bytes(data),
+                size=len(data),
+            )
+        ]
+
+    def prepare(self, name: str = "batch") -> PreparedConsumer:
+        return cached_consumer(
+            self.engine,
+            cache=self.cache,
+            verifier_image=self.image,
+            stage=self.work / name / "stage",
+            archives_dir=self.archives_dir,
+            archives=self.archives(),
+            dependency_lock=self.lock,
+            guides={"lib": self.guide},
+            batch_id=name,
+            fallback_root=self.work / name / "consumer",
+            notice=self.notices.append,
+        )
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Inputs:
+    return Inputs(tmp_path)
+
+
+def test_a_miss_prepares_the_consumer_in_the_cache_and_records_its_files(inputs: Inputs) -> None:
+    prepared = inputs.prepare()
+
+    assert inputs.runs == 1
+    assert prepared.root.parent.parent == inputs.cache.root
+    entry = CacheEntry.model_validate_json((prepared.root.parent / "entry.json").read_bytes())
+    assert entry.key == "sha256:" + prepared.root.parent.name
+    assert [d.name for d in prepared.distributions] == ["lib"]
+    assert not any(p.name.startswith(".building-") for p in inputs.cache.root.iterdir())
+
+
+def test_the_same_inputs_reuse_the_entry_and_bind_the_same_consumer(inputs: Inputs) -> None:
+    first = inputs.prepare("one")
+    second = inputs.prepare("two")
+
+    assert inputs.runs == 1
+    assert second.root == first.root
+    assert second.lock("sha256:" + "0" * 64) == first.lock("sha256:" + "0" * 64)
+    assert second.catalog == first.catalog
+    assert inputs.notices == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["wheel", "guide", "lock", "image"],
+)
+def test_any_different_input_prepares_another_consumer(inputs: Inputs, change: str) -> None:
+    first = inputs.prepare("one")
+    if change == "wheel":
+        inputs.wheel.write_bytes(b"wheel two")
+    elif change == "guide":
+        inputs.guide.write_text("# lib, revised\n")
+    elif change == "lock":
+        inputs.lock.write_text("dep==1 --hash=sha256:" + "1" * 64 + "\n")
+    else:
+        inputs.image = inputs.engine.store.add_image(tags=("verifier:other",))
+
+    second = inputs.prepare("two")
+
+    assert inputs.runs == 2
+    assert second.root != first.root
+    assert first.root.is_dir()  # the other entry stays for batches of its own inputs
+
+
+@pytest.mark.parametrize("tamper", ["edit", "add", "remove", "record"])
+def test_a_tampered_entry_is_discarded_said_and_prepared_again(inputs: Inputs, tamper: str) -> None:
+    first = inputs.prepare("one")
+    layout = ConsumerLayout(first.root)
+    if tamper == "edit":
+        (layout.site / "lib-1.0.dist-info" / "RECORD").write_text("lib/evil.py,,\n")
+    elif tamper == "add":
+        (layout.site / "sitecustomize.py").write_text("import os\n")
+    elif tamper == "remove":
+        layout.catalog.unlink()
+    else:
+        (first.root.parent / "entry.json").write_text("{}")
+
+    second = inputs.prepare("two")
+
+    assert inputs.runs == 2
+    assert len(inputs.notices) == 1
+    assert "discarded" in inputs.notices[0]
+    assert not (layout.site / "sitecustomize.py").exists()
+    assert "evil" not in (layout.site / "lib-1.0.dist-info" / "RECORD").read_text()
+    third = inputs.prepare("three")
+    assert inputs.runs == 2
+    assert third.lock("sha256:" + "0" * 64) == second.lock("sha256:" + "0" * 64)
+
+
+def test_a_failed_preparation_leaves_no_entry(inputs: Inputs) -> None:
+    inputs.engine.script(Outcome(exit_code=3, stderr=b"pip install failed"))
+
+    with pytest.raises(InfrastructureError, match="preparing the consumer failed"):
+        inputs.prepare("one")
+
+    assert list(inputs.cache.root.iterdir()) == []
+    inputs.prepare("two")
+    assert inputs.runs == 2
+
+
+def test_a_guide_that_cannot_be_hashed_is_prepared_without_the_cache(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    guide = tmp_path / "guide-dir"
+    guide.mkdir()
+    (guide / "real.md").write_text("x")
+    (guide / "link.md").symlink_to(guide / "real.md")
+    inputs.guide = guide
+
+    prepared = inputs.prepare("one")
+
+    assert prepared.root == inputs.work / "one" / "consumer"
+    assert not inputs.cache.root.exists()
+
+
+def test_concurrent_batches_of_the_same_inputs_end_with_one_entry(inputs: Inputs) -> None:
+    results: list[PreparedConsumer] = []
+    barrier = threading.Barrier(2)
+
+    def install_together(spec: ContainerSpec, stdin: bytes | None) -> None:
+        _install(spec, stdin)
+        barrier.wait(timeout=10)  # both are built before either is kept
+
+    inputs.engine.default_outcome = Outcome(on_start=install_together)
+    threads = [
+        threading.Thread(target=lambda n=n: results.append(inputs.prepare(n)))
+        for n in ("one", "two")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert len(results) == 2
+    assert results[0].root == results[1].root
+    entries = [p for p in inputs.cache.root.iterdir()]
+    assert entries == [results[0].root.parent]
+
+
+def test_entries_unused_for_a_day_are_pruned_when_another_is_kept(inputs: Inputs) -> None:
+    old = inputs.prepare("one").root.parent
+    day_ago = time.time() - 25 * 3600
+    os.utime(old, (day_ago, day_ago))
+    inputs.wheel.write_bytes(b"wheel two")
+
+    new = inputs.prepare("two").root.parent
+
+    assert not old.exists()
+    assert new.is_dir()
+
+
+def test_the_key_changes_with_each_input_and_only_with_them(inputs: Inputs) -> None:
+    def key() -> str:
+        keyed = consumer_key(
+            verifier_image=inputs.image,
+            archives=inputs.archives(),
+            dependency_lock=inputs.lock,
+            guides={"lib": inputs.guide},
+        )
+        assert keyed is not None
+        return keyed[0]
+
+    first = key()
+    assert key() == first
+    inputs.guide.write_text("# other\n")
+    assert key() != first
+
+
+def test_the_cache_is_where_the_environment_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_ENV, "/somewhere/consumers")
+    assert ConsumerCache.default(Path("/evidence")).root == Path("/somewhere/consumers")
+    monkeypatch.delenv(CACHE_ENV)
+    assert ConsumerCache.default(Path("/evidence")).root == Path("/evidence/.consumers")
+
+
+def test_the_entry_record_has_exactly_these_fields() -> None:
+    assert set(CacheEntry.model_fields) == {"schemaVersion", "key", "inputs", "filesDigest"}
