@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import agent_eval.batch.run as batch_run  # noqa: E402
+import agent_eval.batch.preflight as batch_preflight  # noqa: E402
 from agent_eval.batch.run import run_batch  # noqa: E402
 from agent_eval.engine import ContainerEngine, ContainerSpec, run_container  # noqa: E402
 from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
@@ -63,7 +63,7 @@ class TimedPacking:
     phase's wall time says more about the neighbours than about packing."""
 
     def __init__(self) -> None:
-        self.inner = batch_run.build_archives
+        self.inner = batch_preflight.build_archives
         self.cpu = 0.0
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -127,7 +127,7 @@ def main() -> int:
 
     make = batch_verifier_factory(project)
     packing = TimedPacking()
-    batch_run.build_archives = packing  # type: ignore[assignment]
+    batch_preflight.build_archives = packing  # type: ignore[assignment]
 
     def factory(context: VerifierContext) -> Verifier:
         verifier = TimedVerifier(make(context))

@@ -44,6 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agent_eval.batch.attempt import on_this_engine  # noqa: E402
 from agent_eval.batch.ports import RunnerOutcome  # noqa: E402
 from agent_eval.batch.runner_container import ContainerRunner  # noqa: E402
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule  # noqa: E402
@@ -82,11 +83,10 @@ class TimedRunner:
         self,
         request: RunnerRequest,
         workspace: Path,
-        timeout_s: float,
         environment: Mapping[str, str] | None = None,
     ) -> RunnerOutcome:
         started = time.monotonic()
-        outcome = self.inner.run_attempt(request, workspace, timeout_s, environment)
+        outcome = self.inner.run_attempt(request, workspace, environment)
         self.seconds.append(time.monotonic() - started)
         return outcome
 
@@ -231,16 +231,16 @@ def one_round(
         },
         runner=config.expectedRunner,
         model=config.expectedModel,
-        submission_timeout_s=180.0,
-        batch_timeout_s=1800.0,
-        concurrency=1,
+        submission_timeout_ms=180_000,
+        batch_timeout_ms=1_800_000,
+        slots=1,
         consumer_dir_in_runner=CONSUMER_MOUNT,
         output_dir_in_runner=SOLUTION_MOUNT,
         protected_digest=lambda: solution_digest(solution_files(consumer_dir)),
         receipt=receipt,
         gateway=ports[f"{mode}-port"],
     )
-    final = run_schedule(plan, runner, verifier)
+    final = run_schedule(plan, on_this_engine(runner, verifier))
     verification = [
         max(0.0, a.durationMs / 1000 - r)
         for a, r in zip(

@@ -25,6 +25,7 @@ from typing import Any
 import docker
 import pytest
 
+from agent_eval.batch.attempt import on_this_engine
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
 from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
@@ -341,16 +342,16 @@ def run_one(
             },
             runner=config.expectedRunner,
             model=config.expectedModel,
-            submission_timeout_s=timeout_s,
-            batch_timeout_s=600.0,
-            concurrency=1,
+            submission_timeout_ms=round(timeout_s * 1000),
+            batch_timeout_ms=600_000,
+            slots=1,
             consumer_dir_in_runner=CONSUMER_MOUNT,
             output_dir_in_runner=SOLUTION_MOUNT,
             protected_digest=lambda: solution_digest(solution_files(consumer.root)),
             receipt=receipt,
             gateway=marking,
         )
-        final = run_schedule(plan, runner, verifier)
+        final = run_schedule(plan, on_this_engine(runner, verifier))
     finally:
         gateway.stop()
         provider.stop()

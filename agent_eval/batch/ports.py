@@ -6,7 +6,7 @@
 * :class:`GatewayPort` and :class:`GatewayRoute` are the batch's model gateway
   and one attempt's way through it;
 * :class:`RunExecutor` is where whole scheduled runs execute (this machine's
-  threads, or a cluster's nodes through :class:`RemoteRuns`).
+  threads, or a cluster's nodes), made by the batch's :class:`Placement`.
 
 Verification comes through :class:`agent_eval.verification.protocol.Verifier`,
 the same way."""
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from agent_eval.batch.progress import ProgressEvent
+from agent_eval.batch.progress import Phase, ProgressEvent
 from agent_eval.models import (
     ArchiveEntry,
     Receipt,
@@ -32,15 +32,23 @@ from agent_eval.project import Project
 
 if TYPE_CHECKING:
     from agent_eval.batch.schedule import ExecutorFactory
+    from agent_eval.batch.station import Site, StationImages
+    from agent_eval.consumer.archives import PreparedConsumer
+    from agent_eval.gateway.host import BatchGateway
+
+Notice = Callable[[str], None]
+"""Hears what the operator should know (a reaped batch, a cluster's message)."""
 
 __all__ = [
     "GatewayPort",
     "GatewayRoute",
+    "Notice",
+    "Placement",
     "RemoteContext",
-    "RemoteRuns",
     "RunExecutor",
     "RunnerOutcome",
     "RunnerPort",
+    "StartPhase",
 ]
 
 
@@ -72,15 +80,15 @@ class RunnerPort(Protocol):
         self,
         request: RunnerRequest,
         workspace: Path,
-        timeout_s: float,
         environment: Mapping[str, str] | None = None,
     ) -> RunnerOutcome:
         """Run the runner with *request* on stdin and *workspace* as its only writable dir.
 
         Args:
-            request: the protocol request, written to the runner's stdin.
+            request: the protocol request, written to the runner's stdin; its
+                ``timeBudgetMs`` is the wall-clock limit, enforced from outside
+                (the runner is killed).
             workspace: host directory the runner sees as its output directory.
-            timeout_s: wall-clock limit, enforced from outside (the runner is killed).
             environment: this attempt's own variables (its gateway token).
 
         Returns:
@@ -164,8 +172,8 @@ class RunExecutor(Protocol):
 
 @dataclass(frozen=True)
 class RemoteContext:
-    """What a cluster needs to run a batch's runs on its nodes, once the driver's
-    preflight, archives and consumer are done."""
+    """What a placement is told once the receipt is opened: all a cluster needs to run a
+    batch's runs on its nodes (the driver's preflight, archives and consumer are done)."""
 
     project: Project
     config: RunnerConfig
@@ -187,25 +195,51 @@ class RemoteContext:
     progress: Callable[[ProgressEvent], None]
 
 
-class RemoteRuns(Protocol):
-    """A cluster a batch's runs execute on instead of this machine."""
+StartPhase = Callable[[Phase, str], None]
+"""Starts one of the batch's preparing phases (ending the one before), with its words."""
 
-    def connect(self, batch_id: str, notice: Callable[[str], None]) -> None:
-        """Join the cluster and find its nodes, before the batch packs anything.
+
+class Placement(Protocol):
+    """Where a batch's runs execute: this machine's engine
+    (:class:`agent_eval.batch.station.LocalPlacement`), or a cluster's nodes, each of which
+    builds a station of its own. The driver calls its steps in this order."""
+
+    def join(self, site: Site, images: StationImages, phase: StartPhase, notice: Notice) -> None:
+        """Before the batch packs anything, refuse what can be refused early.
 
         Raises:
-            AgentEvalError: The cluster cannot be joined, or has no node for runs.
+            NotReady: The runs cannot execute there (the reasons say why).
         """
         ...
 
-    def prepare(self, context: RemoteContext) -> ExecutorFactory:
-        """Prepare every node (checked against the driver's identities) before the first run.
+    def equip(
+        self,
+        site: Site,
+        images: StationImages,
+        consumer: PreparedConsumer,
+        environment: Mapping[str, str],
+        phase: StartPhase,
+    ) -> None:
+        """Once the driver's consumer is ready, before the receipt is opened.
 
         Raises:
-            AgentEvalError: No node could be prepared, or one was found wrong.
+            NotReady: What runs the runs could not be made.
         """
+        ...
+
+    def executor(self, context: RemoteContext, phase: StartPhase) -> ExecutorFactory:
+        """Once the receipt is opened: the executor the runs execute on.
+
+        Raises:
+            NotReady: No place for the runs could be prepared, or one was found wrong.
+        """
+        ...
+
+    @property
+    def gateway(self) -> BatchGateway | None:
+        """The model gateway the driver's schedule watches (a cluster's nodes watch theirs)."""
         ...
 
     def close(self) -> list[str]:
-        """Remove what the nodes made for the batch; what could not be done, as reasons."""
+        """Remove what it made for the batch; what could not be done, as reasons."""
         ...

@@ -1,19 +1,20 @@
-"""One batch end to end: config, preflight, suite, packing, consumer, schedule, cleanup.
+"""One batch end to end: its lease, its preparation, its schedule and its cleanup.
 
 Every problem before the first run (configuration, engine, images, suite,
-packing, consumer) ends the batch as ``not-run`` with a minimal receipt and
-its reasons; nothing is ever pulled. After that the schedule writes the
-receipt after every run. Containers of the batch are removed by label and the
-disposable consumer is deleted whatever happens.
+packing, consumer, the placement's own) ends the batch as ``not-run`` with a
+minimal receipt and its reasons (:mod:`agent_eval.batch.preflight`); nothing
+is ever pulled. After that the schedule writes the receipt after every run.
+Containers of the batch are removed by label, the placement closed and the
+batch's work directory deleted whatever happens (a consumer kept in the
+consumer cache stays there, read-only to every container, for the next
+batch of the same inputs).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import os
-import platform
 import shutil
 import time
 import uuid
@@ -21,69 +22,28 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from agent_eval.batch.lease import HeldLease, held
-from agent_eval.batch.ports import RemoteContext, RemoteRuns
-from agent_eval.batch.progress import PhaseSteps, ProgressEvent
-from agent_eval.batch.reaper import reap
-from agent_eval.batch.runner_container import ContainerRunner
-from agent_eval.batch.schedule import (
-    BatchPlan,
-    ExecutorFactory,
-    ReceiptNotWritten,
-    ScheduledTask,
-    describe_failure,
-    run_schedule,
-)
+from agent_eval.batch.ports import Placement
+from agent_eval.batch.preflight import Preflight, is_self_test
+from agent_eval.batch.progress import Phase, PhaseSteps, ProgressEvent
+from agent_eval.batch.receipt_book import ReceiptNotWritten, describe_failure
+from agent_eval.batch.schedule import run_schedule
 from agent_eval.batch.signals import Stop
-from agent_eval.consumer.archives import PreparedConsumer
-from agent_eval.consumer.cache import ConsumerCache, cached_consumer
-from agent_eval.digests import file_sha256, solution_digest, solution_files
-from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
-from agent_eval.errors import AgentEvalError, InfrastructureError
-from agent_eval.evidence_io import read_model, write_model_atomic
-from agent_eval.gateway.host import BatchGateway, gateway_settings
-from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT, RunDirectory
-from agent_eval.models import (
-    ArchiveEntry,
-    ArchivesManifest,
-    BatchStatus,
-    GatewaySettings,
-    ImageRecord,
-    Receipt,
-    RunnerConfig,
-    TaskSpec,
-    Toolchain,
-)
-from agent_eval.packing import build_archives
-from agent_eval.project import Project, evaluator_digest, source_identity
-from agent_eval.reference import self_test_reasons
-from agent_eval.suite.tasks import Suite, load_suite
-from agent_eval.verification.protocol import (
-    Verification,
-    Verifier,
-    VerifierContext,
-    VerifierFactory,
-)
+from agent_eval.batch.station import LocalPlacement, NotReady
+from agent_eval.engine import ContainerEngine, remove_leftovers
+from agent_eval.errors import AgentEvalError
+from agent_eval.evidence_io import write_model_atomic
+from agent_eval.layout import RunDirectory
+from agent_eval.models import BatchStatus, Receipt
+from agent_eval.project import Project
+from agent_eval.verification.protocol import VerifierContext, VerifierFactory
 
-__all__ = ["BatchOutcome", "batch_consumer", "batch_plan", "is_self_test", "run_batch"]
+__all__ = ["BatchOutcome", "is_self_test", "run_batch"]
 
-
-def is_self_test(config: RunnerConfig, gateway: GatewaySettings | None) -> bool:
-    """Whether a batch with *config* behind *gateway* proves the harness rather than an agent
-    (see :func:`agent_eval.reference.self_test_reasons`, the checker's rule too)."""
-    return bool(self_test_reasons([config.expectedRunner.name], gateway))
-
-
-MIN_FREE_BYTES = 256 * 1024 * 1024
-"""A batch does not start with less free space where its evidence goes (the consumer,
-mypy's cache and the evidence itself need far less, but not nothing)."""
-RESERVE_BYTES = 4 * 1024 * 1024
-"""Space set aside at the start and given back when the disk fills, for the final receipt."""
-FULL_BELOW_BYTES = 1024 * 1024
-"""Under this much free space after an attempt, what its containers wrote may be cut short."""
 EXIT_RECEIPT_NOT_WRITTEN = 3
+_LAPS: dict[Phase, str] = {"cluster": "preflight", "packing": "pack", "verifier": "consumer"}
+"""The phase whose time a preparing phase's adds to (the others, their own)."""
 
 
 @dataclass(frozen=True)
@@ -109,12 +69,6 @@ class BatchOutcome:
         return {"completed": 0, "not-run": 2}.get(self.status, 1)
 
 
-class _NotRun(Exception):
-    def __init__(self, reasons: list[str]) -> None:
-        super().__init__("; ".join(reasons))
-        self.reasons = reasons
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -130,7 +84,7 @@ def run_batch(
     progress: Callable[[ProgressEvent], None] = lambda _event: None,
     notice: Callable[[str], None] = lambda _line: None,
     only: Sequence[str] = (),
-    remote: RemoteRuns | None = None,
+    remote: Placement | None = None,
     repetitions: int | None = None,
 ) -> BatchOutcome:
     """Run one whole batch and return where its receipt is; it never ends ``running``.
@@ -138,9 +92,11 @@ def run_batch(
     With *only* (task ids or run ids), just those runs run: the receipt
     records the selection and the batch can never qualify. With *repetitions*, each
     task runs that many times instead of as the suite declares: a measurement batch,
-    which can be compared but never qualifies. With *remote*, the
-    runs execute on a cluster's nodes, prepared after the driver's own
-    preflight; a node that cannot be prepared ends the batch ``not-run``.
+    which can be compared but never qualifies. With *remote* (a cluster's
+    placement), the runs execute on its nodes, prepared after the driver's own
+    preflight, and a node that cannot be prepared ends the batch ``not-run``;
+    without, on this machine, the driver's engine equipped with a verifier
+    from *verifier_factory* (:class:`~agent_eval.batch.station.LocalPlacement`).
     *connect* gives the engine at the config's ``runtimePath`` (the caller
     picks the implementation); one that cannot be reached ends it ``not-run``.
 
@@ -166,9 +122,9 @@ def run_batch(
         started=started,
         evidence=RunDirectory(project.evidence / batch_id),
         work_dir=project.evidence / ".work" / batch_id,
-        ports=_Ports(verifier_factory, connect, environ, clock, progress, notice),
+        ports=_Ports(connect, environ, clock, progress, notice),
+        placement=remote or LocalPlacement(verifier_factory),
         only=tuple(only),
-        remote=remote,
         repetitions=repetitions,
     )
     batch.evidence.root.mkdir(parents=True, exist_ok=False)
@@ -188,32 +144,11 @@ def run_batch(
 class _Ports:
     """The side effects a batch is given (the CLI passes real ones, tests fakes)."""
 
-    verifier_factory: VerifierFactory[VerifierContext]
     connect: Callable[[str | None], ContainerEngine]
     environ: Mapping[str, str]
     clock: Callable[[], datetime]
     progress: Callable[[ProgressEvent], None]
     notice: Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """Everything the preflight made, before the first run."""
-
-    config: RunnerConfig
-    environment: dict[str, str]
-    engine: ContainerEngine
-    runner_image: ImageIdentity
-    suite: Suite
-    consumer: PreparedConsumer
-    verifier: Verifier
-    concurrency: int
-    gateway: BatchGateway | None
-    run_ids: list[str]
-    receipt: Receipt
-    """The receipt as opened, before the first run."""
-    executor: ExecutorFactory | None
-    """Where the runs execute (None: this machine's threads)."""
 
 
 @dataclass
@@ -227,16 +162,17 @@ class _Batch:
     evidence: RunDirectory
     work_dir: Path
     ports: _Ports
+    placement: Placement
+    """Where the runs execute: this machine, or a cluster's nodes."""
     only: tuple[str, ...] = ()
     """The runs asked for (``--only``); empty: the whole schedule."""
-    remote: RemoteRuns | None = None
-    """The cluster the runs execute on (None: this machine)."""
     repetitions: int | None = None
     """Runs per task of a measurement batch (None: as the suite declares)."""
     engine: ContainerEngine | None = None
     lease: HeldLease | None = None
     phases: dict[str, float] = field(default_factory=dict)
     _mark: float = field(default_factory=time.monotonic)
+    _phase: Phase | None = None
     steps: PhaseSteps = field(init=False)
     """Tells the watcher each preparing phase's start and end."""
 
@@ -244,9 +180,17 @@ class _Batch:
         self.steps = PhaseSteps(self.ports.progress)
 
     def lap(self, name: str) -> None:
+        """Add the time since the last lap to *name*'s."""
         now = time.monotonic()
-        self.phases[name] = now - self._mark
+        self.phases[name] = self.phases.get(name, 0.0) + now - self._mark
         self._mark = now
+
+    def phase(self, name: Phase, words: str) -> None:
+        """End the preparing phase in progress (its time to its lap) and start *name*."""
+        if self._phase is not None:
+            self.lap(_LAPS.get(self._phase, self._phase))
+        self._phase = name
+        self.steps.start(name, words)
 
     def run(self) -> tuple[BatchOutcome, bool]:
         """The outcome, and whether the batch's containers and work directory are gone."""
@@ -283,14 +227,24 @@ class _Batch:
         return outcome, not problems
 
     def _cleanup(self) -> list[str]:
-        problems = self.remote.close() if self.remote is not None else []
-        return problems + _cleanup(self.engine, self.batch_id, self.work_dir)
+        return self.placement.close() + _cleanup(self.engine, self.batch_id, self.work_dir)
 
     def _run(self) -> Receipt:
+        ports = self.ports
+        preflight = Preflight(
+            project=self.project, config_path=self.config_path, batch_id=self.batch_id,
+            started=self.started, work_dir=self.work_dir, placement=self.placement,
+            connect=ports.connect, environ=ports.environ, clock=ports.clock,
+            progress=ports.progress, notice=ports.notice, phase=self.phase, lease=self.lease,
+            only=self.only, repetitions=self.repetitions,
+        )  # fmt: skip
         try:
             with self.steps:
-                prepared = self._prepare()
-        except _NotRun as exc:
+                try:
+                    prepared = preflight.run()
+                finally:
+                    self.engine = preflight.engine
+        except NotReady as exc:
             return self._closed_before_running("not-run", exc.reasons)
         except (Stop, KeyboardInterrupt) as exc:
             reason = exc.reason if isinstance(exc, Stop) else "interrupted by the operator (Ctrl-C)"
@@ -300,159 +254,11 @@ class _Batch:
             return self._closed_before_running(
                 "infrastructure-failure", [f"before the first run: {reason}"]
             )
-        final = self._schedule(prepared)
+        if self._phase is not None:
+            self.lap(_LAPS.get(self._phase, self._phase))
+        final = run_schedule(prepared.plan, prepared.executor, clock=ports.clock)
         self.lap("schedule")
         return final
-
-    def _prepare(self) -> _Prepared:
-        project, ports, evidence = self.project, self.ports, self.evidence
-        self.steps.start("preflight", "checking the config, engine, images and suite")
-        _check_free_space(project.evidence)
-        _reserve(evidence)
-        config = _load_config(self.config_path)
-        environment = _allowlisted(config, ports.environ)
-        self.engine = engine = _connect(ports.connect, config)
-        if self.lease is not None:
-            # Before the first container: the reaper must look for them there.
-            self.lease.bind_engine(engine.address)
-        for reaped in reap(project.evidence, engine, clock=ports.clock):
-            ports.notice(reaped.describe())
-        for warning in project.guide_warnings():
-            ports.notice(warning)
-        runner_image, verifier_image, gateway_image = _images(engine, config)
-        gateway: BatchGateway | None = None
-        settings: GatewaySettings | None = None
-        if self.remote is None:
-            gateway = _gateway(
-                engine, config, gateway_image, self.work_dir, self.batch_id, ports.environ
-            )
-            settings = gateway.settings() if gateway else None
-        elif config.models and gateway_image is not None:
-            # Each node starts a gateway of its own, with the credentials of its own
-            # environment: none of them is needed here, or sent anywhere.
-            settings = gateway_settings(config, gateway_image.image_id)
-        suite = _suite(project)
-        declared = suite.spec
-        if self.repetitions is not None:
-            suite = _measured(suite, self.repetitions)
-        selected = _selection(suite, self.only)
-        if self.remote is not None:
-            self.steps.start("cluster", "joining the cluster")
-            try:
-                self.remote.connect(self.batch_id, ports.notice)
-            except AgentEvalError as exc:
-                raise _NotRun([f"cluster: {exc}"]) from exc
-        self.lap("preflight")
-        self.steps.start("packing", "packing the candidate archives")
-        archives = _pack(project, evidence)
-        self.lap("pack")
-        self.steps.start("consumer", "preparing the consumer")
-        consumer = _consumer(
-            engine, project, verifier_image, evidence, self.work_dir, archives, self.batch_id,
-            ports.notice,
-        )  # fmt: skip
-        concurrency = config.concurrency or _default_concurrency()
-        verifier: Verifier = _OnTheNodes()
-        if self.remote is None:  # on a cluster every node verifies what it ran
-            self.steps.start("verifier", "preparing the verifier")
-            verifier = _verifier(
-                ports.verifier_factory,
-                VerifierContext(
-                    engine=engine,
-                    image_id=verifier_image.image_id,
-                    consumer_dir=consumer.root,
-                    batch_id=self.batch_id,
-                    slots=concurrency,
-                    work_dir=self.work_dir / "verifier",
-                ),
-            )
-        self.lap("consumer")
-        if gateway is not None:
-            self.steps.start("gateway", "starting the model gateway and asking each upstream once")
-            _start_gateway(gateway)
-            self.lap("gateway")
-        archives_digest, lock_digest = _write_bindings(
-            project, config, evidence, archives, consumer, runner_image, verifier_image,
-            settings,
-        )  # fmt: skip
-        run_ids = suite.spec.run_ids() if selected is None else selected
-        receipt = Receipt.opened(
-            batch_id=self.batch_id,
-            created_at=self.started,
-            self_test=is_self_test(config, settings),
-            suite_digest=project.suite_digest(),
-            evaluator_digest=evaluator_digest(),
-            archives_digest=archives_digest,
-            consumer_lock_digest=lock_digest,
-            runner=config.expectedRunner,
-            model=config.expectedModel,
-            runner_image=config.runnerImage,
-            verifier_image=config.verifierImage,
-            scheduled_runs=len(run_ids),
-            selection=None if selected is None else run_ids,
-            suite=declared,
-            repetitions=self.repetitions,
-        ).model_copy(update={"updatedAt": ports.clock()})
-        executor = None
-        if self.remote is not None:
-            self.steps.start("nodes", "preparing the cluster's nodes")
-            context = RemoteContext(
-                project=project,
-                config=config,
-                environment=environment,
-                runner_image_id=runner_image.image_id,
-                verifier_image_id=verifier_image.image_id,
-                gateway_image_id=gateway_image.image_id if settings and gateway_image else None,
-                archives_dir=evidence.archives,
-                archives=archives,
-                archives_digest=archives_digest,
-                lock_digest=lock_digest,
-                catalog_digest=consumer.catalog.digest(),
-                receipt=receipt,
-                notice=ports.notice,
-                progress=ports.progress,
-            )
-            try:
-                executor = self.remote.prepare(context)
-            except AgentEvalError as exc:
-                raise _NotRun([f"cluster: {exc}"]) from exc
-            self.lap("nodes")
-        return _Prepared(
-            config, environment, engine, runner_image, suite, consumer, verifier, concurrency,
-            gateway, run_ids, receipt, executor,
-        )  # fmt: skip
-
-    def _schedule(self, prepared: _Prepared) -> Receipt:
-        config, clock = prepared.config, self.ports.clock
-        run_ids, receipt = prepared.run_ids, prepared.receipt
-        runner = ContainerRunner(
-            prepared.engine,
-            config=config,
-            image_id=prepared.runner_image.image_id,
-            consumer_dir=prepared.consumer.root,
-            batch_id=self.batch_id,
-            environment={
-                **prepared.environment,
-                **(prepared.gateway.runner_environment() if prepared.gateway else {}),
-            },
-            gateway_mounts=prepared.gateway.runner_mounts() if prepared.gateway else (),
-        )
-        plan = batch_plan(
-            config,
-            prepared.suite,
-            batch_dir=self.evidence.root,
-            work_dir=self.work_dir,
-            run_ids=run_ids,
-            concurrency=prepared.concurrency,
-            consumer_root=prepared.consumer.root,
-            receipt=receipt,
-            environment=prepared.environment,
-            progress=self.ports.progress,
-            gateway=prepared.gateway,
-        )
-        return run_schedule(
-            plan, runner, prepared.verifier, clock=clock, executor=prepared.executor
-        )
 
     def _closed_before_running(self, status: BatchStatus, reasons: list[str]) -> Receipt:
         """The receipt of a batch that ran nothing.
@@ -495,324 +301,6 @@ class _Batch:
             )
             return receipt, False
         return closed, True
-
-
-class _OnTheNodes:
-    """The driver's verifier when the runs execute on a cluster: it verifies nothing."""
-
-    name = "on-the-nodes"
-
-    def api_catalog(self) -> Mapping[str, Any]:
-        return {}
-
-    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
-        raise InfrastructureError(f"{run_id}: the driver verifies nothing; its nodes do")
-
-    def cancel_all(self) -> None:
-        pass
-
-
-def _check_free_space(evidence_dir: Path) -> None:
-    evidence_dir.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(evidence_dir).free
-    if free < MIN_FREE_BYTES:
-        raise _NotRun(
-            [
-                f"disk: only {free // (1024 * 1024)} MiB free where the evidence is written "
-                f"({evidence_dir}); a batch needs at least {MIN_FREE_BYTES // (1024 * 1024)} MiB"
-            ]
-        )
-
-
-def _disk_problem(work_dir: Path) -> str | None:
-    try:
-        free = shutil.disk_usage(work_dir).free
-    except OSError as exc:
-        return f"the work directory {work_dir} cannot be examined: {exc.strerror or exc}"
-    if free >= FULL_BELOW_BYTES:
-        return None
-    return (
-        f"the disk holding the work directory ({work_dir}) was full ({free} bytes free) after "
-        "this attempt: what the runner or the verifier wrote may be cut short"
-    )
-
-
-def _reserve(evidence: RunDirectory) -> None:
-    try:
-        with open(evidence.reserve, "wb") as handle:
-            handle.write(bytes(RESERVE_BYTES))
-            handle.flush()
-            os.fsync(handle.fileno())
-    except OSError as exc:
-        evidence.reserve.unlink(missing_ok=True)
-        raise _NotRun([f"disk: {describe_failure(exc, evidence.root)}"]) from exc
-
-
-def _default_concurrency() -> int:
-    return max(1, min(2, (os.cpu_count() or 1)))
-
-
-def _protected_digest(consumer: Path) -> str:
-    return solution_digest(solution_files(consumer))
-
-
-def _load_config(path: Path) -> RunnerConfig:
-    try:
-        return read_model(path, RunnerConfig, what="runner config")
-    except AgentEvalError as exc:
-        raise _NotRun([f"config: {exc}"]) from exc
-
-
-def _allowlisted(config: RunnerConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    missing = [name for name in config.envAllowlist if name not in environ]
-    if missing:
-        raise _NotRun([f"config: envAllowlist names unset variables: {', '.join(missing)}"])
-    return {name: environ[name] for name in config.envAllowlist}
-
-
-def _connect(
-    connect: Callable[[str | None], ContainerEngine], config: RunnerConfig
-) -> ContainerEngine:
-    try:
-        return connect(config.runtimePath)
-    except AgentEvalError as exc:
-        raise _NotRun([f"engine: {exc}"]) from exc
-
-
-def _images(
-    engine: ContainerEngine, config: RunnerConfig
-) -> tuple[ImageIdentity, ImageIdentity, ImageIdentity | None]:
-    reasons: list[str] = []
-    found: dict[str, ImageIdentity] = {}
-    for name, reference in (
-        ("runnerImage", config.runnerImage),
-        ("verifierImage", config.verifierImage),
-        ("gatewayImage", config.gatewayImage),
-    ):
-        if reference is None:
-            continue
-        try:
-            found[name] = engine.resolve_image(reference)
-        except AgentEvalError as exc:
-            reasons.append(f"{name}: {exc}")
-    if reasons:
-        raise _NotRun(reasons)
-    return found["runnerImage"], found["verifierImage"], found.get("gatewayImage")
-
-
-def _gateway(
-    engine: ContainerEngine,
-    config: RunnerConfig,
-    image: ImageIdentity | None,
-    work_dir: Path,
-    batch_id: str,
-    environ: Mapping[str, str],
-) -> BatchGateway | None:
-    if not config.models or image is None:
-        return None
-    try:
-        return BatchGateway(
-            engine, config, image, work_dir=work_dir / "gateway", batch_id=batch_id,
-            environ=environ,
-        )  # fmt: skip
-    except AgentEvalError as exc:
-        raise _NotRun([f"config: {exc}"]) from exc
-
-
-def _start_gateway(gateway: BatchGateway) -> None:
-    """Start the gateway and ask every upstream once: a batch that cannot reach its model
-    does not run a whole suite to find out."""
-    try:
-        gateway.start()
-        reasons = gateway.preflight()
-    except AgentEvalError as exc:
-        raise _NotRun([f"gateway: {exc}"]) from exc
-    if reasons:
-        raise _NotRun(reasons)
-
-
-def _measured(suite: Suite, repetitions: int) -> Suite:
-    """The suite with *repetitions* runs per task (its thresholds do not apply: a
-    measurement batch never qualifies)."""
-    runs = len(suite.spec.taskIds) * repetitions
-    spec = suite.spec.model_copy(
-        update={"repetitions": repetitions, "scheduledRuns": runs,
-                "minFirstSuccesses": runs, "requiredFinalSuccesses": runs},
-    )  # fmt: skip
-    return dataclasses.replace(suite, spec=spec)
-
-
-def _selection(suite: Suite, only: Sequence[str]) -> list[str] | None:
-    """The runs a partial batch runs; None for the whole schedule."""
-    if not only:
-        return None
-    try:
-        return suite.spec.select(only)
-    except ValueError as exc:
-        raise _NotRun([f"--only: {exc}"]) from exc
-
-
-def _suite(project: Project) -> Suite:
-    try:
-        return load_suite(project.tasks, graders_dir=project.graders)
-    except AgentEvalError as exc:
-        raise _NotRun([f"suite: {exc}"]) from exc
-
-
-def _pack(project: Project, evidence: RunDirectory) -> list[ArchiveEntry]:
-    try:
-        return build_archives(project.packages, evidence.archives)
-    except AgentEvalError as exc:
-        raise _NotRun([f"packing: {exc}"]) from exc
-
-
-def _consumer(
-    engine: ContainerEngine,
-    project: Project,
-    verifier_image: ImageIdentity,
-    evidence: RunDirectory,
-    work_dir: Path,
-    archives: list[ArchiveEntry],
-    batch_id: str,
-    notice: Callable[[str], None],
-) -> PreparedConsumer:
-    try:
-        return batch_consumer(
-            engine, project, verifier_image.image_id, evidence.archives, archives, work_dir,
-            batch_id, notice,
-        )  # fmt: skip
-    except AgentEvalError as exc:
-        raise _NotRun([f"consumer: {exc}"]) from exc
-
-
-def batch_consumer(
-    engine: ContainerEngine,
-    project: Project,
-    verifier_image_id: str,
-    archives_dir: Path,
-    archives: list[ArchiveEntry],
-    work_dir: Path,
-    batch_id: str,
-    notice: Callable[[str], None] = lambda _: None,
-) -> PreparedConsumer:
-    """The batch's consumer, installed from *archives* in the verifier image, or kept from
-    an earlier batch of the same inputs (:mod:`agent_eval.consumer.cache`).
-
-    Raises:
-        AgentEvalError: It could not be prepared.
-    """
-    lock = project.packages / "requirements.lock"
-    return cached_consumer(
-        engine,
-        cache=ConsumerCache.default(project.evidence),
-        verifier_image=verifier_image_id,
-        fallback_root=work_dir / "consumer",
-        stage=work_dir / "consumer-stage",
-        archives_dir=archives_dir,
-        archives=archives,
-        dependency_lock=lock if lock.is_file() else None,
-        guides=project.guides(),
-        batch_id=batch_id,
-        notice=notice,
-    )
-
-
-def batch_plan(
-    config: RunnerConfig,
-    suite: Suite,
-    *,
-    batch_dir: Path,
-    work_dir: Path,
-    run_ids: list[str],
-    concurrency: int,
-    consumer_root: Path,
-    receipt: Receipt,
-    environment: Mapping[str, str],
-    progress: Callable[[ProgressEvent], None] = lambda _event: None,
-    gateway: BatchGateway | None = None,
-) -> BatchPlan:
-    """The schedule's plan of a batch whose evidence goes to *batch_dir* (the same on a node)."""
-    docs = str(IN_CONTAINER_CONSUMER.docs)
-    return BatchPlan(
-        batch_dir=batch_dir,
-        work_dir=work_dir / "runs",
-        run_ids=run_ids,
-        tasks={
-            t.id: ScheduledTask(t.spec, t.render_prompt(docs), t.starter_dir) for t in suite.tasks
-        },
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        submission_timeout_s=config.submissionTimeoutMs / 1000,
-        batch_timeout_s=config.batchTimeoutMs / 1000,
-        concurrency=concurrency,
-        consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=SOLUTION_MOUNT,
-        protected_digest=lambda: _protected_digest(consumer_root),
-        receipt=receipt,
-        progress=progress,
-        disk_problem=lambda: _disk_problem(work_dir),
-        gateway=gateway,
-        token_budget=config.gateway.tokenBudget,
-        redactions={
-            **{value: name for name, value in environment.items()},
-            **(gateway.credential_redactions() if gateway is not None else {}),
-        },
-    )
-
-
-def _verifier(factory: VerifierFactory[VerifierContext], context: VerifierContext) -> Verifier:
-    try:
-        return factory(context)
-    except AgentEvalError as exc:
-        raise _NotRun([f"verifier: {exc}"]) from exc
-
-
-def _write_bindings(
-    project: Project,
-    config: RunnerConfig,
-    evidence: RunDirectory,
-    archives: list[ArchiveEntry],
-    consumer: PreparedConsumer,
-    runner_image: ImageIdentity,
-    verifier_image: ImageIdentity,
-    gateway: GatewaySettings | None,
-) -> tuple[str, str]:
-    manifest = ArchivesManifest(
-        schemaVersion=1,
-        archives=archives,
-        source=source_identity(project.root),
-        apiCatalogDigest=consumer.catalog.digest(),
-        toolchain=Toolchain(
-            python=platform.python_version(),
-            harness=_harness_version(),
-            verifierPython=consumer.python,
-            mypy=consumer.mypy_version,
-        ),
-        runnerImage=ImageRecord(reference=config.runnerImage, imageId=runner_image.image_id),
-        verifierImage=ImageRecord(reference=config.verifierImage, imageId=verifier_image.image_id),
-        gateway=gateway,
-        # The checker compares it with the registry committed at the source commit.
-        registryDigest=file_sha256(project.registry) if project.registry.is_file() else None,
-        runnerCommand=[config.executable, *config.args],
-        envAllowlist=sorted(config.envAllowlist),
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        suiteDigest=project.suite_digest(),
-        evaluatorDigest=evaluator_digest(),
-    )
-    write_model_atomic(evidence.archives_manifest, manifest)
-    archives_digest = file_sha256(evidence.archives_manifest)
-    write_model_atomic(evidence.consumer_lock, consumer.lock(archives_digest))
-    return archives_digest, file_sha256(evidence.consumer_lock)
-
-
-def _harness_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agent-eval")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _cleanup(engine: ContainerEngine | None, batch_id: str, work_dir: Path) -> list[str]:

@@ -74,7 +74,6 @@ class ContainerRunner:
         self,
         request: RunnerRequest,
         workspace: Path,
-        timeout_s: float,
         environment: Mapping[str, str] | None = None,
     ) -> RunnerOutcome:
         """Run one attempt; infrastructure problems are returned, not raised."""
@@ -115,7 +114,7 @@ class ContainerRunner:
             done = run_container(
                 self._engine,
                 spec,
-                timeout_s=timeout_s,
+                timeout_s=request.timeBudgetMs / 1000,
                 log_limit_bytes=MAX_RESPONSE_BYTES + 1,
                 stdin=request.model_dump_json().encode("utf-8") + b"\n",
             )

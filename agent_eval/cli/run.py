@@ -17,7 +17,7 @@ from agent_eval.cli.progress import MODES, Mode, make_display
 from agent_eval.errors import AgentEvalError
 
 if TYPE_CHECKING:
-    from agent_eval.batch.ports import RemoteRuns
+    from agent_eval.batch.ports import Placement
     from agent_eval.batch.run import BatchOutcome
 
 # The library is imported where a command runs, never at import: --help and a usage
@@ -173,7 +173,7 @@ def eval_agent_command(
     sys.exit(outcome.exit_code)
 
 
-def _remote(executor: str, address: str | None, node_ip: str | None) -> RemoteRuns | None:
+def _remote(executor: str, address: str | None, node_ip: str | None) -> Placement | None:
     if executor == "local":
         if address is not None or node_ip is not None:
             raise click.UsageError("--ray-address and --ray-node-ip go with --executor ray")

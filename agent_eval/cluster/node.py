@@ -1,7 +1,8 @@
 """One cluster node's part of a batch: checked against the driver, then running whole runs.
 
-A node runs runs exactly as the driver would on its own machine: the same
-schedule code, against the node's own local engine, consumer and verifier.
+A node runs runs exactly as the driver would on its own machine: it builds
+its station by the same steps (:class:`~agent_eval.batch.station.Site`), on
+its own local engine, and runs the same attempt code.
 Before its first run it proves it holds what the driver holds: the runner
 and verifier images by id (nodes never pull), the suite by digest, and a
 consumer whose lock and API catalog have the driver's digests. Its evidence
@@ -21,22 +22,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from agent_eval.batch.attempt import Attempts
 from agent_eval.batch.lease import HeldLease, held
 from agent_eval.batch.reaper import reap
-from agent_eval.batch.run import batch_consumer, batch_plan
-from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import Schedule
+from agent_eval.batch.station import NotReady, Site, StationImages, start_gateway
 from agent_eval.digests import file_sha256, regular_files
-from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
+from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
-from agent_eval.gateway.host import BatchGateway
 from agent_eval.layout import RunDirectory
-from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
+from agent_eval.models import (
+    NodeAssignment,
+    NodeReady,
+    NodeRunResult,
+    RunnerConfig,
+    ShippedFile,
+)
 from agent_eval.project import Project
 from agent_eval.suite.tasks import load_suite
-from agent_eval.verification.protocol import Verifier, VerifierContext, VerifierFactory
+from agent_eval.verification.protocol import VerifierContext, VerifierFactory
+
+if TYPE_CHECKING:
+    from agent_eval.consumer.archives import PreparedConsumer
 
 __all__ = ["NODE_GUIDES", "NodeParts", "NodeWorker", "node_name", "write_shipped"]
 
@@ -56,6 +66,14 @@ class NodeParts:
     """Connects to the node's own engine (it is given None: not the driver's runtimePath)."""
     verifiers: Callable[[Project], VerifierFactory[VerifierContext]]
     """The factory of the node's verifier, for the suite as the node received it."""
+
+
+def _node_share(assignment: NodeAssignment) -> RunnerConfig:
+    """The config as the node runs it: its gateway and schedule spend only the node's share
+    of the token budget."""
+    config = assignment.config
+    options = config.gateway.model_copy(update={"tokenBudget": assignment.tokenBudget})
+    return config.model_copy(update={"gateway": options})
 
 
 def node_name(label: str | None, node_id: str) -> str:
@@ -95,7 +113,7 @@ class NodeWorker:
         self._stack = contextlib.ExitStack()
         self._lease: HeldLease | None = None
         self._engine: ContainerEngine | None = None
-        self._schedule: Schedule | None = None
+        self._attempts: Attempts | None = None
         self._batch_id: str | None = None
 
     @property
@@ -114,9 +132,47 @@ class NodeWorker:
         Raises:
             AgentEvalError: Something differs from the driver, or cannot be prepared.
         """
-        config = assignment.config
         # The node's own engine (its DOCKER_HOST): the driver's runtimePath names the driver's.
         self._engine = engine = self._parts.connect(None)
+        notices = self._open(assignment, engine)
+        site = Site(
+            engine, _node_share(assignment), assignment.batchId, self._work,
+            slots=self.slots, environ=self._environ,
+        )  # fmt: skip
+        images = self._images(site, assignment)
+        project = self._project(assignment)
+        if (digest := project.suite_digest()) != assignment.suiteDigest:
+            raise ConfigError(
+                f"the suite sent to node {self.name} has digest {digest}, not the driver's "
+                f"{assignment.suiteDigest}"
+            )
+        suite = load_suite(project.tasks, graders_dir=project.graders)
+        archives_dir = self._work / "archives"
+        write_shipped(archives_dir, assignment.archiveFiles)
+        consumer = site.consumer(project, images, archives_dir, assignment.archives)
+        self._check_consumer(consumer, assignment)
+        verifier = site.verifier(self._parts.verifiers(project), images, consumer)
+        gateway = site.gateway(images)
+        if gateway is not None:
+            try:
+                start_gateway(gateway)
+            except NotReady as exc:
+                raise ConfigError(f"on node {self.name}: {exc}") from exc
+        station = site.station(images, consumer, verifier, gateway, assignment.environment)
+        plan = station.plan(
+            suite, batch_dir=self._evidence.root, run_ids=[], receipt=assignment.receipt
+        )
+        schedule = Schedule(
+            plan,
+            clock=self._clock,
+            monotonic=time.monotonic,
+            deadline=time.monotonic() + assignment.remainingS,
+        )
+        self._attempts = Attempts(schedule, station.runner, station.verifier)
+        return NodeReady(node=self.name, engine=engine.address, slots=self.slots, notices=notices)
+
+    def _open(self, assignment: NodeAssignment, engine: ContainerEngine) -> list[str]:
+        """Reap what dead batches left here, then hold the batch's lease; what was reaped."""
         self.root.mkdir(parents=True, exist_ok=True)
         notices = []
         for reaped in reap(self.root, engine, clock=self._clock):
@@ -131,41 +187,28 @@ class NodeWorker:
         )
         self._lease.bind_engine(engine.address)
         write_model_atomic(self._evidence.receipt, assignment.receipt)
-        images: dict[str, ImageIdentity] = {}
-        for what, reference, wanted in (
-            ("runnerImage", config.runnerImage, assignment.runnerImageId),
-            ("verifierImage", config.verifierImage, assignment.verifierImageId),
-            ("gatewayImage", config.gatewayImage, assignment.gatewayImageId),
+        return notices
+
+    def _images(self, site: Site, assignment: NodeAssignment) -> StationImages:
+        """The station's images, each the very one the driver has (nodes never pull)."""
+        images = site.images()
+        for what, found, wanted in (
+            ("runnerImage", images.runner, assignment.runnerImageId),
+            ("verifierImage", images.verifier, assignment.verifierImageId),
+            ("gatewayImage", images.gateway, assignment.gatewayImageId),
         ):
-            if reference is None or wanted is None:
-                continue
-            images[what] = engine.resolve_image(reference)
-            if (found := images[what].image_id) != wanted:
+            if found is not None and wanted is not None and found.image_id != wanted:
                 raise ConfigError(
-                    f"{what} {reference} is {found} on node {self.name} but {wanted} on the "
-                    "driver; load the driver's image on the node (docker save | docker load)"
+                    f"{what} {found.reference} is {found.image_id} on node {self.name} but "
+                    f"{wanted} on the driver; load the driver's image on the node "
+                    "(docker save | docker load)"
                 )
-        if config.models and "gatewayImage" not in images:
+        if site.config.models and images.gateway is None:
             raise ConfigError(f"node {self.name} was sent models without a gateway image")
-        # The node's gateway and schedule spend only the node's share of the budget.
-        config = config.model_copy(
-            update={
-                "gateway": config.gateway.model_copy(update={"tokenBudget": assignment.tokenBudget})
-            }
-        )
-        project = self._project(assignment)
-        if (digest := project.suite_digest()) != assignment.suiteDigest:
-            raise ConfigError(
-                f"the suite sent to node {self.name} has digest {digest}, not the driver's "
-                f"{assignment.suiteDigest}"
-            )
-        suite = load_suite(project.tasks, graders_dir=project.graders)
-        archives_dir = self._work / "archives"
-        write_shipped(archives_dir, assignment.archiveFiles)
-        consumer = batch_consumer(
-            engine, project, assignment.verifierImageId, archives_dir, assignment.archives,
-            self._work, assignment.batchId,
-        )  # fmt: skip
+        return images
+
+    def _check_consumer(self, consumer: PreparedConsumer, assignment: NodeAssignment) -> None:
+        """The node's consumer must be the driver's: its lock and API catalog, by digest."""
         write_model_atomic(self._evidence.consumer_lock, consumer.lock(assignment.archivesDigest))
         if (lock := file_sha256(self._evidence.consumer_lock)) != assignment.consumerLockDigest:
             raise ConfigError(
@@ -177,58 +220,6 @@ class NodeWorker:
                 f"the API catalog on node {self.name} is {catalog}, not the driver's "
                 f"{assignment.apiCatalogDigest}"
             )
-        verifier: Verifier = self._parts.verifiers(project)(
-            VerifierContext(
-                engine=engine,
-                image_id=assignment.verifierImageId,
-                consumer_dir=consumer.root,
-                batch_id=assignment.batchId,
-                slots=self.slots,
-                work_dir=self._work / "verifier",
-            )
-        )
-        gateway = None
-        if config.models:
-            gateway = BatchGateway(
-                engine, config, images["gatewayImage"], work_dir=self._work / "gateway",
-                batch_id=assignment.batchId, environ=self._environ,
-            )  # fmt: skip
-            gateway.start()
-            if reasons := gateway.preflight():
-                raise ConfigError(f"on node {self.name}: " + "; ".join(reasons))
-        runner = ContainerRunner(
-            engine,
-            config=config,
-            image_id=assignment.runnerImageId,
-            consumer_dir=consumer.root,
-            batch_id=assignment.batchId,
-            environment={
-                **assignment.environment,
-                **(gateway.runner_environment() if gateway else {}),
-            },
-            gateway_mounts=gateway.runner_mounts() if gateway else (),
-        )
-        plan = batch_plan(
-            config,
-            suite,
-            batch_dir=self._evidence.root,
-            work_dir=self._work,
-            run_ids=[],
-            concurrency=self.slots,
-            consumer_root=consumer.root,
-            receipt=assignment.receipt,
-            environment=assignment.environment,
-            gateway=gateway,
-        )
-        self._schedule = Schedule(
-            plan,
-            runner,
-            verifier,
-            clock=self._clock,
-            monotonic=time.monotonic,
-            deadline=time.monotonic() + assignment.remainingS,
-        )
-        return NodeReady(node=self.name, engine=engine.address, slots=self.slots, notices=notices)
 
     def _project(self, assignment: NodeAssignment) -> Project:
         root = self._work / "project"
@@ -247,12 +238,13 @@ class NodeWorker:
 
     def run(self, run_id: str, remaining_s: float) -> NodeRunResult:
         """Run one scheduled run and send back its record and its attempt directories."""
-        schedule = self._schedule
-        if schedule is None:
+        attempts = self._attempts
+        if attempts is None:
             raise ConfigError(f"node {self.name} was given a run before it was prepared")
+        schedule = attempts.schedule
         # The batch's deadline, as the driver sees it now (the clocks of two machines differ).
         schedule.deadline = min(schedule.deadline, time.monotonic() + remaining_s)
-        record = schedule.run(run_id)
+        record = attempts.run(run_id)
         run_dir = self._evidence.root / "runs" / run_id
         files = []
         if run_dir.is_dir():
@@ -265,12 +257,12 @@ class NodeWorker:
 
     def halt(self) -> None:
         """Start no further attempt (a rule stopped the batch); those running finish."""
-        if self._schedule is not None:
-            self._schedule.stop.set()
+        if self._attempts is not None:
+            self._attempts.schedule.stop.set()
 
     def stop(self, reason: str) -> list[str]:
         """Stop every attempt in flight on the node."""
-        return self._schedule.stop_everything(reason) if self._schedule is not None else []
+        return self._attempts.stop_everything(reason) if self._attempts is not None else []
 
     def close(self) -> list[str]:
         """Remove the batch's containers and files from the node; give its lease up if done."""

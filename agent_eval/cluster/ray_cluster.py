@@ -19,21 +19,25 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_eval.batch.ports import RemoteContext
+from agent_eval.batch.ports import Notice, RemoteContext, StartPhase
 from agent_eval.batch.progress import ProgressEvent
 from agent_eval.batch.schedule import ExecutorFactory, Schedule
+from agent_eval.batch.station import Site, StationImages, step
 from agent_eval.cluster.arrival import accept_run
 from agent_eval.cluster.node import NODE_GUIDES, NodeParts, NodeWorker, node_name
 from agent_eval.digests import regular_files
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, RunRecord, ShippedFile
 from agent_eval.project import CACHE_DIRS
+
+if TYPE_CHECKING:
+    from agent_eval.consumer.archives import PreparedConsumer
 
 __all__ = ["NODE_LABEL_ENV", "NODE_ROOT_ENV", "RESOURCE", "RayCluster", "assignment_for"]
 
@@ -114,7 +118,8 @@ class _Node:
 
 @dataclass
 class RayCluster:
-    """A Ray cluster a batch's runs execute on (:class:`~agent_eval.batch.ports.RemoteRuns`)."""
+    """A Ray cluster a batch's runs execute on, each node building a station of its own
+    (:class:`~agent_eval.batch.ports.Placement`)."""
 
     address: str
     """The cluster's GCS address (``host:port``)."""
@@ -125,6 +130,30 @@ class RayCluster:
     asking the network how it would reach an outside address)."""
     _nodes: list[_Node] = field(default_factory=list)
     _connected: bool = False
+
+    @property
+    def gateway(self) -> None:
+        """None: each node starts a gateway of its own, with its own credentials, and its
+        schedule watches it."""
+        return None
+
+    def join(self, site: Site, images: StationImages, phase: StartPhase, notice: Notice) -> None:
+        phase("cluster", "joining the cluster")
+        step("cluster", lambda: self.connect(site.batch_id, notice))
+
+    def equip(
+        self,
+        site: Site,
+        images: StationImages,
+        consumer: PreparedConsumer,
+        environment: Mapping[str, str],
+        phase: StartPhase,
+    ) -> None:
+        """Nothing on the driver: every node verifies what it ran."""
+
+    def executor(self, context: RemoteContext, phase: StartPhase) -> ExecutorFactory:
+        phase("nodes", "preparing the cluster's nodes")
+        return step("cluster", lambda: self.prepare(context))
 
     def connect(self, batch_id: str, notice: Callable[[str], None]) -> None:
         ray = _ray()
@@ -428,7 +457,7 @@ class _RayExecutor:
             return self._rule_stop
 
     def stop_everything(self, reason: str) -> list[str]:
-        self._schedule.stop_everything(reason)
+        self._schedule.stop_now(reason)
         calls = [(n, n.actor.stop.remote(reason)) for n in self._nodes if n.lost is None]
         problems: list[str] = []
         for node, call in calls:

@@ -25,6 +25,8 @@ __all__ = [
 
 MAX_SUBMISSION_TIMEOUT_MS = 600_000
 MAX_BATCH_TIMEOUT_MS = 7_200_000
+MAX_CONCURRENCY = 16
+"""Runs in flight at once on one engine: a config's concurrency, a cluster node's share."""
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -441,7 +443,7 @@ class RunnerConfig(WireModel):
     """Runner image pinned by digest or image id; never pulled."""
     verifierImage: PinnedImage
     """Verifier image pinned by digest or image id; never pulled."""
-    concurrency: int | None = Field(default=None, ge=1, le=16)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
     """Runs in flight at once; default is sized for the machine."""
     models: list[ModelUpstream] = Field(default_factory=list, max_length=8)
     """The model APIs the runner may reach, only through the batch's gateway; none: the

@@ -13,7 +13,8 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
-from agent_eval.batch.schedule import LocalExecutor, Schedule, run_schedule
+from agent_eval.batch.attempt import on_this_engine
+from agent_eval.batch.schedule import Schedule, run_schedule
 from agent_eval.models import RunRecord
 from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, saved, writes
 
@@ -25,7 +26,7 @@ class NodeExecutor:
     def __init__(
         self, schedule: Schedule, lost_runs: set[str], *, other_failure: bool = False
     ) -> None:
-        self.local = LocalExecutor(schedule)
+        self.local = on_this_engine(FakeRunner(writes("GOOD")), FakeVerifier())(schedule)
         self.schedule = schedule
         self.lost_runs = lost_runs
         self.other_failure = other_failure
@@ -70,9 +71,7 @@ def test_a_lost_node_costs_only_its_run_and_the_others_go_on(tmp_path: Path) -> 
         made.append(NodeExecutor(schedule, {"forms-2"}))
         return made[0]
 
-    receipt = run_schedule(
-        plan(tmp_path), FakeRunner(writes("GOOD")), FakeVerifier(), executor=executor
-    )
+    receipt = run_schedule(plan(tmp_path), executor)
     assert receipt.status == "infrastructure-failure"
     assert len(receipt.runs) == 18 and receipt.finalSuccesses == 17
     (lost,) = [r for r in receipt.runs if not r.finalSuccess]
@@ -94,9 +93,7 @@ def test_with_no_node_left_the_runs_not_started_are_recorded_as_such(tmp_path: P
     def executor(schedule: Schedule) -> NodeExecutor:
         return NodeExecutor(schedule, first_two)
 
-    receipt = run_schedule(
-        plan(tmp_path), FakeRunner(writes("GOOD")), FakeVerifier(), executor=executor
-    )
+    receipt = run_schedule(plan(tmp_path), executor)
     assert receipt.status == "infrastructure-failure"
     not_started = [r for r in receipt.runs if not r.attempts]
     assert len(receipt.runs) == 18 and len(not_started) == 16
@@ -108,8 +105,7 @@ def test_any_other_failure_an_executor_reports_stops_the_batch(tmp_path: Path) -
         return NodeExecutor(schedule, {"storage-hash-1"}, other_failure=True)
 
     receipt = run_schedule(
-        plan(tmp_path, concurrency=1), FakeRunner(writes("GOOD")), FakeVerifier(),
-        executor=executor,
+        plan(tmp_path, slots=1), executor,
     )  # fmt: skip
     assert receipt.status == "infrastructure-failure"
     assert receipt.reasons == ["infrastructure failure in storage-hash-1; the batch stopped"]
@@ -120,9 +116,7 @@ def test_an_executor_that_cannot_be_made_still_closes_the_receipt(tmp_path: Path
     def executor(schedule: Schedule) -> NodeExecutor:
         raise RuntimeError("no cluster")
 
-    receipt = run_schedule(
-        plan(tmp_path), FakeRunner(writes("GOOD")), FakeVerifier(), executor=executor
-    )
+    receipt = run_schedule(plan(tmp_path), executor)
     assert (receipt.status, receipt.runs) == ("infrastructure-failure", [])
     assert receipt.reasons == ["the harness failed: RuntimeError: no cluster"]
     assert saved(tmp_path).status == "infrastructure-failure"

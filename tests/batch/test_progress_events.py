@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, get_args
 
+from agent_eval.batch.attempt import on_this_engine
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.batch.progress import (
     FAILURE_WORDS,
@@ -157,9 +158,8 @@ def test_a_repair_has_its_own_state_and_each_runs_end_says_its_outcome(tmp_path:
     seen: list[ProgressEvent] = []
     run_ids = ["forms-1", "forms-2", "forms-3", "storage-hash-1"]
     run_schedule(
-        plan(tmp_path, run_ids=run_ids, concurrency=1, progress=seen.append),
-        FakeRunner(script),
-        FakeVerifier(),
+        plan(tmp_path, run_ids=run_ids, slots=1, progress=seen.append),
+        on_this_engine(FakeRunner(script), FakeVerifier()),
     )
     states = [(e.run_id, e.state) for e in seen if e.run_id == "forms-2"]
     assert states == [

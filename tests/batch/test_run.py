@@ -22,9 +22,11 @@ from typing import Any
 import pytest
 
 from agent_eval.batch.lease import this_process
-from agent_eval.batch.ports import RemoteContext
+from agent_eval.batch.ports import Notice, RemoteContext, StartPhase
 from agent_eval.batch.run import BatchOutcome, run_batch
 from agent_eval.batch.schedule import ExecutorFactory, Schedule
+from agent_eval.batch.station import NotReady, Site, StationImages
+from agent_eval.consumer.archives import PreparedConsumer
 from agent_eval.digests import sha256_bytes
 from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeEngine, Outcome
@@ -385,22 +387,39 @@ def test_a_batch_whose_containers_are_on_another_engine_keeps_its_lease(batch: F
 
 
 class FakeCluster:
-    """A RemoteRuns whose steps can fail; every node it 'has' is lost at its first run."""
+    """A cluster's placement whose steps can fail; every node it 'has' is lost at its first
+    run."""
+
+    gateway = None
 
     def __init__(self, fail_at: str | None = None) -> None:
         self.fail_at = fail_at
         self.steps: list[str] = []
 
-    def connect(self, batch_id: str, notice: Callable[[str], None]) -> None:
+    def join(self, site: Site, images: StationImages, phase: StartPhase, notice: Notice) -> None:
         self.steps.append("connect")
+        phase("cluster", "joining the cluster")
         if self.fail_at == "connect":
-            raise ConfigError("nothing answers at the Ray cluster's address 127.0.0.1:1")
+            raise NotReady(["cluster: nothing answers at the Ray cluster's address 127.0.0.1:1"])
 
-    def prepare(self, context: RemoteContext) -> ExecutorFactory:
+    def equip(
+        self,
+        site: Site,
+        images: StationImages,
+        consumer: PreparedConsumer,
+        environment: Mapping[str, str],
+        phase: StartPhase,
+    ) -> None:
+        self.steps.append("equip")
+
+    def executor(self, context: RemoteContext, phase: StartPhase) -> ExecutorFactory:
         self.steps.append("prepare")
+        phase("nodes", "preparing the cluster's nodes")
         assert context.lock_digest == context.receipt.consumerLockDigest
         if self.fail_at == "prepare":
-            raise ConfigError("runnerImage r is sha256:aa on node n-1 but sha256:bb on the driver")
+            raise NotReady(
+                ["cluster: runnerImage r is sha256:aa on node n-1 but sha256:bb on the driver"]
+            )
 
         def lost(schedule: Schedule) -> NodeExecutor:
             return NodeExecutor(schedule, set(EXAMPLE_SUITE.run_ids()))
@@ -430,7 +449,7 @@ def test_a_cluster_that_cannot_take_the_batch_ends_it_not_run_and_is_closed(
     (reason,) = batch.receipt().reasons
     assert reason.startswith("cluster: ") and ("127.0.0.1:1" in reason or "node n-1" in reason)
     assert cluster.steps == (["connect", "close"] if step == "connect" else [
-        "connect", "prepare", "close",
+        "connect", "equip", "prepare", "close",
     ])  # fmt: skip
     if step == "connect":  # refused before anything was packed or installed
         assert batch.engine.containers == {}
@@ -449,6 +468,6 @@ def test_on_a_cluster_the_runs_are_the_nodes_and_the_driver_verifies_nothing(
     assert outcome.status == "infrastructure-failure"
     receipt = batch.receipt()
     assert len(receipt.runs) == 18 and receipt.reasons[-1].startswith("no node is left")
-    assert cluster.steps == ["connect", "prepare", "close"]
+    assert cluster.steps == ["connect", "equip", "prepare", "close"]
     assert "nodes" in outcome.phase_seconds
     batch.assert_nothing_left()

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from agent_eval.batch.run import batch_consumer
+from agent_eval.batch.attempt import on_this_engine
 from agent_eval.batch.runner_container import ContainerRunner
 from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule
+from agent_eval.batch.station import batch_consumer
 from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ResourceLimits, list_leftovers
@@ -104,16 +105,16 @@ def run_once(
         tasks={"forms": ScheduledTask(task.spec, "Build the form.", None)},
         runner=config.expectedRunner,
         model=config.expectedModel,
-        submission_timeout_s=timeout_s,
-        batch_timeout_s=600.0,
-        concurrency=1,
+        submission_timeout_ms=round(timeout_s * 1000),
+        batch_timeout_ms=600_000,
+        slots=1,
         consumer_dir_in_runner=CONSUMER_MOUNT,
         output_dir_in_runner=SOLUTION_MOUNT,
         protected_digest=lambda: solution_digest(solution_files(consumer.root)),
         receipt=receipt,
     )
     try:
-        return run_schedule(plan, runner, NoVerifier())
+        return run_schedule(plan, on_this_engine(runner, NoVerifier()))
     finally:
         assert list_leftovers(engine, batch_id) == []
         shutil.rmtree(tmp_path / "work", ignore_errors=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from agent_eval.batch.attempt import on_this_engine
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.batch.schedule import run_schedule
 from agent_eval.engine.pressure import PressureWindow, cpu_pressure_total_us
@@ -27,7 +28,9 @@ def test_a_runner_whose_output_the_engine_may_have_lost_is_the_infrastructures(
     def lost(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
         return RunnerOutcome(b"", False, False, 0, engine_lost=True)
 
-    receipt = run_schedule(plan(tmp_path, concurrency=1), FakeRunner(lost), FakeVerifier())
+    receipt = run_schedule(
+        plan(tmp_path, slots=1), on_this_engine(FakeRunner(lost), FakeVerifier())
+    )
     first = receipt.runs[0].attempts[0]
     assert (first.failureCategory, first.infrastructureKind) == ("infrastructure", "engine")
     assert "output may have been lost with the engine" in first.diagnostics[0].message
@@ -41,7 +44,7 @@ def test_a_completed_response_that_came_through_an_engine_outage_is_graded(
         (workspace / "solution.py").write_text("GOOD")
         return dataclasses.replace(reply(request), engine_lost=True)
 
-    receipt = run_schedule(plan(tmp_path), FakeRunner(through), FakeVerifier())
+    receipt = run_schedule(plan(tmp_path), on_this_engine(FakeRunner(through), FakeVerifier()))
     assert (receipt.status, receipt.finalSuccesses) == ("completed", 18)
 
 
@@ -58,7 +61,9 @@ def test_a_runner_that_timed_out_on_a_crowded_machine_is_flagged_as_starved(
     starved = RESOURCES.model_copy(
         update={"cpuSeconds": 3.2, "wallSeconds": 600.0, "hostCpuPressure": 0.93, "starved": True}
     )
-    receipt = run_schedule(plan(tmp_path, concurrency=1), timed_out(starved), FakeVerifier())
+    receipt = run_schedule(
+        plan(tmp_path, slots=1), on_this_engine(timed_out(starved), FakeVerifier())
+    )
     first = receipt.runs[0].attempts[0]
     assert first.failureCategory == "timeout"
     assert first.resources is not None and first.resources.starved
@@ -73,7 +78,9 @@ def test_a_runner_that_timed_out_on_a_quiet_machine_is_only_slow(tmp_path: Path)
     quiet = RESOURCES.model_copy(
         update={"cpuSeconds": 590.0, "wallSeconds": 600.0, "hostCpuPressure": 0.05}
     )
-    receipt = run_schedule(plan(tmp_path, concurrency=1), timed_out(quiet), FakeVerifier())
+    receipt = run_schedule(
+        plan(tmp_path, slots=1), on_this_engine(timed_out(quiet), FakeVerifier())
+    )
     first = receipt.runs[0].attempts[0]
     assert first.failureCategory == "timeout"
     assert not any("starved" in d.message for d in first.diagnostics)

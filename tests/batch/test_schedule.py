@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from agent_eval.batch import schedule as schedule_module
+from agent_eval.batch import receipt_book
+from agent_eval.batch.attempt import on_this_engine
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.batch.schedule import BatchPlan, ReceiptNotWritten, ScheduledTask, run_schedule
 from agent_eval.batch.signals import Stop
@@ -74,7 +75,6 @@ class FakeRunner:
         self,
         request: RunnerRequest,
         workspace: Path,
-        timeout_s: float,
         environment: Mapping[str, str] | None = None,
     ) -> RunnerOutcome:
         with self.lock:
@@ -163,9 +163,9 @@ def plan(tmp_path: Path, **changes: Any) -> BatchPlan:
         "tasks": tasks,
         "runner": RUNNER,
         "model": MODEL,
-        "submission_timeout_s": 60.0,
-        "batch_timeout_s": 3600.0,
-        "concurrency": 2,
+        "submission_timeout_ms": 60_000,
+        "batch_timeout_ms": 3_600_000,
+        "slots": 2,
         "consumer_dir_in_runner": "/consumer",
         "output_dir_in_runner": "/solution",
         "protected_digest": lambda: sha256_bytes(b"consumer"),
@@ -182,7 +182,7 @@ def saved(tmp_path: Path) -> Receipt:
 
 def test_eighteen_good_runs_complete_with_eighteen_successes(tmp_path: Path) -> None:
     runner = FakeRunner(writes("GOOD"))
-    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    receipt = run_schedule(plan(tmp_path), on_this_engine(runner, FakeVerifier()))
     assert (receipt.status, receipt.firstSuccesses, receipt.finalSuccesses) == ("completed", 18, 18)
     assert [r.runId for r in receipt.runs] == EXAMPLE_SUITE.run_ids()
     assert len(runner.requests) == 18 and all(r.attempt == 1 for r in runner.requests)
@@ -200,7 +200,7 @@ def test_a_failed_first_attempt_is_repaired_once_with_feedback(tmp_path: Path) -
         return reply(request)
 
     runner = FakeRunner(script)
-    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    receipt = run_schedule(plan(tmp_path), on_this_engine(runner, FakeVerifier()))
     assert (receipt.firstSuccesses, receipt.finalSuccesses) == (0, 18)
     repairs = [r for r in runner.requests if r.attempt == 2]
     assert len(repairs) == 18
@@ -210,7 +210,7 @@ def test_a_failed_first_attempt_is_repaired_once_with_feedback(tmp_path: Path) -
 
 def test_a_refusal_is_not_repaired_and_no_replacement_run_is_scheduled(tmp_path: Path) -> None:
     runner = FakeRunner(lambda request, workspace: reply(request, "failed"))
-    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    receipt = run_schedule(plan(tmp_path), on_this_engine(runner, FakeVerifier()))
     assert len(runner.requests) == 18
     assert {r.attempts[0].failureCategory for r in receipt.runs} == {"refused"}
     assert receipt.finalSuccesses == 0 and receipt.status == "completed"
@@ -221,14 +221,14 @@ def test_a_runner_that_exits_non_zero_gave_an_invalid_response(tmp_path: Path) -
         good = reply(request)
         return RunnerOutcome(good.stdout, False, False, 3)
 
-    receipt = run_schedule(plan(tmp_path), FakeRunner(script), FakeVerifier())
+    receipt = run_schedule(plan(tmp_path), on_this_engine(FakeRunner(script), FakeVerifier()))
     assert {r.attempts[0].failureCategory for r in receipt.runs} == {"invalid-response"}
     assert "exited with status 3" in receipt.runs[0].attempts[0].diagnostics[0].message
 
 
 def test_a_timed_out_runner_is_not_repaired(tmp_path: Path) -> None:
     runner = FakeRunner(lambda request, workspace: RunnerOutcome(b"", False, True, None))
-    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    receipt = run_schedule(plan(tmp_path), on_this_engine(runner, FakeVerifier()))
     assert {len(r.attempts) for r in receipt.runs} == {1}
     assert {r.attempts[0].failureCategory for r in receipt.runs} == {"timeout"}
 
@@ -237,15 +237,14 @@ def test_tampering_with_protected_inputs_fails_the_attempt(tmp_path: Path) -> No
     counter = iter(range(1000))
     receipt = run_schedule(
         plan(tmp_path, protected_digest=lambda: sha256_bytes(str(next(counter)).encode())),
-        FakeRunner(writes("GOOD")),
-        FakeVerifier(),
+        on_this_engine(FakeRunner(writes("GOOD")), FakeVerifier()),
     )
     assert {r.attempts[0].failureCategory for r in receipt.runs} == {"tampering"}
 
 
 def test_an_infrastructure_failure_stops_the_batch_with_a_partial_receipt(tmp_path: Path) -> None:
     runner = FakeRunner(writes("BROKEN"))
-    receipt = run_schedule(plan(tmp_path, concurrency=1), runner, FakeVerifier())
+    receipt = run_schedule(plan(tmp_path, slots=1), on_this_engine(runner, FakeVerifier()))
     assert receipt.status == "infrastructure-failure"
     assert (
         len(receipt.runs) == 1 and receipt.runs[0].attempts[0].failureCategory == "infrastructure"
@@ -278,9 +277,8 @@ def test_a_disk_that_fills_during_an_attempt_makes_it_the_infrastructures_failur
     runner = FakeRunner(script)
     message = "the disk holding the work directory was full"
     receipt = run_schedule(
-        plan(tmp_path, concurrency=1, disk_problem=lambda: message if full.is_set() else None),
-        runner,
-        FillingVerifier(),
+        plan(tmp_path, slots=1, disk_problem=lambda: message if full.is_set() else None),
+        on_this_engine(runner, FillingVerifier()),
     )
     assert receipt.status == "infrastructure-failure"
     *finished, last = receipt.runs
@@ -292,9 +290,8 @@ def test_a_disk_that_fills_during_an_attempt_makes_it_the_infrastructures_failur
 def test_a_spent_batch_budget_leaves_the_remaining_runs_failed(tmp_path: Path) -> None:
     ticks = iter([0.0] + [0.0] * 30 + [10_000.0] * 10_000)
     receipt = run_schedule(
-        plan(tmp_path, concurrency=1, batch_timeout_s=100.0),
-        FakeRunner(writes("GOOD")),
-        FakeVerifier(),
+        plan(tmp_path, slots=1, batch_timeout_ms=100_000),
+        on_this_engine(FakeRunner(writes("GOOD")), FakeVerifier()),
         monotonic=lambda: next(ticks),
     )
     assert receipt.status == "completed"
@@ -313,7 +310,7 @@ def test_ctrl_c_kills_running_containers_and_leaves_an_interrupted_receipt(tmp_p
         return reply(request)
 
     runner, verifier = FakeRunner(script), FakeVerifier()
-    final = run_schedule(plan(tmp_path, concurrency=1), runner, verifier)
+    final = run_schedule(plan(tmp_path, slots=1), on_this_engine(runner, verifier))
     receipt = saved(tmp_path)
     assert final == receipt
     assert receipt.status == "interrupted" and runner.cancelled and verifier.cancelled
@@ -335,7 +332,7 @@ def test_a_signal_while_a_run_is_verified_leaves_a_receipt_that_says_so(tmp_path
             return super().verify(task, solution_dir, run_id)
 
     runner = FakeRunner(writes("GOOD"))
-    final = run_schedule(plan(tmp_path, concurrency=1), runner, Signalled())
+    final = run_schedule(plan(tmp_path, slots=1), on_this_engine(runner, Signalled()))
     assert final.status == "interrupted" and final.reasons == ["stopped by SIGTERM"]
     assert [r.finalSuccess for r in final.runs] == [True, True, False]
     [cut] = final.runs[2].attempts
@@ -345,11 +342,11 @@ def test_a_signal_while_a_run_is_verified_leaves_a_receipt_that_says_so(tmp_path
 def test_a_full_disk_mid_batch_ends_as_an_infrastructure_failure_with_every_finished_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    batch_plan = plan(tmp_path, concurrency=1)
+    batch_plan = plan(tmp_path, slots=1)
     reserve = tmp_path / "batch" / ".reserve"
     reserve.write_bytes(bytes(1024))
     writes_left = iter(range(1000))
-    real_write = schedule_module.write_model_atomic
+    real_write = receipt_book.write_model_atomic
 
     def filling(path: Path, model: Any) -> None:
         # The first receipt and four runs are written; then the disk is full until
@@ -358,8 +355,8 @@ def test_a_full_disk_mid_batch_ends_as_an_infrastructure_failure_with_every_fini
             raise OSError(errno.ENOSPC, "No space left on device")
         real_write(path, model)
 
-    monkeypatch.setattr(schedule_module, "write_model_atomic", filling)
-    final = run_schedule(batch_plan, FakeRunner(writes("GOOD")), FakeVerifier())
+    monkeypatch.setattr(receipt_book, "write_model_atomic", filling)
+    final = run_schedule(batch_plan, on_this_engine(FakeRunner(writes("GOOD")), FakeVerifier()))
     assert final.status == "infrastructure-failure"
     assert any("the disk is full where the evidence is written" in r for r in final.reasons)
     assert saved(tmp_path) == final
@@ -372,14 +369,16 @@ def test_when_not_even_the_final_receipt_can_be_written_the_schedule_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writes_left = iter(range(1000))
-    real_write = schedule_module.write_model_atomic
+    real_write = receipt_book.write_model_atomic
 
     def full(path: Path, model: Any) -> None:
         if next(writes_left) >= 3:
             raise OSError(errno.ENOSPC, "No space left on device")
         real_write(path, model)
 
-    monkeypatch.setattr(schedule_module, "write_model_atomic", full)
+    monkeypatch.setattr(receipt_book, "write_model_atomic", full)
     with pytest.raises(ReceiptNotWritten, match="the disk is full") as raised:
-        run_schedule(plan(tmp_path, concurrency=1), FakeRunner(writes("GOOD")), FakeVerifier())
+        run_schedule(
+            plan(tmp_path, slots=1), on_this_engine(FakeRunner(writes("GOOD")), FakeVerifier())
+        )
     assert raised.value.receipt.status == "running"  # the last receipt written stands

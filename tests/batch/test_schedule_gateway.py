@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from agent_eval.batch.attempt import on_this_engine
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.batch.schedule import run_schedule
 from agent_eval.digests import sha256_bytes
@@ -79,7 +80,7 @@ def good(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
 def schedule(tmp_path: Path, gateway: FakeGateway, script: Any = good, **changes: Any) -> Receipt:
     runner = FakeRunner(script)
     return run_schedule(
-        plan(tmp_path, gateway=gateway, concurrency=1, **changes), runner, FakeVerifier()
+        plan(tmp_path, gateway=gateway, slots=1, **changes), on_this_engine(runner, FakeVerifier())
     )
 
 
@@ -88,7 +89,7 @@ def test_each_attempt_gets_its_own_token_and_its_record_is_saved_and_summarised(
 ) -> None:
     gateway = FakeGateway()
     runner = FakeRunner(good)
-    receipt = run_schedule(plan(tmp_path, gateway=gateway), runner, FakeVerifier())
+    receipt = run_schedule(plan(tmp_path, gateway=gateway), on_this_engine(runner, FakeVerifier()))
     assert receipt.status == "completed" and receipt.finalSuccesses == 18
     tokens = [e["AGENT_EVAL_GATEWAY_TOKEN"] for e in runner.environments]
     assert len(set(tokens)) == 18 and sorted(tokens) == sorted(gateway.closed)
@@ -254,7 +255,7 @@ def test_runner_log_says_nothing_was_written_rather_than_counting_none(tmp_path:
 
 def test_without_a_gateway_no_token_is_given_and_no_record_is_kept(tmp_path: Path) -> None:
     runner = FakeRunner(good)
-    receipt = run_schedule(plan(tmp_path), runner, FakeVerifier())
+    receipt = run_schedule(plan(tmp_path), on_this_engine(runner, FakeVerifier()))
     assert all(e == {} for e in runner.environments)
     assert all(a.gateway is None for r in receipt.runs for a in r.attempts)
     assert not list((tmp_path / "batch").rglob("gateway.jsonl"))
@@ -365,7 +366,7 @@ def test_a_gateway_that_dies_while_runs_are_in_flight_stops_the_batch_at_once(
     threading.Thread(target=die, daemon=True).start()
     began = time.monotonic()
     receipt = run_schedule(
-        plan(tmp_path, gateway=gateway, concurrency=2), runner, FakeVerifier(), grace_s=10
+        plan(tmp_path, gateway=gateway, slots=2), on_this_engine(runner, FakeVerifier()), grace_s=10
     )
     took = time.monotonic() - began
     assert took < 30, f"the schedule noticed the dead gateway only after {took:.0f} s"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from agent_eval.batch.attempt import Attempts
 from agent_eval.batch.schedule import Schedule
 from agent_eval.cluster.arrival import accept_run, expected_files
 from agent_eval.digests import regular_files, sha256_bytes
@@ -26,10 +27,10 @@ def node_result(tmp_path: Path, run_id: str = "forms-1") -> NodeRunResult:
     (tmp_path / "node").mkdir()
     node_plan = plan(tmp_path / "node")
     schedule = Schedule(
-        node_plan, FakeRunner(writes("GOOD")), FakeVerifier(),
-        clock=lambda: node_plan.receipt.createdAt, monotonic=lambda: 0.0, deadline=3600.0,
+        node_plan, clock=lambda: node_plan.receipt.createdAt, monotonic=lambda: 0.0,
+        deadline=3600.0,
     )  # fmt: skip
-    record = schedule.run(run_id)
+    record = Attempts(schedule, FakeRunner(writes("GOOD")), FakeVerifier()).run(run_id)
     run_dir = node_plan.batch_dir / "runs" / run_id
     files = [ShippedFile(path=p, data=(run_dir / p).read_bytes()) for p in regular_files(run_dir)]
     return NodeRunResult(node="node-1", record=record, files=files)

@@ -33,7 +33,7 @@ from agent_eval.models import (
     ShippedFile,
 )
 from agent_eval.project import find_project
-from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, writes
+from tests.batch.test_schedule import FakeVerifier, plan
 from tests.cluster.test_arrival import node_result
 from tests.paths import REPO, SHIPPED
 
@@ -164,8 +164,8 @@ def executor_with(tmp_path: Path, result: NodeRunResult, **plan_changes: Any) ->
     (tmp_path / "driver").mkdir()
     driver_plan = plan(tmp_path / "driver", **plan_changes)
     schedule = Schedule(
-        driver_plan, FakeRunner(writes("GOOD")), FakeVerifier(),
-        clock=lambda: driver_plan.receipt.createdAt, monotonic=lambda: 0.0, deadline=3600.0,
+        driver_plan, clock=lambda: driver_plan.receipt.createdAt, monotonic=lambda: 0.0,
+        deadline=3600.0,
     )  # fmt: skip
     actors = [RunActor(result), RunActor(result)]
     nodes = [_Node(a, f"n-{i}", 1) for i, a in enumerate(actors, 1)]
