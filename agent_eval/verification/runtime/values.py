@@ -437,7 +437,17 @@ def _decode_scalar(tag: str, data: dict[str, Any], where: str) -> Any:
         raise ValueRefused(where, f"{bounded_repr(text)} is not an ISO {tag}") from None
     if tag == "date" and isinstance(parsed, dt.datetime):
         raise ValueRefused(where, f"{bounded_repr(text)} is not an ISO date")
+    if isinstance(parsed, dt.datetime | dt.time) and parsed.utcoffset() == dt.timedelta(0):
+        # Python 3.11 reads an offset under a second ("+00:00:00.000001") as UTC itself.
+        written = _SUB_SECOND_OFFSET.search(text)
+        if written is not None:
+            sign = -1 if written["sign"] == "-" else 1
+            offset = dt.timedelta(microseconds=sign * int(written["micro"]))
+            return parsed.replace(tzinfo=dt.timezone(offset))
     return parsed
+
+
+_SUB_SECOND_OFFSET = re.compile(r"(?P<sign>[+-])00:00:00\.(?P<micro>[0-9]{6})$")
 
 
 _SCALAR_NAMES = frozenset(t for tags in _SCALAR_TAGS.values() for t in tags)

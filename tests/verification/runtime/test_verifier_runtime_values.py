@@ -26,7 +26,7 @@ from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, NamedTuple, TypedDict
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent_eval.verification.runtime.values import (
@@ -115,6 +115,7 @@ def test_a_date_round_trips(value: dt.date) -> None:
 
 @EXAMPLES
 @given(st.datetimes(timezones=zones))
+@example(dt.datetime(2000, 1, 1, tzinfo=dt.timezone(dt.timedelta(microseconds=1))))
 def test_a_datetime_round_trips_with_its_offset(value: dt.datetime) -> None:
     back = across(value)
     assert same(back, value) and back.utcoffset() == value.utcoffset()
@@ -122,6 +123,8 @@ def test_a_datetime_round_trips_with_its_offset(value: dt.datetime) -> None:
 
 @EXAMPLES
 @given(st.times(timezones=zones))
+@example(dt.time(tzinfo=dt.timezone(dt.timedelta(microseconds=1))))
+@example(dt.time(1, tzinfo=dt.timezone(-dt.timedelta(microseconds=999_999))))
 def test_a_time_round_trips_with_its_offset(value: dt.time) -> None:
     back = across(value, TRUSTED, SOLUTION)
     assert same(back, value) and back.utcoffset() == value.utcoffset()
