@@ -49,15 +49,16 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
       check-agent-eval --receipt evidence/RUN/receipt.json \\
                        --archives evidence/RUN/archives.json
     """
-    from agent_eval.cli.compose import recorded_verifier
     from agent_eval.models import QualificationResult
     from agent_eval.verdict.qualification import current_anchors, qualify_files
-    from agent_eval.verdict.reverify import reverify_files
 
     located = located_project(project)
     anchors = current_anchors(located)
     result = qualify_files(receipt, archives, anchors)
-    if reverify:
+    if reverify:  # its engine, verifier and consumer code is imported only when asked for
+        from agent_eval.cli.compose import recorded_verifier
+        from agent_eval.verdict.reverify import reverify_files
+
         again = reverify_files(
             receipt,
             archives,
