@@ -12,7 +12,7 @@ from agent_eval.models.analysis import DiagnosticCategory
 from agent_eval.models.behaviour import SafetyOutcome
 from agent_eval.models.fixture import STATIC_FINDINGS
 from agent_eval.models.receipt import FAILURE_DIAGNOSTICS, FailureCategory
-from agent_eval.verification.analysis.report import CATEGORY_ORDER
+from agent_eval.verification.analysis.rules import CATEGORY_ORDER
 
 DIAGNOSTICS = set(get_args(DiagnosticCategory))
 FAILURES = set(get_args(FailureCategory))
