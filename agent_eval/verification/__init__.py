@@ -7,7 +7,7 @@
     local          the local verifier: analysis in-process, grading in a subprocess (fixtures only)
     local_grading  the grading subprocess behind the local verifier
     in_process     grading a solution in this process, for unit tests of graders
-    fixtures       ``tasks verify``: every fixture case gets the verdict it declares
+    fixture_check  ``tasks verify``: every fixture case gets the verdict it declares
 
 Nothing here imports ``agent_eval.batch``: the batch knows verification only
 through :class:`agent_eval.verification.protocol.Verifier`. This face imports
