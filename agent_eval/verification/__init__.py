@@ -1,6 +1,7 @@
 """Verification: what a saved solution is worth, from static analysis and behavioural grading.
 
     protocol       the Verifier protocol every verifier implements, and a Verification
+    failure        why a verified solution failed: the ranking the batch and the checker share
     analysis/      static analysis (ast + mypy) of a solution; standard library only
     runtime/       the verifier container's trusted parent and the child that runs submitted code
     container/     the container verifier: staging, one container per attempt, mypy cache warm-up
