@@ -43,7 +43,13 @@ from agent_eval.engine import ContainerEngine, ImageIdentity, remove_leftovers
 from agent_eval.errors import AgentEvalError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.gateway.host import BatchGateway, gateway_settings
-from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT, RunDirectory
+from agent_eval.layout import (
+    CONSUMER_MOUNT,
+    DEPENDENCY_LOCK,
+    IN_CONTAINER_CONSUMER,
+    SOLUTION_MOUNT,
+    RunDirectory,
+)
 from agent_eval.models import (
     ArchiveEntry,
     ArchivesManifest,
@@ -696,7 +702,7 @@ def batch_consumer(
     Raises:
         AgentEvalError: It could not be prepared.
     """
-    lock = project.packages / "requirements.lock"
+    lock = project.packages / DEPENDENCY_LOCK
     return prepare_consumer(
         engine,
         verifier_image=verifier_image_id,

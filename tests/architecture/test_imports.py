@@ -27,7 +27,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "layout": frozenset(),
     "models": frozenset({"digests", "errors", "layout"}),
     "evidence_io": frozenset({"errors"}),
-    "project": frozenset({"digests", "errors", "models"}),
+    "project": frozenset({"digests", "errors", "layout", "models"}),
     "engine": LEAVES,
     "suite": LEAVES | {"grading"},
     "grading": frozenset(),
