@@ -59,7 +59,6 @@ from agent_eval.models import ImageRecipe
 
 __all__ = [
     "BASE_REFERENCE",
-    "IMAGE_LABEL",
     "Assembled",
     "Builder",
     "BuiltImages",
@@ -70,9 +69,6 @@ __all__ = [
     "ensure_base_image",
     "image_for_checkout",
 ]
-
-IMAGE_LABEL = LABEL_IMAGE
-"""Label every image built here carries: its name (verifier, runner-base, …)."""
 
 Log = Callable[[str], None]
 Runner = Callable[..., subprocess.CompletedProcess[str]]
