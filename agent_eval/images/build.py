@@ -59,7 +59,6 @@ from agent_eval.models import ImageRecipe
 
 __all__ = [
     "BASE_REFERENCE",
-    "Assembled",
     "Builder",
     "BuiltImages",
     "build_images",

@@ -81,8 +81,6 @@ from agent_eval.layout import DEPENDENCY_LOCK, RECIPE_LOCK, staged_files
 from agent_eval.models import InstallRecipe, RunnerImage
 
 __all__ = [
-    "DIST_PACKAGES",
-    "Layer",
     "Plan",
     "Workspace",
     "check_runner_lock",

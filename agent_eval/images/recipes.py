@@ -40,7 +40,6 @@ from agent_eval.models import ImageRecipe
 from agent_eval.project import Project, find_project
 
 __all__ = [
-    "BUILDER_SOURCES",
     "LABEL_IMAGE",
     "LABEL_RECIPE",
     "LABEL_RECIPE_DIGEST",

@@ -45,7 +45,6 @@ __all__ = [
     "ContainerVerifier",
     "batch_verifier_factory",
     "evidence_verifiers",
-    "local_verifier_image",
     "source_verifiers",
 ]
 
