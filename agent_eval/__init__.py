@@ -29,8 +29,8 @@ _EXPORTS: dict[str, str] = {
     "source_verifiers": "agent_eval.verification.container.verifier",
     "LocalVerifier": "agent_eval.verification.local",
     "Verifier": "agent_eval.verification.protocol",
-    "verify_tasks": "agent_eval.verification.fixtures",
-    "VerifyReport": "agent_eval.verification.fixtures",
+    "verify_tasks": "agent_eval.verification.fixture_check",
+    "VerifyReport": "agent_eval.verification.fixture_check",
     "qualify_files": "agent_eval.verdict.qualification",
     "Anchors": "agent_eval.verdict.qualification",
     "current_anchors": "agent_eval.verdict.qualification",
@@ -145,6 +145,6 @@ if TYPE_CHECKING:
         batch_verifier_factory,
         source_verifiers,
     )
-    from agent_eval.verification.fixtures import VerifyReport, verify_tasks
+    from agent_eval.verification.fixture_check import VerifyReport, verify_tasks
     from agent_eval.verification.local import LocalVerifier
     from agent_eval.verification.protocol import Verifier

@@ -8,7 +8,7 @@
     ├── CatalogError                the API catalog cannot be generated (consumer/catalog.py)
     ├── ContractError               a task's contract.pyi is unusable (suite/contract.py)
     ├── AnalysisInputError          static analysis was given unusable inputs
-    │                               (verification/analysis/report.py)
+    │                               (verification/analysis/rules.py)
     └── InfrastructureError         the engine, an image or cleanup failed (never an agent failure)
         ├── NotStartedError         a container did not get going, so a fresh one may replace it
         ├── EngineUnavailableError  no local engine answers, or it is not local

@@ -38,7 +38,6 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "format_validation_error",
     "nesting_exceeds",
-    "one_line",
     "parse_json",
     "parse_model",
     "read_bounded",

@@ -16,17 +16,24 @@ __all__ = [
     "ARCHIVES_MOUNT",
     "CATALOG_FILE",
     "CONSUMER_MOUNT",
+    "DEPENDENCY_LOCK",
     "GATEWAY_MODELS_ENV",
     "GATEWAY_MOUNT",
+    "GATEWAY_RECIPE",
     "GATEWAY_RECORD_FILE",
     "GATEWAY_TOKEN_ENV",
+    "HARNESS_ROOT",
     "IN_CONTAINER_CONSUMER",
     "MAX_TRANSCRIPT_BYTES",
+    "RECIPE_LOCK",
+    "RESULT_FILE",
     "RESULT_MOUNT",
     "RUNNER_LOG_FILE",
+    "RUNNER_RECIPES",
     "SOLUTION_DIR",
     "SOLUTION_MOUNT",
     "STAGED_HARNESS",
+    "TIMINGS_FILE",
     "TRANSCRIPT_FILE",
     "TRANSCRIPT_MOUNT",
     "VERIFIER_GRADER_MOUNT",
@@ -40,6 +47,12 @@ __all__ = [
     "attempt_folder",
     "staged_files",
 ]
+
+# --- The harness itself ----------------------------------------------------------------
+
+HARNESS_ROOT = Path(__file__).resolve().parent
+"""The ``agent_eval`` package this process runs: what is staged into containers, hashed
+into the evaluator digest and the image recipes, and shipped as package data."""
 
 # --- Mount points -------------------------------------------------------------------
 
@@ -70,6 +83,10 @@ VERIFIER_GRADER_MOUNT = "/grader/task"
 """The task's grader files, below the 0700 /grader (read-only)."""
 RESULT_MOUNT = "/result"
 """The verifier's only writable mount, where its trusted parent writes its results."""
+RESULT_FILE = "result.json"
+"""The trusted parent's behavioural result, beside its ``analysis.json``."""
+TIMINGS_FILE = "timings.json"
+"""The parent's timing record, written only when the host asks for one (never a grade)."""
 ARCHIVES_MOUNT = "/archives"
 """The candidate wheels, read-only, while the consumer is installed."""
 
@@ -216,6 +233,16 @@ def attempt_folder(run_id: str, attempt: int) -> str:
 
 # --- Image recipes and example runner configs ------------------------------------------
 
+DEPENDENCY_LOCK = "requirements.lock"
+"""The library's hash-pinned runtime dependencies, in the packages directory (optional):
+the verifier image's wheelhouse, from which the consumer installs them offline."""
+RUNNER_RECIPES = "images/runners"
+"""The runner recipes, one directory per agent, relative to the repository or ``shipped/``."""
+GATEWAY_RECIPE = "images/gateway"
+"""The model gateway's recipe directory, relative to the repository or ``shipped/``."""
+RECIPE_LOCK = "requirements.lock"
+"""A pip recipe's hash-pinned closure, beside its ``install.json`` (runners, the gateway)."""
+
 SHIPPED_DIR = "shipped"
 """Below the ``agent_eval`` package: the image recipes (``images/``) and the example
 runner configs (``examples/runners/``) it ships, as package data."""
@@ -247,16 +274,15 @@ class ShippedFiles:
 
     def gateway_recipe(self) -> Path:
         """The model gateway's recipe directory (install.json and its lock)."""
-        return self.find("images/gateway")
+        return self.find(GATEWAY_RECIPE)
 
     def runner_recipe(self, agent: str) -> Path:
         """Agent *agent*'s runner recipe directory (install.json, image.json, the lock)."""
-        return self.find(f"images/runners/{agent}")
+        return self.find(f"{RUNNER_RECIPES}/{agent}")
 
     def runner_agents(self) -> list[str]:
         """Every agent with a runner recipe (an ``image.json``), shipped or the repository's."""
-        roots = (self.repository / "images" / "runners",
-                 self.harness / SHIPPED_DIR / "images" / "runners")  # fmt: skip
+        roots = (self.repository / RUNNER_RECIPES, self.harness / SHIPPED_DIR / RUNNER_RECIPES)
         return sorted(
             {p.name for root in roots if root.is_dir() for p in root.iterdir()
              if (p / "image.json").is_file()}

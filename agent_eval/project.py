@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import agent_eval
 from agent_eval.digests import (
     DigestError,
     file_sha256,
@@ -25,6 +24,7 @@ from agent_eval.digests import (
     solution_digest,
 )
 from agent_eval.errors import ConfigError
+from agent_eval.layout import HARNESS_ROOT
 from agent_eval.models import SourceIdentity
 
 __all__ = ["CACHE_DIRS", "Project", "evaluator_digest", "find_project", "source_identity"]
@@ -113,7 +113,7 @@ def _files_digest(root: Path) -> str:
 
 def evaluator_digest() -> str:
     """Digest of the harness's own source files (the installed ``agent_eval`` package)."""
-    return _files_digest(Path(agent_eval.__file__).resolve().parent)
+    return _files_digest(HARNESS_ROOT)
 
 
 def find_project(start: Path | None = None) -> Project:

@@ -18,7 +18,7 @@ from typing import Any
 
 from agent_eval.grading import Grader, GradeReport
 from agent_eval.models.fixture import CorrectCase, NegativeCase
-from agent_eval.suite.fixtures import FixtureCase, load_fixture_cases
+from agent_eval.suite.fixture_cases import FixtureCase, load_fixture_cases
 from agent_eval.suite.tasks import Suite, load_suite
 from agent_eval.verification.in_process import grade_in_process, load_module_from
 

@@ -6,7 +6,8 @@ is copied alone into an empty directory and every one of its modules is
 imported by an interpreter without site-packages: a module that needs
 pydantic, click, docker or jinja2, or a harness module outside the set, fails
 here rather than inside a container. The evidence layout is spelled once,
-in ``RunDirectory``.
+in ``RunDirectory``, and so are the harness's own root and the paths of the
+repository more than one module reads.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+import agent_eval
 from agent_eval.layout import (
+    HARNESS_ROOT,
     IN_CONTAINER_CONSUMER,
     STAGED_HARNESS,
     ConsumerLayout,
@@ -108,3 +111,22 @@ def test_the_consumer_layout_is_the_same_on_the_host_and_in_a_container(tmp_path
     assert host.site == tmp_path / "site" and host.catalog == tmp_path / "docs" / "api-catalog.json"
     assert str(IN_CONTAINER_CONSUMER.site) == "/consumer/site"
     assert str(IN_CONTAINER_CONSUMER.docs) == "/consumer/docs"
+
+
+def test_the_harness_root_is_the_running_package() -> None:
+    assert Path(agent_eval.__file__).resolve().parent == HARNESS_ROOT
+    assert (HARNESS_ROOT / "layout.py").is_file()
+
+
+# Spellings that belong to layout alone (string constants in code, docstrings aside).
+SPELLED_IN_LAYOUT = ("agent_eval.__file__", '"requirements.lock"', '"images/runners', '"runners/')
+
+
+@pytest.mark.parametrize("spelling", SPELLED_IN_LAYOUT)
+def test_a_path_layout_claims_is_spelled_nowhere_else(spelling: str) -> None:
+    spelled = sorted(
+        path.relative_to(REPO).as_posix()
+        for path in HARNESS.rglob("*.py")
+        if path.name != "layout.py" and spelling in path.read_text(encoding="utf-8")
+    )
+    assert spelled == []

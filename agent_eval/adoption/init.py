@@ -38,8 +38,6 @@ from agent_eval.project import find_project
 __all__ = [
     "LOCK_COMMAND",
     "NEXT_COMMANDS",
-    "Initialised",
-    "LibraryFunction",
     "init_repository",
     "read_function",
 ]

@@ -28,7 +28,7 @@ from agent_eval.models import (
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
 from agent_eval.models.behaviour import BehaviourResult
 from agent_eval.models.runner_protocol import MAX_FEEDBACK_DIAGNOSTICS
-from agent_eval.verification.protocol import code_failure_category
+from agent_eval.verification.failure import code_failure_category
 
 __all__ = ["AttemptObservations", "judge_attempt", "repair_feedback"]
 

@@ -27,7 +27,7 @@ from agent_eval.digests import solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, ImageIdentity
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.gateway.host import BatchGateway
-from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
+from agent_eval.layout import CONSUMER_MOUNT, DEPENDENCY_LOCK, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
 from agent_eval.models import ArchiveEntry, Receipt, RunnerConfig
 from agent_eval.models.runner_config import MAX_CONCURRENCY
 from agent_eval.project import Project
@@ -273,7 +273,7 @@ def batch_consumer(
     Raises:
         AgentEvalError: It could not be prepared.
     """
-    lock = project.packages / "requirements.lock"
+    lock = project.packages / DEPENDENCY_LOCK
     return cached_consumer(
         engine,
         cache=ConsumerCache.default(project.evidence),

@@ -11,7 +11,7 @@ from agent_eval.cli.common import EXIT_FAILURE, reported_errors
 from agent_eval.cli.compose import local_engine
 from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import source_verifiers
-from agent_eval.verification.fixtures import format_report, verify_tasks
+from agent_eval.verification.fixture_check import format_report, verify_tasks
 from agent_eval.verification.local import LocalVerifier
 from agent_eval.verification.protocol import Verifier
 

@@ -33,6 +33,7 @@ from agent_eval.cluster.arrival import accept_run
 from agent_eval.cluster.node import NODE_GUIDES, NodeParts, NodeWorker, node_name
 from agent_eval.digests import regular_files
 from agent_eval.errors import AgentEvalError, ConfigError
+from agent_eval.layout import DEPENDENCY_LOCK
 from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, RunRecord, ShippedFile
 from agent_eval.project import CACHE_DIRS
 
@@ -330,9 +331,9 @@ def assignment_for(context: RemoteContext, nodes: int = 1) -> NodeAssignment:
     for prefix, root in (("tasks", project.tasks), ("graders", project.graders)):
         for rel in regular_files(root, skip_dirs=CACHE_DIRS, skip_suffixes=(".pyc", ".pyo")):
             files.append(ShippedFile(path=f"{prefix}/{rel}", data=(root / rel).read_bytes()))
-    lock = project.packages / "requirements.lock"
+    lock = project.packages / DEPENDENCY_LOCK
     if lock.is_file():
-        files.append(ShippedFile(path="packages/requirements.lock", data=lock.read_bytes()))
+        files.append(ShippedFile(path=f"packages/{DEPENDENCY_LOCK}", data=lock.read_bytes()))
     for name, guide in project.guides().items():
         if guide.is_dir():
             for rel in regular_files(guide, skip_dirs=CACHE_DIRS):

@@ -38,7 +38,6 @@ from agent_eval.verdict.qualification import Anchors, qualify_files
 
 __all__ = [
     "ALLOWABLE",
-    "EVIDENCE_RULES",
     "LIBRARY",
     "MAX_SYMBOL_LINES",
     "as_text",

@@ -33,10 +33,6 @@ from agent_eval.models.compare import (
 from agent_eval.report.render import NO_SCRIPT_POLICY, html_environment
 
 __all__ = [
-    "IdentityRow",
-    "PageView",
-    "RateView",
-    "TaskRow",
     "comparison_view",
     "render_comparison",
     "write_comparison_page",

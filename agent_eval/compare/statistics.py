@@ -32,7 +32,6 @@ from agent_eval.report.statistics import wilson_interval
 
 __all__ = [
     "ALPHA",
-    "POWER",
     "Difference",
     "Stratum",
     "detectable_difference",

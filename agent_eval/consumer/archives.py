@@ -24,15 +24,21 @@ from pathlib import Path
 
 import tomli_w
 
-import agent_eval
 from agent_eval.digests import file_sha256
 from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, ResourceLimits, run_container
 from agent_eval.errors import EvidenceError, InfrastructureError
 from agent_eval.evidence_io import read_model
-from agent_eval.layout import ARCHIVES_MOUNT, CONSUMER_MOUNT, ConsumerLayout, staged_files
+from agent_eval.layout import (
+    ARCHIVES_MOUNT,
+    CONSUMER_MOUNT,
+    HARNESS_ROOT,
+    ConsumerLayout,
+    staged_files,
+)
 from agent_eval.models import ArchiveEntry, ConsumerLock, LockedDistribution
 from agent_eval.models.catalog import ApiCatalog
 from agent_eval.packing import normalise_name
+from agent_eval.project import DEFAULT_GUIDE
 
 __all__ = ["PreparedConsumer", "load_consumer", "prepare_consumer"]
 
@@ -63,7 +69,7 @@ class PreparedConsumer:
 
 def stage_harness(stage: Path) -> Path:
     """Copy the installer's standard-library-only harness modules into ``stage/agent_eval``."""
-    source = Path(agent_eval.__file__).resolve().parent
+    source = HARNESS_ROOT
     for rel in staged_files(source, "consumer"):
         target = stage / "agent_eval" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +117,7 @@ def write_project(
             shutil.copytree(guide, docs / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             (docs / name).mkdir()
-            shutil.copyfile(guide, docs / name / "GUIDE.md")
+            shutil.copyfile(guide, docs / name / DEFAULT_GUIDE)
     layout.site.mkdir()
 
 

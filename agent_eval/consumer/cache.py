@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import agent_eval
 from agent_eval.consumer.archives import PreparedConsumer, load_consumer, prepare_consumer
 from agent_eval.digests import (
     DigestError,
@@ -46,7 +45,7 @@ from agent_eval.digests import (
 from agent_eval.engine import ContainerRuntime
 from agent_eval.errors import EvidenceError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
-from agent_eval.layout import staged_files
+from agent_eval.layout import HARNESS_ROOT, staged_files
 from agent_eval.models import ArchiveEntry
 from agent_eval.models.base import WireModel
 
@@ -109,7 +108,7 @@ def consumer_key(
     None when an input cannot be hashed as a tree of regular files (a guide
     with a link in it): such a consumer is prepared afresh, never cached.
     """
-    harness = Path(agent_eval.__file__).resolve().parent
+    harness = HARNESS_ROOT
     try:
         harness_files = {
             rel: file_sha256(harness / rel)

@@ -73,7 +73,6 @@ SCHEMA_VERSION = 1
 GUIDE_FILE = "API.md"
 
 
-_MEMBER_KINDS = {"method", "classmethod", "staticmethod", "property", "attribute"}
 _MAX_DEFAULT_CHARS = 80
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 

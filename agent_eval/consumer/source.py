@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-import agent_eval
 from agent_eval.errors import ConfigError, InfrastructureError
-from agent_eval.layout import ConsumerLayout
+from agent_eval.layout import HARNESS_ROOT, ConsumerLayout
 from agent_eval.packing import SourceDistribution, find_distributions, normalise_name
 
 __all__ = ["generate_catalog", "prepare_source_consumer", "write_dist_info"]
@@ -51,7 +50,7 @@ def generate_catalog(
     Raises:
         InfrastructureError: The generator could not run or failed.
     """
-    harness_root = Path(agent_eval.__file__).resolve().parent.parent
+    harness_root = HARNESS_ROOT.parent
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "LANG": "C.UTF-8",

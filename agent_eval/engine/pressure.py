@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "CPU_PRESSURE",
     "STARVED_PRESSURE",
     "PressureWindow",
     "cpu_pressure_total_us",

@@ -33,7 +33,6 @@ from typing import Any
 
 __all__ = [
     "API_KINDS",
-    "METADATA_ADDRESSES",
     "Observation",
     "UpstreamRefused",
     "observe",

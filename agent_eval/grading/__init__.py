@@ -33,7 +33,7 @@ from agent_eval.grading.effects import Effect, EffectCall, Raise, Return
 from agent_eval.grading.errors import GraderError, SolutionFailed, SolutionRaised, VerifierBroken
 from agent_eval.grading.grader import Grader
 from agent_eval.grading.observe import dig, expect, json_type
-from agent_eval.grading.report import AssertionResult, Finding, GradeReport
+from agent_eval.grading.results import AssertionResult, Finding, GradeReport
 from agent_eval.grading.session import Scenario, Session, Transport, record_safety
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_eval.grading.report import Category
+from agent_eval.grading.results import Category
 
 __all__ = ["GraderError", "SolutionFailed", "SolutionRaised", "VerifierBroken"]
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from agent_eval.grading.effects import Effect, EffectCall, Handler, Outcome, Refused
 from agent_eval.grading.errors import GraderError, SolutionFailed, SolutionRaised, VerifierBroken
 from agent_eval.grading.grader import Grader
-from agent_eval.grading.report import (
+from agent_eval.grading.results import (
     MAX_FINDINGS,
     AssertionResult,
     Category,

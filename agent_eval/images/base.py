@@ -31,7 +31,7 @@ from typing import Any
 from agent_eval.engine import ContainerEngine
 from agent_eval.errors import InfrastructureError
 
-__all__ = ["BASE_REFERENCE", "BaseFile", "BaseImage", "ensure_base_image", "read_base_image"]
+__all__ = ["BASE_REFERENCE", "BaseImage", "ensure_base_image", "read_base_image"]
 
 BASE_REFERENCE = "agent-eval/base:bookworm"
 """The offline base image; scripts/setup and tests/conftest.py name the same reference."""

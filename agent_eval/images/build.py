@@ -59,8 +59,6 @@ from agent_eval.models import ImageRecipe
 
 __all__ = [
     "BASE_REFERENCE",
-    "IMAGE_LABEL",
-    "Assembled",
     "Builder",
     "BuiltImages",
     "build_images",
@@ -70,9 +68,6 @@ __all__ = [
     "ensure_base_image",
     "image_for_checkout",
 ]
-
-IMAGE_LABEL = LABEL_IMAGE
-"""Label every image built here carries: its name (verifier, runner-base, …)."""
 
 Log = Callable[[str], None]
 Runner = Callable[..., subprocess.CompletedProcess[str]]

@@ -77,12 +77,10 @@ from agent_eval.images.wheels import (
     unpack_source_package,
     unpack_wheel,
 )
-from agent_eval.layout import staged_files
+from agent_eval.layout import DEPENDENCY_LOCK, RECIPE_LOCK, staged_files
 from agent_eval.models import InstallRecipe, RunnerImage
 
 __all__ = [
-    "DIST_PACKAGES",
-    "Layer",
     "Plan",
     "Workspace",
     "check_runner_lock",
@@ -254,7 +252,7 @@ def _verifier(ws: Workspace) -> Plan:
     ws.log("compiling the verifier's packages (python3 of the base, in a build container)")
     compile_trees(ws.engine, ws.base.image_id, [(site, DIST_PACKAGES)], imports=("mypy.api",))
     house: list[Path] = []
-    lock = project.packages / "requirements.lock"
+    lock = project.packages / DEPENDENCY_LOCK
     if lock.is_file():
         _, dependencies = parse_requirements(lock.read_text(encoding="utf-8"), str(lock))
         house = _downloaded(ws, lock, dependencies, *ARCHITECTURES)
@@ -384,7 +382,7 @@ def check_runner_lock(sources: Sources, agent: str) -> None:
         check_package_lock(recipe_dir, agent, install.packages, lock_command(agent))
     else:
         check_requirements_lock(
-            recipe_dir / "requirements.lock",
+            recipe_dir / RECIPE_LOCK,
             install.packages,
             lock_command(agent),
             list(install.sourceOnly),
@@ -397,7 +395,7 @@ def _payload(ws: Workspace, agent: str, install: InstallRecipe) -> tuple[Path, b
     if install.kind == "npm":
         check_package_lock(recipe_dir, agent, install.packages, lock_command(agent))
         return install_packages(recipe_dir, ws.architecture, ws.cache_root, ws.log), False
-    lock = recipe_dir / "requirements.lock"
+    lock = recipe_dir / RECIPE_LOCK
     locked = check_requirements_lock(
         lock, install.packages, lock_command(agent), list(install.sourceOnly)
     )

@@ -34,7 +34,6 @@ __all__ = [
     "EPOCH",
     "Entry",
     "HashingWriter",
-    "Sink",
     "directory",
     "regular",
     "tree",

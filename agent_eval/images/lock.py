@@ -28,6 +28,7 @@ from agent_eval.images.definitions import GATEWAY, lock_command
 from agent_eval.images.npm import lock_packages
 from agent_eval.images.recipes import Sources
 from agent_eval.images.wheels import lock_requirements
+from agent_eval.layout import GATEWAY_RECIPE, RECIPE_LOCK, RUNNER_RECIPES
 from agent_eval.models import InstallRecipe
 
 __all__ = ["lock_runner"]
@@ -60,7 +61,7 @@ def lock_runner(
     )
     root = sources.project.root
     if not recipe_dir.resolve().is_relative_to(root.resolve()):
-        own = root / "images" / (GATEWAY if agent == GATEWAY else f"runners/{agent}")
+        own = root / (GATEWAY_RECIPE if agent == GATEWAY else f"{RUNNER_RECIPES}/{agent}")
         log(f"copying the shipped recipe {recipe_dir} to {own} (the repository's from now on)")
         shutil.copytree(recipe_dir, own, ignore=shutil.ignore_patterns("__pycache__"))
         recipe_dir = own
@@ -83,6 +84,6 @@ def lock_runner(
         run=run,
         log=log,
     )
-    target = recipe_dir / "requirements.lock"
+    target = recipe_dir / RECIPE_LOCK
     target.write_text(text, encoding="utf-8")
     return [target]

@@ -28,7 +28,7 @@ from typing import Any
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.images.wheels import publish
 
-__all__ = ["NPM_CPU", "check_package_lock", "install_packages", "lock_packages", "package_json"]
+__all__ = ["NPM_CPU", "check_package_lock", "install_packages", "lock_packages"]
 
 NPM_CPU = {"x86_64": "x64", "aarch64": "arm64"}
 """npm's name of each architecture."""

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-import agent_eval
 from agent_eval.digests import file_sha256
 from agent_eval.engine import ContainerEngine
 from agent_eval.errors import ConfigError
@@ -45,6 +44,7 @@ from agent_eval.images.recipes import (
     builder_files,
     recipe_digest,
 )
+from agent_eval.layout import HARNESS_ROOT
 from agent_eval.models import ImageRecipe
 
 __all__ = ["Verification", "verify_image"]
@@ -124,7 +124,7 @@ def _extract(project_root: Path, commit: str, destination: Path) -> None:
 
 
 def _same_builder(sources: Sources, commit: str) -> None:
-    running = Path(agent_eval.__file__).resolve().parent
+    running = HARNESS_ROOT
     for path in builder_files(sources.harness):
         rel = path.relative_to(sources.harness)
         mine = running / rel

@@ -33,15 +33,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import agent_eval
 from agent_eval.digests import DigestError, file_sha256, sha256_json
 from agent_eval.errors import ConfigError
-from agent_eval.layout import ShippedFiles, staged_files
+from agent_eval.layout import DEPENDENCY_LOCK, HARNESS_ROOT, ShippedFiles, staged_files
 from agent_eval.models import ImageRecipe
 from agent_eval.project import Project, find_project
 
 __all__ = [
-    "BUILDER_SOURCES",
     "LABEL_IMAGE",
     "LABEL_RECIPE",
     "LABEL_RECIPE_DIGEST",
@@ -92,8 +90,7 @@ class Sources:
         """The checkout at *root*: its own ``agent_eval/`` when it has one, else the installed."""
         project = find_project(root)
         own = project.root / "agent_eval"
-        installed = Path(agent_eval.__file__).resolve().parent
-        return cls(project, own if (own / "__init__.py").is_file() else installed)
+        return cls(project, own if (own / "__init__.py").is_file() else HARNESS_ROOT)
 
     @property
     def shipped(self) -> ShippedFiles:
@@ -190,7 +187,7 @@ def builder_files(harness: Path) -> list[Path]:
 def _inputs(sources: Sources, name: str) -> list[Path]:
     project, harness = sources.project, sources.harness
     if name == "verifier":
-        lock = project.packages / "requirements.lock"
+        lock = project.packages / DEPENDENCY_LOCK
         own = [sources.shipped.verifier_requirements()]
         return own + ([lock] if lock.is_file() else [])
     if name == "runner-base":

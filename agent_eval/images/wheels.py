@@ -42,7 +42,6 @@ from agent_eval.errors import ConfigError, InfrastructureError
 
 __all__ = [
     "ARCHITECTURES",
-    "TARGET_PYTHON",
     "LockedDistribution",
     "check_requirements_lock",
     "download_source",
@@ -50,7 +49,6 @@ __all__ = [
     "lock_requirements",
     "normalise",
     "parse_requirements",
-    "pip_environment",
     "platform_tags",
     "publish",
     "unpack_source_package",

@@ -17,8 +17,6 @@ from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 __all__ = ["ApiCatalog", "CatalogDistribution", "CatalogEntry", "CatalogKind"]
 
 _DOTTED = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
-_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
 CatalogKind = Literal[
     "module",
     "class",

@@ -11,7 +11,6 @@ from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.task import AssertionId
 
 __all__ = [
-    "ALL_ASSERTIONS",
     "STATIC_FINDINGS",
     "CorrectCase",
     "FixtureExpectation",

@@ -10,7 +10,6 @@ from pydantic import Field
 from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
 
 __all__ = [
-    "GatewayFailure",
     "GatewayRecord",
     "GatewaySettings",
     "GatewayUse",

@@ -49,7 +49,6 @@ __all__ = [
     "AttemptReader",
     "AttemptView",
     "Budget",
-    "GatewaySummary",
     "ReviewItem",
     "attempt_view",
     "summarise_gateway",

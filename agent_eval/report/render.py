@@ -36,8 +36,6 @@ __all__ = [
     "CONTENT_SECURITY_POLICY",
     "FILTER_SCRIPT",
     "NO_SCRIPT_POLICY",
-    "content_security_policy",
-    "render_report",
     "write_report",
 ]
 

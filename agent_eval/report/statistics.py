@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from math import comb, sqrt
 
 __all__ = [
-    "Z_95",
     "Interval",
     "binomial_tail",
     "pass_hat_k",

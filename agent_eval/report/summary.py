@@ -17,18 +17,13 @@ from agent_eval.report import statistics
 from agent_eval.report.statistics import Interval
 
 __all__ = [
-    "GridCell",
     "GridRow",
-    "GridRun",
     "ModelUse",
     "Outcome",
-    "Rate",
     "Reason",
     "Statistics",
-    "TaskStatistics",
     "attempt_anchor",
     "attempt_outcome",
-    "attempt_reason",
     "batch_statistics",
     "grid",
     "model_use",

@@ -43,7 +43,7 @@ from agent_eval.report.summary import (
 from agent_eval.verdict.qualification import Anchors, qualify_files
 from agent_eval.verdict.registry import RegistryChange
 
-__all__ = ["BatchView", "Provenance", "RunView", "batch_cause", "load_batch"]
+__all__ = ["BatchView", "load_batch"]
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,6 @@ from agent_eval.suite.contract import ContractError, load_contract
 __all__ = [
     "CONTRACT_FILE",
     "GRADER_FILE",
-    "SHARED_DIR",
     "STARTER_DIR",
     "SUITE_FILE",
     "TASK_FILE",

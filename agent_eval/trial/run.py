@@ -31,6 +31,7 @@ from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.images.build import image_for_checkout
 from agent_eval.images.recipes import Sources
+from agent_eval.layout import RunDirectory
 from agent_eval.models import GatewayOptions, ModelUpstream, QualificationResult, RunnerConfig
 from agent_eval.project import Project
 from agent_eval.suite.tasks import load_suite
@@ -238,6 +239,8 @@ def try_agent(
     decision = None
     if outcome.receipt_written:
         decision = qualify_files(
-            outcome.receipt, outcome.receipt.parent / "archives.json", current_anchors(project)
+            outcome.receipt,
+            RunDirectory(outcome.receipt.parent).archives_manifest,
+            current_anchors(project),
         )
     return TrialOutcome(outcome, decision)

@@ -36,7 +36,8 @@ from agent_eval.models import (
 )
 from agent_eval.project import Project
 from agent_eval.suite.tasks import load_suite
-from agent_eval.verification.protocol import Verification, Verifier, code_failure_category
+from agent_eval.verification.failure import code_failure_category
+from agent_eval.verification.protocol import Verification, Verifier
 
 __all__ = ["EvidenceVerifiers", "reverify", "reverify_files", "reverify_workers"]
 

@@ -23,7 +23,7 @@ from typing import Any
 from agent_eval.grading.effects import EffectCall, Raise, Refused, Return
 from agent_eval.grading.errors import GraderError, SolutionFailed, SolutionRaised
 from agent_eval.grading.grader import Grader
-from agent_eval.grading.report import GradeReport
+from agent_eval.grading.results import GradeReport
 from agent_eval.grading.session import Dispatch, Session
 from agent_eval.verification.runtime.codec import (
     EffectRevokedError,

@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import agent_eval
 from agent_eval.errors import ConfigError, EvidenceError, InfrastructureError
 from agent_eval.evidence_io import read_model
+from agent_eval.layout import HARNESS_ROOT, RESULT_FILE
 from agent_eval.models.behaviour import (
     BehaviourResult,
     VerifierIsolation,
@@ -29,6 +29,7 @@ from agent_eval.models.behaviour import (
 )
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import find_project
+from agent_eval.suite.tasks import GRADER_FILE, TASK_FILE
 
 __all__ = ["grade_in_subprocess"]
 
@@ -71,7 +72,7 @@ def grade_in_subprocess(
         InfrastructureError: The verifier did not produce a valid result in time.
     """
     try:
-        task = read_model(task_dir / "task.json", TaskSpec, what="task")
+        task = read_model(task_dir / TASK_FILE, TaskSpec, what="task")
     except EvidenceError as exc:
         raise ConfigError(str(exc)) from exc
     if graders_dir is None:
@@ -84,16 +85,16 @@ def grade_in_subprocess(
         root = Path(tmp)
         runtime = root / "runtime"
         runtime.mkdir()
-        _link(Path(agent_eval.__file__).parent, runtime / "agent_eval")
+        _link(HARNESS_ROOT, runtime / "agent_eval")
         _link(graders_dir, runtime / "graders")
         (root / "scratch").mkdir()
         (root / "result").mkdir(mode=0o700)
-        result_path = root / "result" / "result.json"
+        result_path = root / "result" / RESULT_FILE
         job = VerifierJob(
             schemaVersion=1,
             taskId=task.id,
-            graderPath=str((task_dir / "grader.py").resolve()),
-            taskPath=str((task_dir / "task.json").resolve()),
+            graderPath=str((task_dir / GRADER_FILE).resolve()),
+            taskPath=str((task_dir / TASK_FILE).resolve()),
             solutionDir=str(solution_dir.resolve()),
             scratchDir=str(root / "scratch"),
             resultPath=str(result_path),

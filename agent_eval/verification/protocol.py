@@ -16,7 +16,6 @@ from typing import Any, Protocol, TypeVar
 from agent_eval.engine import ContainerRuntime
 from agent_eval.models.analysis import Analysis
 from agent_eval.models.behaviour import BehaviourResult
-from agent_eval.models.receipt import FailureCategory
 from agent_eval.models.task import TaskSpec
 
 __all__ = [
@@ -24,7 +23,6 @@ __all__ = [
     "Verifier",
     "VerifierContext",
     "VerifierFactory",
-    "code_failure_category",
 ]
 
 
@@ -98,33 +96,3 @@ class VerifierFactory(Protocol[C]):
             AgentEvalError: It cannot be prepared (the caller reports why).
         """
         ...
-
-
-def code_failure_category(
-    analysis: Analysis | None, behaviour: BehaviourResult | None
-) -> FailureCategory | None:
-    """Why a submitted solution failed, from its analysis and grading; None when it passed.
-
-    In the order of trust: a verifier that broke first, then safety, then the
-    static findings from the most basic up, then behaviour. The batch judges
-    attempts with it and the checker re-derives verdicts with it.
-    """
-    if analysis is None or behaviour is None or behaviour.infrastructure_failed:
-        return "infrastructure"
-    if behaviour.safety == "violated":
-        return "safety"
-    if not analysis.syntaxOk:
-        return "syntax"
-    if analysis.missingDependencies:
-        return "missing-dependency"
-    if analysis.unsupportedApiCount:
-        return "unsupported-api"
-    if not analysis.contractOk:
-        return "contract-mismatch"
-    if not analysis.typeCheckOk:
-        return "type-check"
-    if not analysis.integrationOk:
-        return "integration"
-    if not behaviour.passed:
-        return "behaviour"
-    return None

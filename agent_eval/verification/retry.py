@@ -22,7 +22,7 @@ from dataclasses import replace
 from agent_eval.errors import CleanupError, InfrastructureError
 from agent_eval.verification.protocol import Verification
 
-__all__ = ["BACKOFF_S", "TRIES", "verify_with_retries"]
+__all__ = ["verify_with_retries"]
 
 TRIES = 3
 """Verifications of one attempt at most (the first and two repeats)."""

@@ -27,7 +27,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "layout": frozenset(),
     "models": frozenset({"digests", "errors", "layout"}),
     "evidence_io": frozenset({"errors"}),
-    "project": frozenset({"digests", "errors", "models"}),
+    "project": frozenset({"digests", "errors", "layout", "models"}),
     "engine": LEAVES,
     "suite": LEAVES | {"grading"},
     "grading": frozenset(),
@@ -49,7 +49,9 @@ ALLOWED: dict[str, frozenset[str]] = {
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__", "cli"}
 """Per package (the first name below ``agent_eval``), the other packages it may import."""
 NARROW = {
-    "batch": {"verification": {"agent_eval.verification.protocol"}},
+    "batch": {
+        "verification": {"agent_eval.verification.protocol", "agent_eval.verification.failure"}
+    },
     "trial": {"verification": {"agent_eval.verification.protocol"}},
 }
 """Packages that may reach another one through named modules only."""

@@ -23,13 +23,17 @@ from agent_eval.engine.fake import FakeEngine
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.images.base import BASE_REFERENCE, ensure_base_image
 from agent_eval.images.build import (
-    IMAGE_LABEL,
     BuiltImages,
     build_images,
     check_loopback_registry,
     image_for_checkout,
 )
-from agent_eval.images.recipes import LABEL_RECIPE, LABEL_RECIPE_DIGEST, LABEL_SOURCE_COMMIT
+from agent_eval.images.recipes import (
+    LABEL_IMAGE,
+    LABEL_RECIPE,
+    LABEL_RECIPE_DIGEST,
+    LABEL_SOURCE_COMMIT,
+)
 from tests.images.builders import FakePip, load_fake_base, make_project, make_wheel
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -118,7 +122,7 @@ def test_images_are_loaded_from_the_base_id_and_tagged_by_their_recipe_digest(
         image = engine.images[image_id]
         digest = built.recipes[name]
         assert f"agent-eval/{name}:{digest.removeprefix('sha256:')[:16]}" in image.repo_tags
-        assert image.labels[IMAGE_LABEL] == name
+        assert image.labels[LABEL_IMAGE] == name
         assert image.labels[LABEL_RECIPE_DIGEST] == digest
         assert json.loads(image.labels[LABEL_RECIPE])["base"] == base
         assert LABEL_SOURCE_COMMIT in image.labels

@@ -33,7 +33,8 @@ from agent_eval.cli import main
 from agent_eval.engine import ContainerSpec, run_container
 from agent_eval.engine.docker_engine import DockerEngine
 from agent_eval.errors import InfrastructureError
-from agent_eval.images.build import IMAGE_LABEL, image_for_checkout
+from agent_eval.images.build import image_for_checkout
+from agent_eval.images.recipes import LABEL_IMAGE
 from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
@@ -178,7 +179,7 @@ def test_built_images_carry_their_label_and_no_setuid_file(
     for name in ("verifier", "runner-base"):
         image = image_for_checkout(engine, REPO, name)
         details = engine.inspect_image(image)
-        assert details is not None and details.labels[IMAGE_LABEL] == name
+        assert details is not None and details.labels[LABEL_IMAGE] == name
         found = run_container(
             engine,
             ContainerSpec(

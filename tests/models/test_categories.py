@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import get_args
 
 from agent_eval.batch.judging import _FAILED_RUNS, REPAIRABLE
-from agent_eval.grading.report import CATEGORIES as GRADING_CATEGORIES
+from agent_eval.grading.results import CATEGORIES as GRADING_CATEGORIES
 from agent_eval.models.analysis import DiagnosticCategory
 from agent_eval.models.behaviour import SafetyOutcome
 from agent_eval.models.fixture import STATIC_FINDINGS
 from agent_eval.models.receipt import FAILURE_DIAGNOSTICS, FailureCategory
-from agent_eval.verification.analysis.report import CATEGORY_ORDER
+from agent_eval.verification.analysis.rules import CATEGORY_ORDER
 
 DIAGNOSTICS = set(get_args(DiagnosticCategory))
 FAILURES = set(get_args(FailureCategory))

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from agent_eval.batch.judging import repair_feedback
-from agent_eval.grading.report import MAX_ASSERTION_TEXT_CHARS, AssertionResult, GradeReport
+from agent_eval.grading.results import MAX_ASSERTION_TEXT_CHARS, AssertionResult, GradeReport
 from agent_eval.grading.web import Document, Element, parse_html
 from agent_eval.models import AttemptRecord, BehaviourResult
 from agent_eval.models.receipt import MAX_ASSERTION_TEXT_CHARS as RECORD_MAX_CHARS

@@ -17,9 +17,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from agent_eval.errors import SuiteError
 from agent_eval.models.fixture import STATIC_FINDINGS, CorrectCase, FixtureExpectation, NegativeCase
-from agent_eval.suite.fixtures import coverage_gaps, load_fixture_cases
+from agent_eval.suite.fixture_cases import coverage_gaps, load_fixture_cases
 from agent_eval.suite.tasks import Suite, load_suite
-from agent_eval.verification.analysis.report import CATEGORY_ORDER
+from agent_eval.verification.analysis.rules import CATEGORY_ORDER
 from tests.paths import REPO
 
 EXPECTATION: TypeAdapter[CorrectCase | NegativeCase] = TypeAdapter(FixtureExpectation)

@@ -24,9 +24,9 @@ from agent_eval.models.fixture import CorrectCase
 from agent_eval.models.receipt import AssertionOutcome
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import find_project
-from agent_eval.suite.fixtures import FixtureCase, load_fixture_cases
+from agent_eval.suite.fixture_cases import FixtureCase, load_fixture_cases
 from agent_eval.suite.tasks import Suite, load_suite
-from agent_eval.verification.fixtures import (
+from agent_eval.verification.fixture_check import (
     CaseResult,
     Observation,
     VerifyReport,

@@ -6,7 +6,7 @@ the host validates with ``agent_eval.models.analysis.Analysis``.
 """
 
 from agent_eval.suite.contract import ContractError
-from agent_eval.verification.analysis.report import (
+from agent_eval.verification.analysis.rules import (
     AnalysisInputError,
     allows_import,
     analyse_solution,

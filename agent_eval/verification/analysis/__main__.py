@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_eval.verification.analysis.report import AnalysisInputError, analyse_solution
+from agent_eval.verification.analysis.rules import AnalysisInputError, analyse_solution
 from agent_eval.verification.analysis.typecheck import MypyError
 from agent_eval.verification.runtime import timing
 

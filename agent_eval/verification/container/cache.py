@@ -9,6 +9,7 @@ from pathlib import Path
 from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, run_container
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.layout import (
+    ANALYSIS_FILE,
     CONSUMER_MOUNT,
     IN_CONTAINER_CONSUMER,
     RESULT_MOUNT,
@@ -25,7 +26,7 @@ from agent_eval.verification.container.run import (
     VERIFIER_ENVIRONMENT,
     check_consumer,
 )
-from agent_eval.verification.container.staging import ANALYSIS_FILE, stage_runtime
+from agent_eval.verification.container.staging import stage_runtime
 from agent_eval.verification.runtime.attempt import ANALYSIS_GRACE_S, MYPY_CACHE_DIR
 
 __all__ = ["warm_analysis_cache"]

@@ -40,17 +40,22 @@ from pydantic import ValidationError
 
 from agent_eval.engine import ContainerRuntime, ContainerSpec
 from agent_eval.errors import ConfigError, InfrastructureError, SuiteError
-from agent_eval.layout import CATALOG_FILE, RESULT_MOUNT, VERIFIER_TRUSTED, ConsumerLayout
+from agent_eval.layout import (
+    ANALYSIS_FILE,
+    CATALOG_FILE,
+    RESULT_FILE,
+    RESULT_MOUNT,
+    TIMINGS_FILE,
+    VERIFIER_TRUSTED,
+    ConsumerLayout,
+)
 from agent_eval.models.analysis import Analysis
 from agent_eval.models.behaviour import BehaviourResult
 from agent_eval.models.task import TaskSpec
 from agent_eval.models.verifier_attempt import AnalysisFailure
 from agent_eval.verification.container.limits import MAX_SLOTS, VerificationLimits
 from agent_eval.verification.container.staging import (
-    ANALYSIS_FILE,
     ATTEMPT_COMMAND,
-    RESULT_FILE,
-    TIMINGS_FILE,
     StagedAttempt,
     stage_attempt,
 )

@@ -34,15 +34,18 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import agent_eval
 from agent_eval.digests import DigestError, solution_digest, solution_files
 from agent_eval.engine import Mount
 from agent_eval.errors import ConfigError, InfrastructureError, SuiteError
 from agent_eval.layout import (
+    ANALYSIS_FILE,
     CONSUMER_MOUNT,
+    HARNESS_ROOT,
     IN_CONTAINER_CONSUMER,
+    RESULT_FILE,
     RESULT_MOUNT,
     SOLUTION_MOUNT,
+    TIMINGS_FILE,
     VERIFIER_GRADER_MOUNT,
     VERIFIER_RUNTIME_MOUNT,
     VERIFIER_SANDBOX,
@@ -56,19 +59,12 @@ from agent_eval.suite.tasks import CONTRACT_FILE, GRADER_FILE, STARTER_DIR, TASK
 from agent_eval.verification.container.limits import CHILD_UID_BASE, VerificationLimits
 
 __all__ = [
-    "ANALYSIS_FILE",
     "ATTEMPT_COMMAND",
-    "RESULT_FILE",
-    "TIMINGS_FILE",
     "StagedAttempt",
     "stage_attempt",
     "stage_runtime",
 ]
 
-ANALYSIS_FILE = "analysis.json"
-RESULT_FILE = "result.json"
-TIMINGS_FILE = "timings.json"
-"""The parent's timing record, written only when the host asks for one."""
 ATTEMPT_FILE = "attempt.json"
 SCRATCH = "/tmp"
 CACHE_SEED_MOUNT = f"{VERIFIER_TRUSTED}/mypy-cache-seed"
@@ -130,7 +126,7 @@ def stage_runtime(target: Path, graders_dir: Path | None) -> None:
     helpers), staged as the top-level package ``graders`` in ``trusted/``;
     None stages the harness alone (the analysis-cache warm-up runs no grader).
     """
-    harness = Path(agent_eval.__file__).resolve().parent
+    harness = HARNESS_ROOT
     trusted, sandbox = target / "trusted", target / "sandbox"
     target.mkdir(mode=0o711)
     for half, kind, mode in ((trusted, "verifier", 0o600), (sandbox, "sandbox", 0o644)):

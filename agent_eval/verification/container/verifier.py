@@ -27,7 +27,7 @@ from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
 from agent_eval.images.build import image_for_checkout
-from agent_eval.layout import ConsumerLayout, RunDirectory
+from agent_eval.layout import DEPENDENCY_LOCK, ConsumerLayout, RunDirectory
 from agent_eval.models import ArchivesManifest, LockedDistribution
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import Project
@@ -45,7 +45,6 @@ __all__ = [
     "ContainerVerifier",
     "batch_verifier_factory",
     "evidence_verifiers",
-    "local_verifier_image",
     "source_verifiers",
 ]
 
@@ -209,7 +208,7 @@ def evidence_verifiers(
     """
     batch_id = f"reverify-{uuid.uuid4().hex[:12]}"
     image = archives.verifierImage.imageId
-    lock = project.packages / "requirements.lock"
+    lock = project.packages / DEPENDENCY_LOCK
     try:
         # The pinned reference decides what runs; the recorded id must be what it resolves
         # to here, or a lenient image named in the run directory would grade again.

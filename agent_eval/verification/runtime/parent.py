@@ -40,7 +40,7 @@ from typing import Any
 from agent_eval.grading.effects import EffectCall, Raise, Refused, Return
 from agent_eval.grading.errors import GraderError, SolutionFailed, SolutionRaised, VerifierBroken
 from agent_eval.grading.grader import Grader
-from agent_eval.grading.report import Category, Finding, GradeReport, bounded
+from agent_eval.grading.results import Category, Finding, GradeReport, bounded
 from agent_eval.grading.session import Dispatch, Session
 
 from . import timing

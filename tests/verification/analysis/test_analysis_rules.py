@@ -26,7 +26,7 @@ from agent_eval.models.task import TaskSpec
 from agent_eval.suite.contract import build_check_module, load_contract, readable
 from agent_eval.verification.analysis import allows_import, analyse_solution
 from agent_eval.verification.analysis.references import Occurrence, analyse_module
-from agent_eval.verification.analysis.report import CATEGORY_ORDER, MAX_DIAGNOSTIC_CHARS
+from agent_eval.verification.analysis.rules import CATEGORY_ORDER, MAX_DIAGNOSTIC_CHARS
 from agent_eval.verification.analysis.symbols import SymbolIndex
 from agent_eval.verification.analysis.typecheck import blank_checker_comments
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import agent_eval.verification.analysis.report
+import agent_eval.verification.analysis.rules
 from agent_eval.cli import main
 from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.digests import solution_digest, solution_files
@@ -253,7 +253,7 @@ def test_the_staged_harness_is_imported_from_its_bytecode_unless_its_source_chan
 
 def test_the_analysis_keeps_its_cache_where_the_seed_is_copied() -> None:
     # The seed only speeds mypy up if it lands where the analysis looks for it.
-    source = inspect.getsource(agent_eval.verification.analysis.report)
+    source = inspect.getsource(agent_eval.verification.analysis.rules)
     assert f'scratch_dir / "{MYPY_CACHE_DIR}"' in source
 
 

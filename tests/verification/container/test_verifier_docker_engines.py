@@ -30,7 +30,7 @@ from agent_eval.suite.tasks import load_suite
 from agent_eval.verification.container.cache import warm_analysis_cache
 from agent_eval.verification.container.run import VerifierSetup, verify_in_container
 from agent_eval.verification.container.verifier import source_verifiers
-from agent_eval.verification.fixtures import VerifyReport, verify_tasks
+from agent_eval.verification.fixture_check import VerifyReport, verify_tasks
 from agent_eval.verification.local import LocalVerifier
 from agent_eval.verification.protocol import Verifier
 from tests.paths import REPO

@@ -1,7 +1,7 @@
 """Verify the task suite with its fixtures: correct solutions pass, negatives fail as declared.
 
 ``verify_tasks`` validates the suite (``agent_eval.suite``), loads every
-fixture case (``agent_eval.suite.fixtures``), checks that the negatives cover
+fixture case (``agent_eval.suite.fixture_cases``), checks that the negatives cover
 every declared assertion, checks the tasks' library references against the
 API catalog, then runs each case through static analysis and behavioural
 grading with a :class:`~agent_eval.verification.protocol.Verifier` and
@@ -32,7 +32,7 @@ from typing import Any
 from agent_eval.errors import InfrastructureError
 from agent_eval.models.fixture import CorrectCase
 from agent_eval.project import Project
-from agent_eval.suite.fixtures import FixtureCase, coverage_gaps, load_fixture_cases
+from agent_eval.suite.fixture_cases import FixtureCase, coverage_gaps, load_fixture_cases
 from agent_eval.suite.tasks import Suite, Task, load_suite
 from agent_eval.verification.analysis import seeded_references
 from agent_eval.verification.analysis.symbols import SymbolIndex

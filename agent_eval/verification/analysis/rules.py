@@ -1,4 +1,4 @@
-"""Static analysis of one submitted solution: the contents of ``analysis.json``.
+"""The rules of static analysis, applied to one solution: the contents of ``analysis.json``.
 
 The solution is parsed and type-checked, never imported or executed. Findings
 keep separate categories (see ``DiagnosticCategory`` in the host's models):
