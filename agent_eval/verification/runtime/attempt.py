@@ -17,9 +17,7 @@ The verifier container's command. In one container, as the trusted parent
    instead and nothing else happens.
 2. **Behaviour**: the runtime's job (``job.Job``, the same
    format as ``job.json``) runs the grader's scenarios, each in a fresh child
-   forked by a fork server that runs as the child's own UID (launched before
-   the analysis, so that it starts meanwhile; it never sees the solution), and
-   the parent writes ``result.json``.
+   that drops to its own UID, and the parent writes ``result.json``.
 
 Only this process writes to the result directory, and only those two files.
 The attempt file is validated before anything runs; nothing in it is secret.
@@ -318,11 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(path))
     # Needs the job's import paths (the library) first.
     with timing.span("importing the parent and the grading kit"):
-        from .parent import launch_fork_server, run_and_write, write_bytes
+        from .parent import run_and_write, write_bytes
 
-    # The scenarios' fork server starts while the analysis runs: it never sees the
-    # solution, and is stopped unused when nothing is graded.
-    server = launch_fork_server(attempt.behaviour)
     failure: AnalysisFailed | None = None
     try:
         analysis = run_analysis(attempt.analysis)
@@ -334,16 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         with timing.span("writing analysis.json"):
             write_bytes(attempt.analysis.result_path, analysis)
     except OSError as exc:
-        if server is not None:
-            server.close()
         print(f"verifier: cannot write {attempt.analysis.result_path}: {exc}", file=sys.stderr)
         return 1
     status = 0  # nothing is graded after an analysis error: the host reports it
-    if failure is not None and server is not None:
-        server.close()
     if failure is None:
         with timing.span("behaviour"):
-            status = run_and_write(attempt.behaviour, server)
+            status = run_and_write(attempt.behaviour)
     if attempt.timings_path is not None:
         timing.add("whole verification (every process)", timing.process_started() or 0.0,
                    timing.now(), timing.cpu())  # fmt: skip

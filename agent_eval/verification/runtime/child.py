@@ -1,24 +1,9 @@
 """The child: isolate, import the submitted module, and answer calls over the pipe pair.
 
-Forked by this module's fork server (see :func:`serve_forks`), or started by
-the parent as a fresh interpreter, with two descriptors (read, write) and
-nothing else: stdin is /dev/null and stdout/stderr go to a pipe the parent
-only keeps a bounded tail of. Every message is a frame (see ``framing``);
-what the child prints is never read as an answer.
-
-The fork server is one process per verification, started by the parent as a
-fresh interpreter from the world-readable part of the staging: it raises its
-OOM score, drops to the slot's UID and GID for good, imports this module (and
-so everything a child needs before the solution) once, and then, per request,
-forks a child with ``CLONE_PARENT``, so that the child is the parent's own (the
-parent reaps it, reads its exit status, and is its ``getppid()``). The server
-never imports, loads or receives anything of the solution or the grader: the
-solution's code only ever runs in a forked child. A solution process runs as
-the server's UID and may signal or re-limit it; the server blocks every signal
-it can, the parent wakes it before each request, a child refuses to start when
-what it inherited (resource limits, nice value, CPU affinity) is not what the
-server began with, and the parent replaces a server that is gone or whose child
-could not start.
+Started by the parent with two descriptors (read, write) and nothing else:
+stdin is /dev/null and stdout/stderr go to a pipe the parent only keeps a
+bounded tail of. Every message is a frame (see ``framing``); what the child
+prints is never read as an answer.
 
 Parent to child: ``start`` (once), ``call``, ``effect-result``/``effect-error``
 (answers to the child's ``effect``); the parent ends a child by killing it.
@@ -32,9 +17,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import resource
-import signal
-import socket
 import sys
 import threading
 import time
@@ -61,10 +43,7 @@ from .isolation import (
 )
 from .values import ValueRefused, ValueTypes, decode, encode, resolver
 
-__all__ = ["FORK_SERVER", "main", "serve_forks"]
-
-FORK_SERVER = "--fork-server"
-"""The first argument that makes :func:`main` the fork server."""
+__all__ = ["main"]
 
 # Only a parent that is gone is given up on; a starved one sends start late, not never.
 _START_TIMEOUT_S = 600.0
@@ -209,18 +188,13 @@ class _Server:
                     _protocol_exit(f"sending an answer: {exc}")
 
 
-def _isolate(start: dict[str, Any], server: _Forked | None = None) -> None:
+def _isolate(start: dict[str, Any]) -> None:
     drop = start.get("dropPrivileges") is True
-    if server is not None:
-        # Forked: the OOM score and the drop are the server's, inherited; what a
-        # solution process of the same UID could have changed in the server is not.
-        server.check(drop, int(start["uid"]), int(start["gid"]))
-    else:
-        try:
-            raise_oom_score()
-        except IsolationError:
-            if drop:
-                raise
+    try:
+        raise_oom_score()
+    except IsolationError:
+        if drop:
+            raise
     limits = start.get("limits", {})
     apply_limits(
         memory_bytes=int(limits["memoryBytes"]),
@@ -229,15 +203,12 @@ def _isolate(start: dict[str, Any], server: _Forked | None = None) -> None:
         open_files=int(limits["openFiles"]),
         max_processes=None if limits.get("maxProcesses") is None else int(limits["maxProcesses"]),
     )
-    if drop and server is None:
-        drop_privileges(int(start["uid"]), int(start["gid"]))
     if drop:
+        drop_privileges(int(start["uid"]), int(start["gid"]))
         # What an earlier scenario's process left in a shared place goes before
         # this scenario's solution can see it: every scenario starts clean.
         sweep_own_state([str(p) for p in start.get("sweep", [])])
     make_workdir(str(start["workDir"]))
-    # A fresh interpreter gets these from its environment; a forked child, here.
-    os.environ["HOME"] = os.environ["TMPDIR"] = str(start["workDir"])
 
 
 def _import_failure(exc: BaseException) -> dict[str, Any]:
@@ -247,11 +218,8 @@ def _import_failure(exc: BaseException) -> dict[str, Any]:
     return {"op": "import-error", **description}
 
 
-def main(argv: list[str], server: _Forked | None = None) -> int:
-    """Entry point: ``argv`` is ``[read_fd, write_fd]``, or the fork server's (``FORK_SERVER``
-    first, see :func:`serve_forks`)."""
-    if argv and argv[0] == FORK_SERVER:
-        return serve_forks(argv[1:])
+def main(argv: list[str]) -> int:
+    """Entry point: ``argv`` is ``[read_fd, write_fd]``."""
     read_fd, write_fd = int(argv[0]), int(argv[1])
     channel = _Channel(read_fd, write_fd, 1 << 20, _START_TIMEOUT_S)
     try:
@@ -263,7 +231,7 @@ def main(argv: list[str], server: _Forked | None = None) -> int:
     try:
         channel.max_bytes = channel.reader.max_bytes = int(start["maxMessageBytes"])
         channel.idle_s = float(start["idleTimeoutS"])
-        _isolate(start, server)
+        _isolate(start)
     except (IsolationError, KeyError, TypeError, ValueError) as exc:
         channel.send({"op": "isolation-error", "message": bounded(str(exc))})
         return 0
@@ -278,152 +246,3 @@ def main(argv: list[str], server: _Forked | None = None) -> int:
     channel.send({"op": "ready"})
     types = ValueTypes.from_wire(start.get("valueTypes"), resolver(module))
     return _Server(channel, module, types).serve()
-
-
-# -- the fork server -------------------------------------------------------------------
-
-_CLONE_PARENT = 0x00008000
-_SYS_CLONE = {"x86_64": 56, "aarch64": 220}
-_MAX_REQUEST = 64
-
-
-def fork_supported() -> bool:
-    """Whether this machine can fork children for the parent (Linux, a known clone number)."""
-    return sys.platform == "linux" and os.uname().machine in _SYS_CLONE
-
-
-def _inherited() -> dict[str, Any]:
-    """What a forked child inherits from the server that a process of its UID could change."""
-    return {
-        "limits": {
-            name: resource.getrlimit(getattr(resource, name))
-            for name in sorted(dir(resource))
-            if name.startswith("RLIMIT_")
-        },
-        "nice": os.getpriority(os.PRIO_PROCESS, 0),
-        "cpus": sorted(os.sched_getaffinity(0)),
-    }
-
-
-def _oom_score() -> str:
-    try:
-        with open("/proc/self/oom_score_adj", encoding="ascii") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
-class _Forked:
-    """What a child forked by the server checks before it isolates itself further."""
-
-    def __init__(self, state: dict[str, Any], uid: int, gid: int, dropped: bool) -> None:
-        self.state = state
-        self.uid, self.gid, self.dropped = uid, gid, dropped
-
-    def check(self, drop: bool, uid: int, gid: int) -> None:
-        if drop and not (self.dropped and (self.uid, self.gid) == (uid, gid)):
-            raise IsolationError(f"the fork server does not run as {uid}:{gid}")
-        if drop and (os.getresuid() != (uid,) * 3 or os.getresgid() != (gid,) * 3):
-            raise IsolationError(f"the forked child does not run as {uid}:{gid}")
-        if drop and _oom_score() != "1000":
-            raise IsolationError("the forked child is not the OOM killer's first choice")
-        if _inherited() != self.state:
-            raise IsolationError("the fork server's limits, priority or CPUs have changed")
-
-
-def _cloner() -> Callable[[], int]:
-    """``fork()`` whose child is this process's parent's (``CLONE_PARENT``), as os.fork does it."""
-    import ctypes  # only the server needs it
-
-    number = _SYS_CLONE[os.uname().machine]
-    # PyDLL: the call keeps the GIL, as os.fork's does.
-    syscall = ctypes.PyDLL(None, use_errno=True).syscall
-    syscall.restype = ctypes.c_long
-    syscall.argtypes = [ctypes.c_long] * 6
-    api = ctypes.pythonapi
-    flags = _CLONE_PARENT | signal.SIGCHLD
-
-    def clone() -> int:
-        api.PyOS_BeforeFork()
-        pid = int(syscall(number, flags, 0, 0, 0, 0))
-        error = ctypes.get_errno()
-        if pid == 0:
-            api.PyOS_AfterFork_Child()
-            return 0
-        api.PyOS_AfterFork_Parent()
-        if pid < 0:
-            raise OSError(error, os.strerror(error))
-        return pid
-
-    return clone
-
-
-def _close_all_but(keep: set[int]) -> None:
-    low = 0
-    for fd in sorted(keep):
-        # Never an empty range: closerange(n, n) would close everything from n on.
-        if fd > low:
-            os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, max(low + 1, os.sysconf("SC_OPEN_MAX")))
-
-
-def _child_of_server(fds: list[int], server: _Forked) -> int:
-    """In a forked child: take the scenario's descriptors, drop the server's, then be a child."""
-    read_fd, write_fd, out_fd = fds
-    os.setsid()
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd, 2)
-    # The server's control socket and its own stderr go: only the scenario's pipes stay.
-    _close_all_but({0, 1, 2, read_fd, write_fd})
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())
-    return main([str(read_fd), str(write_fd)], server)
-
-
-def serve_forks(argv: list[str]) -> int:
-    """The fork server: ``argv`` is ``[control_fd, uid, gid, drop (1 or 0)]``.
-
-    Answers ``ready`` (or ``error: ...``) once isolated, then, for each
-    ``fork`` request carrying three descriptors (the child's read and write
-    ends and its output pipe), the forked child's PID (or ``error: ...``).
-    Ends when the parent closes the socket.
-    """
-    control = socket.socket(fileno=int(argv[0]))
-    uid, gid, drop = int(argv[1]), int(argv[2]), argv[3] == "1"
-    try:
-        clone = _cloner()
-        try:
-            raise_oom_score()
-        except IsolationError:
-            if drop:
-                raise
-        if drop:
-            drop_privileges(uid, gid)
-        os.chdir("/")
-    except (IsolationError, OSError, KeyError, AttributeError) as exc:
-        control.send(b"error: " + bounded(str(exc)).encode())
-        return 0
-    # A solution process of this UID may signal the server: only SIGKILL and SIGSTOP
-    # reach it (the parent replaces a dead server and wakes a stopped one).
-    signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-    server = _Forked(_inherited(), uid, gid, drop)
-    control.send(b"ready")
-    while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(control, _MAX_REQUEST, 3)
-        except OSError:
-            return 0
-        if message != b"fork" or len(fds) != 3:
-            return 0  # the parent is gone (or confused): nothing more to fork for
-        try:
-            pid = clone()
-        except OSError as exc:
-            for fd in fds:
-                os.close(fd)
-            control.send(b"error: cannot fork: " + bounded(str(exc)).encode())
-            continue
-        if pid == 0:
-            return _child_of_server(fds, server)
-        for fd in fds:
-            os.close(fd)
-        control.send(str(pid).encode())

@@ -1,18 +1,14 @@
 """The trusted parent: load the grader, run its scenarios in fresh children, write the result.
 
 Each scenario gets a fresh child process (``child``), so no state leaks from
-one scenario to the next: forked, already isolated up to the solution's
-import, by the verification's fork server (:class:`ForkServer`, see ``child``),
-and the parent's own child (so it reaps it and reads its exit status); where
-that cannot be (not Linux), a fresh interpreter. The child talks to the
-parent over a dedicated pipe pair; its stdout and stderr go to a third pipe
-of which the parent keeps only a bounded tail, for diagnostics. Every read has a deadline, and the
+one scenario to the next. The child talks to the parent over a dedicated
+pipe pair; its stdout and stderr go to a third pipe of which the parent keeps
+only a bounded tail, for diagnostics. Every read has a deadline, and the
 parent never waits for end-of-file (a grandchild may hold a pipe open). When
 a scenario ends, for whatever reason, the child's process group is killed,
 and, in a container where the parent is PID-namespace root, every other
-process but the fork server too (``kill(-1)`` stops them all at once, then
-each is killed, repeated until none is left, so that the next scenario can
-start even after a fork bomb; PID 1 is the container's init).
+process too (``kill(-1)``, repeated until none is left, so that the next
+scenario can start even after a fork bomb; PID 1 is the container's init).
 Each child makes its own working directory (an unguessable name under the
 scratch directory) once it runs as its UID: the parent needs no CAP_CHOWN,
 and only removes the directory afterwards. Only the parent writes the result
@@ -29,7 +25,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,7 +39,6 @@ from agent_eval.grading.results import Category, Finding, GradeReport, bounded
 from agent_eval.grading.session import Dispatch, Session
 
 from . import timing
-from .child import FORK_SERVER, fork_supported
 from .clock import SolutionClock, backstop_s, namespace_pids, session_pids, wall_clock
 from .codec import EXCEPTION_ATTRIBUTES
 from .framing import (
@@ -69,14 +63,7 @@ from .values import (
     encode,
 )
 
-__all__ = [
-    "STARVED",
-    "ForkServer",
-    "encode_given",
-    "launch_fork_server",
-    "run_and_write",
-    "write_bytes",
-]
+__all__ = ["STARVED", "encode_given", "run_and_write", "write_bytes"]
 
 STARVED = "starved"
 """How an infrastructure finding of a verification the machine starved begins."""
@@ -92,155 +79,19 @@ _EXIT_GRACE_S = 0.5
 _MAX_LATE_FRAMES = 64
 _OUTPUT_IN_MESSAGE = 1000
 _MAX_TASK_BYTES = 256 * 1024
-_MAX_SERVER_REPLY = 4096
 _RESULT_SCHEMA_VERSION = 1
 DETERMINISM = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "PYTHONHASHSEED": "0"}
 """One locale, time zone and hash seed for every solution process: the same
 solution gets the same verdict on any machine, on any day."""
 
 
-def _runtime_root(job: Job) -> tuple[str, str]:
+def _runtime_root() -> tuple[str, str]:
     """(directory to put on the child's sys.path, dotted name of this package)."""
     package = __package__ or "agent_eval.verification.runtime"
     root = os.path.dirname(os.path.abspath(__file__))
     for _ in package.split("."):
         root = os.path.dirname(root)
-    if job.isolation.child_import_root is not None:
-        # The child imports only the world-readable part of the staging: the
-        # grader, the kit and this parent stay where its UID cannot read.
-        root = job.isolation.child_import_root
     return root, package
-
-
-def _child_environment(workdir: Path | None) -> dict[str, str]:
-    home = {} if workdir is None else {"HOME": str(workdir), "TMPDIR": str(workdir)}
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", **home, **DETERMINISM}
-
-
-class ServerGone(Exception):
-    """The fork server did not answer a request (a solution process may have killed it)."""
-
-
-class ForkServer:
-    """The verification's fork server, seen from the parent (the server is ``child``'s).
-
-    It runs as the children's UID and GID, never sees the grader or the
-    solution, and forks each scenario's child as the parent's own.
-    """
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        self.forked = 0
-        """Children forked so far: a server that forked none was touched by no solution."""
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._socket: socket.socket | None = None
-
-    @property
-    def pid(self) -> int | None:
-        """The server's PID while it is not reaped."""
-        return None if self._proc is None else self._proc.pid
-
-    def start(self) -> None:
-        """Start the server and wait until it is isolated.
-
-        Raises:
-            VerifierBroken: It did not start or could not isolate itself.
-        """
-        self.launch()
-        self.await_ready()
-
-    def launch(self) -> None:
-        """Start the server without waiting for it (it starts while the parent works on).
-
-        Raises:
-            VerifierBroken: It could not be started.
-        """
-        isolation = self.job.isolation
-        root, package = _runtime_root(self.job)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        command = [
-            sys.executable, "-I", "-B", "-c", _BOOTSTRAP, root, f"{package}.child",
-            FORK_SERVER, str(theirs.fileno()), str(isolation.child_uid),
-            str(isolation.child_gid), "1" if isolation.drop_privileges else "0",
-        ]  # fmt: skip
-        try:
-            self._proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(theirs.fileno(),),
-                close_fds=True,
-                start_new_session=True,
-                cwd=self.job.scratch_dir,
-                env=_child_environment(None),
-            )
-        except OSError as exc:
-            ours.close()
-            raise VerifierBroken(f"cannot start the fork server: {exc}") from exc
-        finally:
-            theirs.close()
-        self._socket = ours
-
-    def await_ready(self) -> None:
-        """Wait until the launched server is isolated and ready to fork.
-
-        Raises:
-            VerifierBroken: It did not start or could not isolate itself.
-        """
-        if self._socket is None:
-            raise VerifierBroken("the fork server was not launched")
-        self._socket.settimeout(_REAP_TIMEOUT_S)
-        try:
-            reply = self._socket.recv(_MAX_SERVER_REPLY)
-        except OSError as exc:
-            reply = f"no answer: {exc}".encode()
-        if reply != b"ready":
-            self.close()
-            detail = reply.decode("utf-8", "replace") or "it exited"
-            raise VerifierBroken(f"the fork server did not start: {detail}")
-
-    def alive(self) -> bool:
-        """Whether the server still runs (a solution process may have killed it)."""
-        if self._proc is None:
-            return False
-        try:
-            status = os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return False
-        return status is None
-
-    def fork(self, fds: tuple[int, int, int]) -> int:
-        """Fork a child given its (read, write, output) descriptors; its PID.
-
-        Raises:
-            ServerGone: The server did not answer with a PID.
-        """
-        if self._socket is None or self._proc is None:
-            raise ServerGone("the fork server is not running")
-        # A solution process of its UID may have stopped it; this parent may wake it.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self._proc.pid, signal.SIGCONT)
-        try:
-            socket.send_fds(self._socket, [b"fork"], list(fds))
-            reply = self._socket.recv(_MAX_SERVER_REPLY)
-        except OSError as exc:
-            raise ServerGone(f"the fork server did not answer: {exc}") from None
-        if not reply.isdigit():
-            raise ServerGone(reply.decode("utf-8", "replace") or "the fork server exited")
-        self.forked += 1
-        return int(reply)
-
-    def close(self) -> None:
-        """Stop the server and reap it; idempotent."""
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._proc.pid, signal.SIGKILL)
-            self._proc.wait(timeout=_REAP_TIMEOUT_S)
-            self._proc = None
 
 
 def _import_failure_category(mro: list[str]) -> Category:
@@ -274,11 +125,8 @@ class ChildProcess:
         workdir: Path,
         clock: Clock = wall_clock,
         types: ValueTypes = NO_TYPES,
-        server: ForkServer | None = None,
     ) -> None:
         self.job = job
-        self.server = server
-        """Forks this child; without one, the child is a fresh interpreter."""
         self.module = module
         self.workdir = workdir
         self.types = types
@@ -289,8 +137,6 @@ class ChildProcess:
         self.import_failed = False
         self._failure: SolutionFailed | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._pid: int | None = None
-        """The child's PID until it is reaped (so that its PID and group stay reserved)."""
         self._output = bytearray()
         self._call_ids = itertools.count(1)
         self._reader: FrameReader | None = None
@@ -311,6 +157,11 @@ class ChildProcess:
         # The child makes its own working directory once it runs as its UID: the
         # parent keeps no CAP_CHOWN in the container, and a directory the child
         # creates is its own without one. The parent only removes it afterwards.
+        root, package = _runtime_root()
+        if isolation.child_import_root is not None:
+            # The child imports only the world-readable part of the staging: the
+            # grader, the kit and this parent stay where its UID cannot read.
+            root = isolation.child_import_root
         to_child_r, to_child_w = os.pipe2(os.O_CLOEXEC)
         to_parent_r, to_parent_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -323,11 +174,37 @@ class ChildProcess:
         )
         os.set_blocking(to_child_w, False)
         os.set_blocking(out_r, False)
+        command = [
+            sys.executable,
+            "-I",
+            "-B",
+            "-c",
+            _BOOTSTRAP,
+            root,
+            f"{package}.child",
+            str(to_child_r),
+            str(to_parent_w),
+        ]
+        environment = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.workdir),
+            "TMPDIR": str(self.workdir),
+            **DETERMINISM,
+        }
         try:
-            if self.server is not None:
-                self._pid = self.server.fork((to_child_r, to_parent_w, out_w))
-            else:
-                self._spawn(to_child_r, to_parent_w, out_w)
+            self._proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=out_w,
+                pass_fds=(to_child_r, to_parent_w),
+                close_fds=True,
+                start_new_session=True,
+                cwd=self.job.scratch_dir,
+                env=environment,
+            )
+        except OSError as exc:
+            raise VerifierBroken(f"cannot start the solution process: {exc}") from exc
         finally:
             for fd in (to_child_r, to_parent_w, out_w):
                 os.close(fd)
@@ -386,29 +263,6 @@ class ChildProcess:
             )
         raise self._fail(self._protocol_violation(what, f"unexpected message {op!r}"))
 
-    def _spawn(self, to_child_r: int, to_parent_w: int, out_w: int) -> None:
-        """Start the child as a fresh interpreter (where no fork server can run)."""
-        root, package = _runtime_root(self.job)
-        command = [
-            sys.executable, "-I", "-B", "-c", _BOOTSTRAP, root, f"{package}.child",
-            str(to_child_r), str(to_parent_w),
-        ]  # fmt: skip
-        try:
-            self._proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=out_w,
-                pass_fds=(to_child_r, to_parent_w),
-                close_fds=True,
-                start_new_session=True,
-                cwd=self.job.scratch_dir,
-                env=_child_environment(self.workdir),
-            )
-        except OSError as exc:
-            raise VerifierBroken(f"cannot start the solution process: {exc}") from exc
-        self._pid = self._proc.pid
-
     # -- Transport -------------------------------------------------------------------
 
     def call(
@@ -460,7 +314,7 @@ class ChildProcess:
 
     def close(self, dispatch: Dispatch) -> None:
         """Report late effect calls, then kill, reap and clean up; idempotent."""
-        if self._pid is None:
+        if self._proc is None:
             self._close_fds()
             return
         if self._ready_at is not None:
@@ -597,10 +451,10 @@ class ChildProcess:
 
     def _peek_exit(self) -> os.waitid_result | None:
         """The child's exit status without reaping it, so its PID (= group id) stays reserved."""
-        if self._pid is None:
+        if self._proc is None:
             return None
         try:
-            return os.waitid(os.P_PID, self._pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            return os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return None
 
@@ -670,32 +524,34 @@ class ChildProcess:
                     ),
                 )
 
-    def _spared(self) -> int | None:
-        return None if self.server is None else self.server.pid
-
     def _kill(self) -> None:
-        if self._pid is None:
+        if self._proc is None:
             return
         for kill in (os.killpg, os.kill):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                kill(self._pid, signal.SIGKILL)
+                kill(self._proc.pid, signal.SIGKILL)
         if self.job.isolation.kill_all_on_cleanup:
             # Only as PID-namespace root in the verifier container: every process
-            # but this one, PID 1 (the container's init) and the fork server,
-            # grandchildren included.
-            _kill_all_but(self._spared())
+            # but this one and PID 1 (the container's init), grandchildren included.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
 
     def _stop(self) -> None:
-        pid = self._pid
+        proc = self._proc
         try:
             self._kill()
-            if pid is not None and not _reaped(pid, self._proc):
-                raise VerifierBroken(f"the solution process {pid} could not be stopped")
+            if proc is not None:
+                try:
+                    proc.wait(timeout=_REAP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    raise VerifierBroken(
+                        f"the solution process {proc.pid} could not be stopped"
+                    ) from None
             if self.job.isolation.kill_all_on_cleanup:
-                _await_only_us(self._spared())
+                _await_only_us()
             self._drain_output()
         finally:
-            self._proc = self._pid = None
+            self._proc = None
             self._close_fds()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -719,57 +575,19 @@ def _other_processes(proc_root: str = "/proc") -> list[int]:
     return [int(n) for n in names if n.isdigit() and int(n) not in (1, me)]
 
 
-def _reaped(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
-    """Wait for the (killed) child *pid* and reap it; False if it outlived the reap timeout."""
-    if proc is not None:
-        try:
-            proc.wait(timeout=_REAP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-    deadline = time.monotonic() + _REAP_TIMEOUT_S
-    while True:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] != 0:
-                return True
-        except ChildProcessError:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.002)
-
-
-def _kill_all_but(spared: int | None) -> None:
-    """SIGKILL every process of the namespace but this one, init and *spared*."""
-    if spared is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
-        return
-    # One kill(-1) stops every process at once (a fork bomb cannot fork on while
-    # its processes are killed one by one); the server is woken again.
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(-1, signal.SIGSTOP)
-    for pid in _other_processes():
-        if pid != spared:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(spared, signal.SIGCONT)
-
-
-def _await_only_us(spared: int | None = None) -> None:
+def _await_only_us() -> None:
     """Kill and wait until no solution process is left, so the next scenario can start.
 
     A fork bomb fills the container's pids limit; until its processes are gone
     (and reaped by init) the next child could not even be spawned, which would
     look like the verifier's failure. A process forked while kill(-1) ran may
-    escape one round, so every round kills again. The fork server (*spared*)
-    stays.
+    escape one round, so every round kills again.
     """
     deadline = time.monotonic() + _REAP_TIMEOUT_S
     while True:
-        _kill_all_but(spared)
-        left = [pid for pid in _other_processes() if pid != spared]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        left = _other_processes()
         if not left:
             return
         if time.monotonic() > deadline:
@@ -781,89 +599,37 @@ def _await_only_us(spared: int | None = None) -> None:
 
 
 class ChildOpener:
-    """Starts a fresh child per scenario; an import failure is remembered, not retried.
+    """Starts a fresh child per scenario; an import failure is remembered, not retried."""
 
-    The children are forked by one fork server, started before the first and
-    replaced when it is gone or a child it forked after an earlier scenario
-    could not start (a solution process of its UID may have killed or
-    re-limited it): the child is then forked again by a fresh one, and only
-    a fresh server's failure is the verifier's.
-    """
-
-    def __init__(
-        self,
-        job: Job,
-        module: str,
-        types: ValueTypes = NO_TYPES,
-        *,
-        fork: bool | None = None,
-        launched: ForkServer | None = None,
-    ) -> None:
+    def __init__(self, job: Job, module: str, types: ValueTypes = NO_TYPES) -> None:
         self.job = job
         self.module = module
         self.types = types
         self.started = 0
         self._import_failure: SolutionFailed | None = None
         self._current: ChildProcess | None = None
-        self._fork = fork_supported() if fork is None else fork
-        self.server: ForkServer | None = None
-        self._launched = launched
-        """A server the parent launched earlier (see ``attempt``), not yet ready."""
         self.clock = SolutionClock(self.solution_pids)
         """The solution's own time: every limit of the grading is measured on it."""
 
     def solution_pids(self) -> list[int]:
         """The processes of the current scenario's solution."""
         if self.job.isolation.kill_all_on_cleanup:
-            # PID-namespace root: every process but this one, init and the fork
-            # server (whose CPU time is the verifier's) is the solution's.
-            spared = None if self.server is None else self.server.pid
-            return [pid for pid in namespace_pids() if pid != spared]
-        pid = self._current._pid if self._current is not None else None
-        return [] if pid is None else session_pids(pid)
-
-    def _server(self, fresh: bool) -> ForkServer | None:
-        if not self._fork:
-            return None
-        if self.server is not None and (fresh or not self.server.alive()):
-            self.server.close()
-            self.server = None
-        if self.server is None:
-            server, self._launched = self._launched or ForkServer(self.job), None
-            with timing.span("fork server start"):
-                if server.pid is None:
-                    server.launch()
-                server.await_ready()
-            self.server = server
-        return self.server
+            # PID-namespace root: every process but this one and init is the solution's.
+            return namespace_pids()
+        proc = self._current._proc if self._current is not None else None
+        return [] if proc is None else session_pids(proc.pid)
 
     def __call__(self, scenario: str, deadline: float | None) -> ChildProcess:
         if self._import_failure is not None:
             failure = self._import_failure
             raise SolutionFailed(failure.category, failure.message, whole_solution=True)
-        server = self._server(fresh=False)
-        reused = server is not None and server.forked > 0
-        try:
-            return self._open(server, deadline)
-        except ServerGone as gone:
-            if not reused:
-                raise VerifierBroken(f"the fork server failed: {gone}") from None
-        except VerifierBroken:
-            if not reused:
-                raise
-        try:
-            return self._open(self._server(fresh=True), deadline)
-        except ServerGone as gone:
-            raise VerifierBroken(f"a fresh fork server failed: {gone}") from None
-
-    def _open(self, server: ForkServer | None, deadline: float | None) -> ChildProcess:
         self.started += 1
         # An unguessable name: an earlier scenario's process could otherwise have
         # planted this one's directory (the scratch root is shared with it).
         workdir = self.job.scratch_dir / f"scenario-{self.started}-{secrets.token_hex(8)}"
         # An earlier scenario's processes are gone: their PIDs may come back as new ones.
         self.clock.forget()
-        process = ChildProcess(self.job, self.module, workdir, self.clock, self.types, server)
+        process = ChildProcess(self.job, self.module, workdir, self.clock, self.types)
         self._current = process
         try:
             with timing.span("scenario: child start, isolation, solution import"):
@@ -877,13 +643,6 @@ class ChildOpener:
             process.close(_refuse_all)
             raise
         return process
-
-    def close(self) -> None:
-        """Stop the fork server; idempotent."""
-        for server in (self.server, self._launched):
-            if server is not None:
-                server.close()
-        self.server = self._launched = None
 
 
 def _refuse_all(name: str, call: EffectCall) -> Refused:
@@ -953,22 +712,17 @@ def _infrastructure_report(task_id: str, message: str) -> GradeReport:
     )
 
 
-def run_job(job: Job, server: ForkServer | None = None) -> GradeReport:
-    """Grade the job's solution with its task's grader; never raises for a grading problem.
-
-    *server*, a fork server launched for this job, is used and closed.
-    """
+def run_job(job: Job) -> GradeReport:
+    """Grade the job's solution with its task's grader; never raises for a grading problem."""
     try:
         grader = load_grader(job.grader_path)
         task = _check_against_task(grader, job)
         module = _solution_module(grader, task)
         types = ValueTypes.declared(grader.value_types)
     except (GraderError, DeclarationError) as exc:
-        if server is not None:
-            server.close()
         return _infrastructure_report(job.task_id, f"grader error: {exc}")
     limits = job.limits
-    opener = ChildOpener(job, module, types, launched=server)
+    opener = ChildOpener(job, module, types)
     session = Session(
         grader,
         opener,
@@ -977,10 +731,7 @@ def run_job(job: Job, server: ForkServer | None = None) -> GradeReport:
         total_timeout=limits.total_timeout_ms / 1000,
         clock=opener.clock,
     )
-    try:
-        return session.grade()
-    finally:
-        opener.close()
+    return session.grade()
 
 
 def write_result(path: Path, result: dict[str, Any]) -> None:
@@ -1004,28 +755,15 @@ def write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def launch_fork_server(job: Job) -> ForkServer | None:
-    """The job's fork server, launched now to start while the parent does other work
-    (the analysis); None where none can run or it could not be started."""
-    if not fork_supported():
-        return None
-    server = ForkServer(job)
-    try:
-        server.launch()
-    except VerifierBroken:
-        return None  # started again, and its failure reported, at the first scenario
-    return server
-
-
 def _terminate(signum: int, frame: FrameType | None) -> None:
     # Unwinds through the open scenario, whose exit kills the child.
     raise SystemExit(128 + signum)
 
 
-def run_and_write(job: Job, server: ForkServer | None = None) -> int:
+def run_and_write(job: Job) -> int:
     """Run the job and write its result; the exit status is 0 when a result was written."""
     signal.signal(signal.SIGTERM, _terminate)
-    report = run_job(job, server)
+    report = run_job(job)
     try:
         with timing.span("writing result.json"):
             write_result(job.result_path, report.to_json())

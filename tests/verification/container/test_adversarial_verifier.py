@@ -83,7 +83,7 @@ LIMITS = VerificationLimits(
 )
 
 HEADER = """\
-import errno, json, os, resource, signal, socket, subprocess, sys, time
+import errno, json, os, signal, socket, subprocess, sys, time
 
 
 class ProbeReport(Exception):
@@ -377,40 +377,6 @@ CASES: dict[str, Case] = {
         """,
         "behaviour",
         facts={"helper_killed": True},
-    ),
-    "stops-re-limits-and-renices-the-fork-server": Case(
-        # The fork server runs as the solution's UID: a solution process may signal,
-        # re-limit and renice it. The next scenario's child still starts as it would
-        # from a fresh server (the server is woken, or replaced before a child
-        # inherits what changed).
-        """
-        def probe():
-            servers = []  # a forked child's command line is its server's: not this one
-            for name in set(os.listdir("/proc")) - {str(os.getpid()), "self", "thread-self"}:
-                try:
-                    with open(f"/proc/{name}/cmdline", "rb") as handle:
-                        if b"--fork-server" in handle.read():
-                            servers.append(int(name))
-                except (OSError, ValueError):
-                    pass
-            server = servers[0]
-            report(
-                found=len(servers) == 1 and server != os.getppid(),
-                relimited=outcome(lambda: resource.prlimit(server, resource.RLIMIT_NOFILE,
-                                                           (20, 20))),
-                reniced=outcome(lambda: os.setpriority(os.PRIO_PROCESS, server, 19)),
-                terminated=outcome(lambda: os.kill(server, signal.SIGTERM)),
-                stopped=outcome(lambda: os.kill(server, signal.SIGSTOP)),
-            )
-        """,
-        "behaviour",
-        facts={
-            "found": True,
-            "relimited": "ok",
-            "reniced": "ok",
-            "terminated": "ok",
-            "stopped": "ok",
-        },
     ),
     "forges-a-grade-on-stdout-stderr-and-its-exit-status": Case(
         """
