@@ -158,7 +158,7 @@ def eval_agent_command(
             outcome = run_batch(
                 runner_config,
                 located,
-                verifier_factory=batch_verifier_factory(located),
+                verifier_factory=batch_verifier_factory(located, display.say),
                 connect=connect_local_engine,
                 progress=display,
                 notice=display.say,

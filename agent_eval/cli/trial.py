@@ -53,7 +53,7 @@ def try_agent_command(agent: str, project: Path | None) -> None:
                 trial = try_agent(
                     located,
                     agent,
-                    verifier_factory=batch_verifier_factory(located),
+                    verifier_factory=batch_verifier_factory(located, display.say),
                     connect=connect_local_engine,
                     progress=display,
                     notice=display.say,

@@ -17,6 +17,8 @@ Layout (``$AGENT_EVAL_CONSUMER_CACHE``, or ``.verification/agent-eval/.consumers
 
     <key hex>/entry.json    the key's inputs and the digest of the consumer's files
     <key hex>/consumer/     the consumer project, as :func:`prepare_consumer` made it
+    <key hex>/analysis/     what a verifier keeps beside it (its mypy caches, see
+                            :mod:`agent_eval.verification.container.cache`), removed with it
     .building-<uuid>/       an entry being prepared; renamed into place when complete
 """
 
@@ -49,7 +51,14 @@ from agent_eval.layout import HARNESS_ROOT, staged_files
 from agent_eval.models import ArchiveEntry
 from agent_eval.models.base import WireModel
 
-__all__ = ["CacheEntry", "ConsumerCache", "cached_consumer", "consumer_key"]
+__all__ = [
+    "CacheEntry",
+    "ConsumerCache",
+    "KeptConsumer",
+    "cached_consumer",
+    "consumer_key",
+    "kept_entry",
+]
 
 CACHE_ENV = "AGENT_EVAL_CONSUMER_CACHE"
 """Where the cache lives, when not beside the batches' evidence."""
@@ -94,6 +103,35 @@ class ConsumerCache:
         """
         configured = os.environ.get(CACHE_ENV)
         return cls(Path(configured) if configured else evidence_dir / CACHE_DIR)
+
+
+@dataclass(frozen=True)
+class KeptConsumer:
+    """The cache entry a consumer was taken from (see :func:`kept_entry`)."""
+
+    entry: Path
+    """The entry's directory: what else is kept for this consumer goes in it."""
+    key: str
+    """The entry's key: the digest of everything the consumer was made from."""
+
+
+def kept_entry(consumer_dir: Path) -> KeptConsumer | None:
+    """The entry *consumer_dir* is the consumer of, or None for a consumer made outside the cache.
+
+    It reads the entry's record, not its files: the files were hashed when
+    :func:`cached_consumer` handed the consumer out, and whoever keeps
+    something beside it keys that by :attr:`KeptConsumer.key`.
+    """
+    entry = consumer_dir.parent
+    if consumer_dir.name != _CONSUMER_DIR or not (entry / _ENTRY_FILE).is_file():
+        return None
+    try:
+        record = read_model(entry / _ENTRY_FILE, CacheEntry, what="consumer cache entry")
+    except (EvidenceError, OSError):
+        return None
+    if record.key.removeprefix("sha256:") != entry.name:
+        return None
+    return KeptConsumer(entry=entry, key=record.key)
 
 
 def consumer_key(

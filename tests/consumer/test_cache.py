@@ -24,6 +24,7 @@ from agent_eval.consumer.cache import (
     ConsumerCache,
     cached_consumer,
     consumer_key,
+    kept_entry,
 )
 from agent_eval.digests import sha256_bytes
 from agent_eval.engine import ContainerSpec
@@ -263,6 +264,22 @@ def test_the_cache_is_where_the_environment_says(monkeypatch: pytest.MonkeyPatch
     assert ConsumerCache.default(Path("/evidence")).root == Path("/somewhere/consumers")
     monkeypatch.delenv(CACHE_ENV)
     assert ConsumerCache.default(Path("/evidence")).root == Path("/evidence/.consumers")
+
+
+def test_a_cached_consumer_names_its_entry_and_no_other_consumer_does(
+    inputs: Inputs, tmp_path: Path
+) -> None:
+    prepared = inputs.prepare("one")
+
+    kept = kept_entry(prepared.root)
+
+    assert kept is not None
+    assert kept.entry == prepared.root.parent
+    assert kept.key == "sha256:" + kept.entry.name
+    assert kept_entry(tmp_path / "elsewhere" / "consumer") is None
+    record = kept.entry / "entry.json"
+    record.write_text(record.read_text().replace(kept.key, "sha256:" + "0" * 64))
+    assert kept_entry(prepared.root) is None  # a record of another key
 
 
 def test_the_entry_record_has_exactly_these_fields() -> None:

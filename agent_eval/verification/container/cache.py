@@ -1,13 +1,52 @@
-"""mypy's cache of the consumer's library, warmed once per batch in a verifier container."""
+"""mypy's cache of the consumer's library, warmed in a verifier container and kept with the
+consumer's cache entry.
+
+A warm-up is one verifier container that type-checks a solution importing
+only the library. A batch whose consumer came from the consumer cache
+(:mod:`agent_eval.consumer.cache`) keeps the mypy cache it warmed beside that
+entry, under the digest of everything the cache depends on: the consumer's
+key (which holds the verifier image's id), the image's id again, and the
+harness files that run the analysis (the staged verifier set and the
+container side that stages and starts it). The next batch of the same key
+mounts it instead of warming one again.
+
+A kept cache is never trusted. mypy checks each of its entries against the
+sources and options, but a cache whose files were changed to agree with
+them could still change a type-check verdict; so its record holds the digest
+of its files when it was made, each use hashes them again, and one that
+differs is discarded, said, and warmed again.
+
+Layout, in the consumer's entry (``<consumer entry>/analysis/``):
+
+    <key hex>/entry.json    the key's inputs and the digest of the cache's files
+    <key hex>/mypy-cache/   mypy's cache, as the warm-up left it
+    .building-<uuid>/       a warm-up under way; renamed into place when complete
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Literal
 
+import agent_eval
+from agent_eval.consumer.cache import kept_entry
+from agent_eval.digests import (
+    DigestError,
+    file_sha256,
+    sha256_json,
+    solution_digest,
+    solution_files,
+)
 from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, run_container
-from agent_eval.errors import ConfigError, InfrastructureError
+from agent_eval.errors import ConfigError, EvidenceError, InfrastructureError
+from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import (
     ANALYSIS_FILE,
     CONSUMER_MOUNT,
@@ -18,7 +57,9 @@ from agent_eval.layout import (
     VERIFIER_RUNTIME_MOUNT,
     VERIFIER_TRUSTED,
     ConsumerLayout,
+    staged_files,
 )
+from agent_eval.models.base import WireModel
 from agent_eval.suite.tasks import TASK_FILE
 from agent_eval.verification.container.limits import VerificationLimits
 from agent_eval.verification.container.run import (
@@ -29,7 +70,35 @@ from agent_eval.verification.container.run import (
 from agent_eval.verification.container.staging import stage_runtime
 from agent_eval.verification.runtime.attempt import ANALYSIS_GRACE_S, MYPY_CACHE_DIR
 
-__all__ = ["warm_analysis_cache"]
+__all__ = ["AnalysisCacheEntry", "analysis_cache_key", "kept_analysis_cache", "warm_analysis_cache"]
+
+ANALYSIS_DIR = "analysis"
+"""The directory of a consumer's cache entry that its mypy caches are kept in."""
+_ENTRY_FILE = "entry.json"
+_CACHE_DIR = "mypy-cache"
+_BUILDING_PREFIX = ".building-"
+_DISCARDED_PREFIX = ".discarded-"
+_UNUSED_FOR_S = 24 * 3600.0
+"""A cache unused this long is removed (the consumer's entry goes after as long unused)."""
+_RUNNERS = (
+    "verification/container/cache.py",
+    "verification/container/run.py",
+    "verification/container/staging.py",
+)
+"""The host side that stages the analysis and starts its container: inputs too."""
+
+
+class AnalysisCacheEntry(WireModel):
+    """``entry.json``: what a kept mypy cache was made from and the digest of its files."""
+
+    schemaVersion: Literal[1]
+    """The format of this record."""
+    key: str
+    """The digest of ``inputs``: the entry's directory name."""
+    inputs: dict[str, Any]
+    """Everything the cache was made from, as :func:`analysis_cache_key` lists it."""
+    filesDigest: str
+    """The cache's files: canonical JSON of their sorted (path, sha256) pairs."""
 
 
 def warm_analysis_cache(
@@ -138,3 +207,170 @@ def warm_analysis_cache(
             f"{', timed out' if done.wait.timed_out else ''}): {tail or 'no output'}"
         )
     return cache
+
+
+def analysis_cache_key(consumer_key: str, verifier_image: str) -> tuple[str, dict[str, Any]]:
+    """The digest of everything a mypy cache of this consumer depends on, and those inputs.
+
+    The consumer's key already binds the library's wheels, the verifier
+    image (mypy, its options' defaults, typeshed) and the consumer's own
+    harness; the harness files here decide how mypy is run on it.
+
+    Raises:
+        DigestError: A harness file cannot be hashed.
+    """
+    harness = Path(agent_eval.__file__).resolve().parent
+    files = {
+        rel: file_sha256(harness / rel) for rel in [*staged_files(harness, "verifier"), *_RUNNERS]
+    }
+    inputs: dict[str, Any] = {
+        "schema": 1,
+        "consumer": consumer_key,
+        "verifierImage": verifier_image,
+        "harness": solution_digest(files),
+    }
+    return sha256_json(inputs), inputs
+
+
+def kept_analysis_cache(
+    engine: ContainerRuntime,
+    verifier_image: str,
+    consumer_dir: Path,
+    work_dir: Path,
+    *,
+    batch_id: str,
+    limits: VerificationLimits | None = None,
+    notice: Callable[[str], None] = lambda _: None,
+) -> Path:
+    """The mypy cache for a batch's attempts: kept with a cached consumer, else warmed.
+
+    A consumer taken from the consumer cache gets the cache kept in its
+    entry for the same key, if its files are still the ones recorded, or one
+    warmed now and kept there (built in a private directory and renamed into
+    place; a batch that loses the race uses the winner's). Any other consumer,
+    or an entry that cannot be written, gets one warmed in *work_dir*, as
+    :func:`warm_analysis_cache` does.
+
+    Args:
+        engine: The engine.
+        verifier_image: The pinned verifier image the attempts use.
+        consumer_dir: The batch's consumer.
+        work_dir: The batch's private directory, for a cache that is not kept.
+        batch_id: Batch label of the warm-up's container.
+        limits: The container limits and the analysis time limit.
+        notice: Hears, once, why a kept cache was discarded or could not be kept.
+
+    Returns:
+        The cache directory, for ``analysis_cache``.
+
+    Raises:
+        ConfigError: The consumer is unusable.
+        InfrastructureError: The analysis did not produce a cache, or it could not be kept.
+        CleanupError: The warm-up container's removal was not confirmed.
+    """
+
+    def warm(target: Path) -> Path:
+        return warm_analysis_cache(
+            engine, verifier_image, consumer_dir, target, batch_id=batch_id, limits=limits
+        )
+
+    def warm_unkept() -> Path:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        return warm(work_dir / _CACHE_DIR)
+
+    consumer = kept_entry(consumer_dir)
+    if consumer is None:
+        return warm_unkept()
+    try:
+        key, inputs = analysis_cache_key(consumer.key, verifier_image)
+    except (DigestError, OSError) as exc:
+        notice(f"mypy cache: the harness cannot be hashed ({exc}); not kept")
+        return warm_unkept()
+    caches = consumer.entry / ANALYSIS_DIR
+    kept = caches / key.removeprefix("sha256:")
+    found = _verified(kept, key, notice)
+    if found is not None:
+        return found
+    try:
+        caches.mkdir(exist_ok=True)
+        building = caches / f"{_BUILDING_PREFIX}{uuid.uuid4().hex}"
+        building.mkdir()
+    except OSError as exc:
+        notice(f"mypy cache: {caches} cannot be written ({exc}); not kept")
+        return warm_unkept()
+    try:
+        warm(building / "warm-up").rename(building / _CACHE_DIR)
+        shutil.rmtree(building / "warm-up")
+        record = AnalysisCacheEntry(
+            schemaVersion=1,
+            key=key,
+            inputs=inputs,
+            filesDigest=_files_digest(building / _CACHE_DIR),
+        )
+        write_model_atomic(building / _ENTRY_FILE, record)
+        try:
+            building.rename(kept)
+        except OSError:
+            # Another batch of the same consumer kept its cache first: use it, if it holds.
+            found = _verified(kept, key, notice)
+            if found is not None:
+                shutil.rmtree(building, ignore_errors=True)
+                return found
+            raise
+    except (OSError, DigestError) as exc:
+        shutil.rmtree(building, ignore_errors=True)
+        raise InfrastructureError(f"the mypy cache could not be kept in {caches}: {exc}") from exc
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    _prune(caches, keep=kept)
+    return kept / _CACHE_DIR
+
+
+def _verified(kept: Path, key: str, notice: Callable[[str], None]) -> Path | None:
+    """The kept cache if it holds exactly the files it recorded; else it is discarded."""
+    if not kept.exists():
+        return None
+    try:
+        record = read_model(kept / _ENTRY_FILE, AnalysisCacheEntry, what="mypy cache entry")
+        if record.key != key:
+            raise EvidenceError(f"it records the key {record.key}")
+        if _files_digest(kept / _CACHE_DIR) != record.filesDigest:
+            raise EvidenceError("its files are not the ones it recorded")
+    except (EvidenceError, DigestError, OSError) as exc:
+        notice(f"mypy cache: the entry {kept.name[:12]} is discarded ({exc}); warmed again")
+        _discard(kept)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(kept)  # its last use, for pruning
+    return kept / _CACHE_DIR
+
+
+def _files_digest(root: Path) -> str:
+    return solution_digest(solution_files(root))
+
+
+def _discard(path: Path) -> None:
+    # Renamed first, so no batch finds a half-removed cache under its key.
+    aside = path.with_name(f"{_DISCARDED_PREFIX}{uuid.uuid4().hex}")
+    try:
+        path.rename(aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _prune(root: Path, *, keep: Path) -> None:
+    """Remove caches (and abandoned warm-ups) unused for a day."""
+    limit = time.time() - _UNUSED_FOR_S
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return
+    for child in children:
+        try:
+            stale = child != keep and child.stat().st_mtime < limit
+        except OSError:
+            continue
+        if stale:
+            _discard(child)

@@ -5,10 +5,10 @@ each slot with its own child UID, from the pinned verifier image with the
 verifier hardening of :class:`agent_eval.engine.Hardening` (read-only root, no
 network, ``no-new-privileges``, UID 0 keeping only SETUID, SETGID,
 DAC_OVERRIDE and KILL, pids/memory/CPU limits). The factories build one for
-a batch (from its consumer, after a warm-up of mypy's cache), one for ``tasks
-verify`` (from a consumer made of the library's sources) and one for
-re-verification (from the batch's archives); each runs on the engine it is
-given, never one it connects to itself.
+a batch (from its consumer, with the mypy cache kept beside a cached consumer
+or warmed for it), one for ``tasks verify`` (from a consumer made of the
+library's sources) and one for re-verification (from the batch's archives);
+each runs on the engine it is given, never one it connects to itself.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import sys
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from agent_eval.layout import DEPENDENCY_LOCK, ConsumerLayout, RunDirectory
 from agent_eval.models import ArchivesManifest, LockedDistribution
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import Project
-from agent_eval.verification.container.cache import warm_analysis_cache
+from agent_eval.verification.container.cache import kept_analysis_cache, warm_analysis_cache
 from agent_eval.verification.container.limits import MAX_SLOTS, VerificationLimits
 from agent_eval.verification.container.run import (
     VerifierSetup,
@@ -249,17 +250,29 @@ def evidence_verifiers(
         remove_leftovers(engine, batch_id)
 
 
-def batch_verifier_factory(project: Project) -> VerifierFactory[VerifierContext]:
-    """The verifier of a batch: a warm analysis cache, then one container per attempt."""
+def _say_on_stderr(line: str) -> None:
+    print(f"agent-eval: {line}", file=sys.stderr, flush=True)
+
+
+def batch_verifier_factory(
+    project: Project, notice: Callable[[str], None] = _say_on_stderr
+) -> VerifierFactory[VerifierContext]:
+    """The verifier of a batch: a warm analysis cache, then one container per attempt.
+
+    The cache is the one kept with the batch's consumer when that came from
+    the consumer cache (warmed once per key, hashed again at each use), else
+    warmed for this batch alone; *notice* hears why a kept one was discarded.
+    """
 
     def make(context: VerifierContext) -> ContainerVerifier:
         context.work_dir.mkdir(parents=True, exist_ok=True)
-        cache = warm_analysis_cache(
+        cache = kept_analysis_cache(
             context.engine,
             context.image_id,
             context.consumer_dir,
-            context.work_dir / "mypy-cache",
+            context.work_dir,
             batch_id=context.batch_id,
+            notice=notice,
         )
         setup = VerifierSetup(
             engine=context.engine,
