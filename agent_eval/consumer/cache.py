@@ -57,7 +57,10 @@ __all__ = [
     "KeptConsumer",
     "cached_consumer",
     "consumer_key",
+    "discard_entry",
+    "files_digest",
     "kept_entry",
+    "prune_unused",
 ]
 
 CACHE_ENV = "AGENT_EVAL_CONSUMER_CACHE"
@@ -67,7 +70,7 @@ CACHE_DIR = ".consumers"
 
 _ENTRY_FILE = "entry.json"
 _CONSUMER_DIR = "consumer"
-_BUILDING_PREFIX = ".building-"
+BUILDING_PREFIX = ".building-"
 _DISCARDED_PREFIX = ".discarded-"
 _UNUSED_FOR_S = 24 * 3600.0
 """An entry unused this long is removed: far longer than a batch may last (two hours)."""
@@ -224,7 +227,7 @@ def cached_consumer(
         return found
     try:
         cache.root.mkdir(parents=True, exist_ok=True)
-        building = cache.root / f"{_BUILDING_PREFIX}{uuid.uuid4().hex}"
+        building = cache.root / f"{BUILDING_PREFIX}{uuid.uuid4().hex}"
         building.mkdir()
     except OSError as exc:
         notice(f"consumer cache: {cache.root} cannot be written ({exc}); not cached")
@@ -235,7 +238,7 @@ def cached_consumer(
             schemaVersion=1,
             key=key,
             inputs=inputs,
-            filesDigest=_files_digest(prepared.root),
+            filesDigest=files_digest(prepared.root),
         )
         write_model_atomic(building / _ENTRY_FILE, record)
         try:
@@ -253,7 +256,7 @@ def cached_consumer(
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
-    _prune(cache.root, keep=entry)
+    prune_unused(cache.root, keep=entry)
     return dataclasses.replace(prepared, root=entry / _CONSUMER_DIR)
 
 
@@ -267,19 +270,20 @@ def _verified(
         record = read_model(entry / _ENTRY_FILE, CacheEntry, what="consumer cache entry")
         if record.key != key:
             raise EvidenceError(f"it records the key {record.key}")
-        if _files_digest(entry / _CONSUMER_DIR) != record.filesDigest:
+        if files_digest(entry / _CONSUMER_DIR) != record.filesDigest:
             raise EvidenceError("its files are not the ones it recorded")
         consumer = load_consumer(entry / _CONSUMER_DIR, archives)
     except (EvidenceError, DigestError, InfrastructureError, OSError) as exc:
         notice(f"consumer cache: the entry {entry.name[:12]} is discarded ({exc}); prepared again")
-        _discard(entry)
+        discard_entry(entry)
         return None
     with contextlib.suppress(OSError):
         os.utime(entry)  # its last use, for pruning
     return consumer
 
 
-def _files_digest(root: Path) -> str:
+def files_digest(root: Path) -> str:
+    """The digest an entry records of the files under *root* (and is held to at each use)."""
     return solution_digest(solution_files(root))
 
 
@@ -287,7 +291,8 @@ def _tree_files(root: Path, *, skip_dirs: tuple[str, ...]) -> dict[str, str]:
     return {rel: file_sha256(root / rel) for rel in regular_files(root, skip_dirs=skip_dirs)}
 
 
-def _discard(entry: Path) -> None:
+def discard_entry(entry: Path) -> None:
+    """Remove *entry* of a keyed cache (this one's, or a cache kept beside it)."""
     # Renamed first, so no batch finds a half-removed entry under its key.
     aside = entry.with_name(f"{_DISCARDED_PREFIX}{uuid.uuid4().hex}")
     try:
@@ -297,8 +302,8 @@ def _discard(entry: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _prune(root: Path, *, keep: Path) -> None:
-    """Remove entries (and abandoned builds) unused for a day."""
+def prune_unused(root: Path, *, keep: Path) -> None:
+    """Remove the entries below *root* (and abandoned builds) unused for a day, but *keep*."""
     limit = time.time() - _UNUSED_FOR_S
     try:
         children = list(root.iterdir())
@@ -310,4 +315,4 @@ def _prune(root: Path, *, keep: Path) -> None:
         except OSError:
             continue
         if stale:
-            _discard(child)
+            discard_entry(child)

@@ -29,20 +29,24 @@ import contextlib
 import json
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import agent_eval
-from agent_eval.consumer.cache import kept_entry
+from agent_eval.consumer.cache import (
+    BUILDING_PREFIX,
+    discard_entry,
+    files_digest,
+    kept_entry,
+    prune_unused,
+)
 from agent_eval.digests import (
     DigestError,
     file_sha256,
     sha256_json,
     solution_digest,
-    solution_files,
 )
 from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, run_container
 from agent_eval.errors import ConfigError, EvidenceError, InfrastructureError
@@ -76,9 +80,6 @@ ANALYSIS_DIR = "analysis"
 """The directory of a consumer's cache entry that its mypy caches are kept in."""
 _ENTRY_FILE = "entry.json"
 _CACHE_DIR = "mypy-cache"
-_BUILDING_PREFIX = ".building-"
-_DISCARDED_PREFIX = ".discarded-"
-_UNUSED_FOR_S = 24 * 3600.0
 """A cache unused this long is removed (the consumer's entry goes after as long unused)."""
 _RUNNERS = (
     "verification/container/cache.py",
@@ -293,7 +294,7 @@ def kept_analysis_cache(
         return found
     try:
         caches.mkdir(exist_ok=True)
-        building = caches / f"{_BUILDING_PREFIX}{uuid.uuid4().hex}"
+        building = caches / f"{BUILDING_PREFIX}{uuid.uuid4().hex}"
         building.mkdir()
     except OSError as exc:
         notice(f"mypy cache: {caches} cannot be written ({exc}); not kept")
@@ -305,7 +306,7 @@ def kept_analysis_cache(
             schemaVersion=1,
             key=key,
             inputs=inputs,
-            filesDigest=_files_digest(building / _CACHE_DIR),
+            filesDigest=files_digest(building / _CACHE_DIR),
         )
         write_model_atomic(building / _ENTRY_FILE, record)
         try:
@@ -323,7 +324,7 @@ def kept_analysis_cache(
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
-    _prune(caches, keep=kept)
+    prune_unused(caches, keep=kept)
     return kept / _CACHE_DIR
 
 
@@ -335,42 +336,12 @@ def _verified(kept: Path, key: str, notice: Callable[[str], None]) -> Path | Non
         record = read_model(kept / _ENTRY_FILE, AnalysisCacheEntry, what="mypy cache entry")
         if record.key != key:
             raise EvidenceError(f"it records the key {record.key}")
-        if _files_digest(kept / _CACHE_DIR) != record.filesDigest:
+        if files_digest(kept / _CACHE_DIR) != record.filesDigest:
             raise EvidenceError("its files are not the ones it recorded")
     except (EvidenceError, DigestError, OSError) as exc:
         notice(f"mypy cache: the entry {kept.name[:12]} is discarded ({exc}); warmed again")
-        _discard(kept)
+        discard_entry(kept)
         return None
     with contextlib.suppress(OSError):
         os.utime(kept)  # its last use, for pruning
     return kept / _CACHE_DIR
-
-
-def _files_digest(root: Path) -> str:
-    return solution_digest(solution_files(root))
-
-
-def _discard(path: Path) -> None:
-    # Renamed first, so no batch finds a half-removed cache under its key.
-    aside = path.with_name(f"{_DISCARDED_PREFIX}{uuid.uuid4().hex}")
-    try:
-        path.rename(aside)
-    except OSError:
-        return
-    shutil.rmtree(aside, ignore_errors=True)
-
-
-def _prune(root: Path, *, keep: Path) -> None:
-    """Remove caches (and abandoned warm-ups) unused for a day."""
-    limit = time.time() - _UNUSED_FOR_S
-    try:
-        children = list(root.iterdir())
-    except OSError:
-        return
-    for child in children:
-        try:
-            stale = child != keep and child.stat().st_mtime < limit
-        except OSError:
-            continue
-        if stale:
-            _discard(child)
