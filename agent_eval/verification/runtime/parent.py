@@ -581,12 +581,14 @@ def _await_only_us() -> None:
     A fork bomb fills the container's pids limit; until its processes are gone
     (and reaped by init) the next child could not even be spawned, which would
     look like the verifier's failure. A process forked while kill(-1) ran may
-    escape one round, so every round kills again.
+    escape one round, so every round kills again. Called once the scenario's
+    child is reaped: every child of this process left is the solution's.
     """
     deadline = time.monotonic() + _REAP_TIMEOUT_S
     while True:
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
+        _reap_strays()
         left = _other_processes()
         if not left:
             return
@@ -596,6 +598,22 @@ def _await_only_us() -> None:
                 f"{_REAP_TIMEOUT_S:g} s (pids {left[:8]})"
             )
         time.sleep(0.01)
+
+
+def _reap_strays() -> None:
+    """Reap every exited child of this process.
+
+    The solution can make this process its processes' parent (clone with
+    CLONE_PARENT makes a sibling of the scenario's child): killed, they stay
+    zombies, listed in /proc, until their parent reaps them.
+    """
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 class ChildOpener:

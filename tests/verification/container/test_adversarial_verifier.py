@@ -886,3 +886,50 @@ def test_without_the_sweep_the_planted_state_would_be_seen(
     result = verifier.run(tmp_path, PLANT)
     outcomes = {a.id: a.passed for a in result.behaviour.assertions}
     assert outcomes["echo-works"] is False
+
+
+# --- What a submission does to its own verdict is its own ---------------------------------
+#
+# Each of these once made the trusted parent raise VerifierBroken (an
+# infrastructure failure: retried, then the batch stops) instead of failing
+# the solution. The verdict must be the solution's, and the later scenario
+# must start clean.
+
+
+def _fails_as_the_solution(result: ContainerVerification) -> dict[str, bool]:
+    behaviour = result.behaviour
+    assert behaviour.error is not None, behaviour
+    assert behaviour.error.category != "infrastructure", behaviour.error
+    assert all(d.category != "infrastructure" for d in behaviour.diagnostics), behaviour
+    assert not behaviour.passed
+    outcomes = {a.id: a.passed for a in behaviour.assertions}
+    assert outcomes["secret-returned"] is False
+    return outcomes
+
+
+SIBLING = """
+import ctypes, platform
+
+CLONE_PARENT = 0x8000
+CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]
+
+
+def probe():
+    libc = ctypes.CDLL(None, use_errno=True)
+    pid = libc.syscall(CLONE, CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        time.sleep(600)  # the sibling: the trusted parent's child, not this process's
+        os._exit(0)
+    with open(f"/proc/{pid}/stat") as handle:
+        its_parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+    report(made=pid > 0, parent_is_ours=its_parent == os.getppid())
+"""
+
+
+def test_a_sibling_made_with_clone_parent_is_reaped_and_fails_only_the_solution(
+    verifier: Verifier, tmp_path: Path
+) -> None:
+    result = verifier.run(tmp_path, SIBLING)
+    outcomes = _fails_as_the_solution(result)
+    assert reported(result) == {"made": True, "parent_is_ours": True}
+    assert outcomes["echo-works"] is True, result.behaviour
