@@ -157,7 +157,11 @@ def _remove_owned(path: str, uid: int) -> int:
 
 
 def _remove_owned_ipc(uid: int) -> int:
-    """Remove every System V IPC object *uid* owns (it may, as their owner)."""
+    """Remove every System V IPC object *uid* owns or created (it may, as either).
+
+    Its creator can hand an object to another owner (IPC_SET, even to root)
+    and still use it: the creator column counts as much as the owner's.
+    """
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -171,7 +175,7 @@ def _remove_owned_ipc(uid: int) -> int:
         names = header.split()
         for row in rows:
             fields = dict(zip(names, row.split(), strict=False))
-            if fields.get("uid") != str(uid):
+            if str(uid) not in (fields.get("uid"), fields.get("cuid")):
                 continue
             ident = int(fields[id_column])
             if kind == "shm":

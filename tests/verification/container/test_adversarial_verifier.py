@@ -933,3 +933,63 @@ def test_a_sibling_made_with_clone_parent_is_reaped_and_fails_only_the_solution(
     outcomes = _fails_as_the_solution(result)
     assert reported(result) == {"made": True, "parent_is_ours": True}
     assert outcomes["echo-works"] is True, result.behaviour
+
+
+SHM_OWNED_BY_ROOT = """
+import ctypes
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.shmat.restype = ctypes.c_void_p
+LIBC.shmat.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+KEY, IPC_CREAT, IPC_SET, MARKER = 0x5EEE, 0o1000, 1, b"left-by-probe"
+
+
+class IpcPerm(ctypes.Structure):  # struct ipc64_perm of x86_64 and aarch64
+    _fields_ = [("key", ctypes.c_int), ("uid", ctypes.c_uint), ("gid", ctypes.c_uint),
+                ("cuid", ctypes.c_uint), ("cgid", ctypes.c_uint), ("mode", ctypes.c_uint),
+                ("pad1", ctypes.c_ushort), ("seq", ctypes.c_ushort), ("pad2", ctypes.c_ushort),
+                ("unused", ctypes.c_ulong * 2)]
+
+
+class ShmidDs(ctypes.Structure):
+    _fields_ = [("perm", IpcPerm), ("size", ctypes.c_size_t), ("rest", ctypes.c_long * 16)]
+
+
+def _read():
+    ident = LIBC.shmget(KEY, 0, 0)
+    if ident == -1:
+        return None
+    address = LIBC.shmat(ident, None, 0)
+    if address in (None, ctypes.c_void_p(-1).value):
+        return "unreadable"
+    return ctypes.string_at(address, len(MARKER)).decode()
+
+
+FOUND = _read()
+
+
+def probe():
+    ident = LIBC.shmget(KEY, 4096, IPC_CREAT | 0o666)
+    address = LIBC.shmat(ident, None, 0)
+    ctypes.memmove(address, MARKER, len(MARKER))
+    ds = ShmidDs()
+    LIBC.shmctl(ident, 2, ctypes.byref(ds))  # IPC_STAT
+    ds.perm.uid = 0
+    given = LIBC.shmctl(ident, IPC_SET, ctypes.byref(ds)) == 0
+    LIBC.shmctl(ident, 2, ctypes.byref(ds))
+    report(found=FOUND, given_to_root=given and ds.perm.uid == 0, read_back=_read())
+
+
+def echo(text):
+    return text if FOUND is None else f"found {FOUND}"
+"""
+
+
+def test_a_shared_memory_segment_given_to_root_by_its_creator_is_swept(
+    verifier: Verifier, tmp_path: Path
+) -> None:
+    result = verifier.run(tmp_path, SHM_OWNED_BY_ROOT)
+    outcomes = _fails_as_the_solution(result)
+    facts = reported(result)
+    assert facts == {"found": None, "given_to_root": True, "read_back": "left-by-probe"}, facts
+    assert outcomes["echo-works"] is True, result.behaviour
