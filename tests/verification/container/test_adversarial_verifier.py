@@ -935,6 +935,35 @@ def test_a_sibling_made_with_clone_parent_is_reaped_and_fails_only_the_solution(
     assert outcomes["echo-works"] is True, result.behaviour
 
 
+def _nest(start: str, depth: int) -> str:
+    # Iterative (os.makedirs recurses), relative (no path grows past PATH_MAX).
+    return f"""
+def probe():
+    os.chdir({start!r})
+    for _ in range({depth}):
+        os.mkdir("d")
+        os.chdir("d")
+    report(depth={depth})
+"""
+
+
+@pytest.mark.parametrize(
+    ("start", "depth"),
+    [
+        ("/tmp", 200),  # one descriptor per level: past RLIMIT_NOFILE (64)
+        ("/tmp", 1500),  # one frame per level: past the recursion limit
+        (".", 1500),  # the scenario's own working directory, which the parent removes
+    ],
+)
+def test_a_deep_tree_left_behind_is_swept_and_the_next_scenario_starts_clean(
+    verifier: Verifier, tmp_path: Path, start: str, depth: int
+) -> None:
+    result = verifier.run(tmp_path, _nest(start, depth))
+    outcomes = _fails_as_the_solution(result)
+    assert reported(result) == {"depth": depth}
+    assert outcomes["echo-works"] is True, result.behaviour
+
+
 SHM_OWNED_BY_ROOT = """
 import ctypes
 
