@@ -28,6 +28,7 @@ import pytest
 import agent_eval.verification.local_grading as local_engine
 from agent_eval.errors import InfrastructureError
 from agent_eval.models import BehaviourResult, VerifierJob, VerifierLimits
+from agent_eval.verification.runtime import child
 from agent_eval.verification.runtime.isolation import (
     IsolationError,
     drop_privileges,
@@ -583,3 +584,25 @@ def test_removing_a_tree_stops_when_its_cpu_time_is_used_up(tmp_path: Path) -> N
     assert tree.exists()
     remove_tree(str(tree), cpu_deadline=time.process_time() + 60)
     assert not tree.exists()
+
+
+def test_whatever_stops_the_sweep_is_answered_as_the_solutions_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def sweep(paths: list[str], *, keep: str | None, cpu_budget_s: float | None) -> int:
+        assert (paths, keep, cpu_budget_s) == (["/tmp"], "/tmp/scenario-1", 0.5)
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(child, "sweep_own_state", sweep)
+    start: dict[str, Any] = {
+        "dropPrivileges": True,
+        "sweep": ["/tmp"],
+        "workDir": "/tmp/scenario-1",
+        "sweepCpuS": 0.5,
+    }
+    assert child._sweep(start) == {
+        "op": "sweep-error",
+        "message": "RecursionError: maximum recursion depth exceeded",
+    }
+    # Without the privilege drop there is nothing of the solution's own to sweep.
+    assert child._sweep({**start, "dropPrivileges": False}) is None
