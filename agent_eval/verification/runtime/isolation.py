@@ -157,8 +157,8 @@ def _clear_files(fd: int, cpu_deadline: float | None) -> list[str]:
     return subdirectories
 
 
-def _enter(name: str, dir_fd: int | None = None) -> int:
-    """Open the directory *name* (never through a symbolic link) and make it 0700.
+def _enter(name: str, dir_fd: int | None = None) -> tuple[int, int, int]:
+    """Open the directory *name* (never through a symbolic link), made 0700; (fd, dev, inode).
 
     Its owner may, and must to list and empty it: the solution may have made
     it unreadable or unwritable.
@@ -172,11 +172,13 @@ def _enter(name: str, dir_fd: int | None = None) -> int:
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name) from None
         fd = os.open(name, _DIRECTORY, dir_fd=dir_fd)
     try:
-        os.fchmod(fd, 0o700)
+        info = os.fstat(fd)
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, info.st_dev, info.st_ino
 
 
 def remove_tree(path: str, cpu_deadline: float | None = None) -> None:
@@ -194,28 +196,31 @@ def remove_tree(path: str, cpu_deadline: float | None = None) -> None:
         OSError: Something could not be removed.
         IsolationError: The process's CPU time passed *cpu_deadline*.
     """
-    fd = _enter(path)
+    fd, device, inode = _enter(path)
+    here = (device, inode)
     try:
         pending = [_clear_files(fd, cpu_deadline)]
-        entered: list[tuple[str, int, int]] = []  # name, and where it was: device, inode
+        # Per directory entered below *path*: its name, and where its parent is.
+        entered: list[tuple[str, tuple[int, int]]] = []
         while True:
             _check_time(cpu_deadline)
             if pending[-1]:
                 name = pending[-1].pop()
-                here = os.fstat(fd)
-                fd, above = _enter(name, fd), fd
+                inner, device, inode = _enter(name, fd)
+                fd, above = inner, fd
                 os.close(above)
-                entered.append((name, here.st_dev, here.st_ino))
+                entered.append((name, here))
+                here = (device, inode)
                 pending.append(_clear_files(fd, cpu_deadline))
                 continue
             pending.pop()
             if not entered:
                 break
-            name, device, inode = entered.pop()
+            name, here = entered.pop()
             fd, below = os.open("..", _DIRECTORY, dir_fd=fd), fd
             os.close(below)
             back = os.fstat(fd)
-            if (back.st_dev, back.st_ino) != (device, inode):
+            if (back.st_dev, back.st_ino) != here:
                 raise OSError(errno.ESTALE, "the tree was moved while it was removed", path)
             os.rmdir(name, dir_fd=fd)
     finally:
