@@ -8,7 +8,8 @@ prints is never read as an answer.
 Parent to child: ``start`` (once), ``call``, ``effect-result``/``effect-error``
 (answers to the child's ``effect``); the parent ends a child by killing it.
 Child to parent:
-``isolation-error``, or ``isolated`` then ``ready`` or ``import-error`` (once);
+``isolation-error``, or ``isolated`` then ``ready``, ``sweep-error`` or
+``import-error`` (once);
 then per call any number of ``effect`` requests followed by ``return``,
 ``raise`` or ``fail``.
 """
@@ -205,10 +206,30 @@ def _isolate(start: dict[str, Any]) -> None:
     )
     if drop:
         drop_privileges(int(start["uid"]), int(start["gid"]))
+    make_workdir(str(start["workDir"]))
+
+
+def _sweep(start: dict[str, Any]) -> dict[str, Any] | None:
+    """Remove what earlier scenarios left; the failure message when that fails.
+
+    Run once the child has reported itself isolated: only the solution's UID
+    can own anything the sweep removes, so however the sweep fails (a tree
+    too deep, too wide or too slow to remove) it is the solution's failure.
+    """
+    if start.get("dropPrivileges") is not True:
+        return None
+    budget = start.get("sweepCpuS")
+    try:
         # What an earlier scenario's process left in a shared place goes before
         # this scenario's solution can see it: every scenario starts clean.
-        sweep_own_state([str(p) for p in start.get("sweep", [])])
-    make_workdir(str(start["workDir"]))
+        sweep_own_state(
+            [str(p) for p in start.get("sweep", [])],
+            keep=str(start["workDir"]),
+            cpu_budget_s=None if budget is None else float(budget),
+        )
+    except Exception as exc:  # MemoryError too: whatever stops the sweep was left for it
+        return {"op": "sweep-error", "message": bounded(f"{type(exc).__name__}: {exc}")}
+    return None
 
 
 def _import_failure(exc: BaseException) -> dict[str, Any]:
@@ -237,6 +258,10 @@ def main(argv: list[str]) -> int:
         return 0
     # From here on a crash is the solution's doing, not the verifier's.
     channel.send({"op": "isolated"})
+    swept = _sweep(start)
+    if swept is not None:
+        channel.send(swept)
+        return 0
     sys.path[:0] = [str(start["solutionDir"]), *map(str, start.get("importPaths", []))]
     try:
         module = importlib.import_module(str(start["module"]))

@@ -10,10 +10,11 @@ parent keeps no CAP_CHOWN, so it could not hand over a directory it made.
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
-import shutil
 import stat
+import time
 from collections.abc import Callable
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "drop_privileges",
     "make_workdir",
     "raise_oom_score",
+    "remove_tree",
     "sweep_own_state",
 ]
 
@@ -134,8 +136,100 @@ _IPC_KINDS = {"shm": "shmid", "msg": "msqid", "sem": "semid"}
 _IPC_RMID = 0
 
 
-def _remove_owned(path: str, uid: int) -> int:
-    """Remove *path* when *uid* owns it (a tree: make it writable first); 1 if removed."""
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _check_time(cpu_deadline: float | None) -> None:
+    if cpu_deadline is not None and time.process_time() > cpu_deadline:
+        raise IsolationError("removing it took longer than its share of the start's time")
+
+
+def _clear_files(fd: int, cpu_deadline: float | None) -> list[str]:
+    """Unlink every entry of the directory *fd* but its subdirectories; their names."""
+    subdirectories = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            _check_time(cpu_deadline)
+            if entry.is_dir(follow_symlinks=False):
+                subdirectories.append(entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    return subdirectories
+
+
+def _enter(name: str, dir_fd: int | None = None) -> tuple[int, int, int]:
+    """Open the directory *name* (never through a symbolic link), made 0700; (fd, dev, inode).
+
+    Its owner may, and must to list and empty it: the solution may have made
+    it unreadable or unwritable.
+    """
+    try:
+        fd = os.open(name, _DIRECTORY, dir_fd=dir_fd)
+    except PermissionError:
+        try:
+            os.chmod(name, 0o700, dir_fd=dir_fd, follow_symlinks=False)
+        except (NotImplementedError, ValueError):  # how Python refuses a symbolic link
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name) from None
+        fd = os.open(name, _DIRECTORY, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_dev, info.st_ino
+
+
+def remove_tree(path: str, cpu_deadline: float | None = None) -> None:
+    """Remove the directory *path* and everything in it, however deep or wide.
+
+    No recursion and a fixed handful of descriptors whatever the depth (the
+    child runs under a small RLIMIT_NOFILE, and a tree is as deep as the
+    solution made it): one directory is open at a time, and the way back up
+    is "..", checked to lead back to the directory it came from (a tree moved
+    meanwhile is not followed out of itself). No symbolic link is followed,
+    *path* included. Every directory is made 0700 as it is entered: its owner
+    may, and must to empty it.
+
+    Raises:
+        OSError: Something could not be removed.
+        IsolationError: The process's CPU time passed *cpu_deadline*.
+    """
+    fd, device, inode = _enter(path)
+    here = (device, inode)
+    try:
+        pending = [_clear_files(fd, cpu_deadline)]
+        # Per directory entered below *path*: its name, and where its parent is.
+        entered: list[tuple[str, tuple[int, int]]] = []
+        while True:
+            _check_time(cpu_deadline)
+            if pending[-1]:
+                name = pending[-1].pop()
+                inner, device, inode = _enter(name, fd)
+                fd, above = inner, fd
+                os.close(above)
+                entered.append((name, here))
+                here = (device, inode)
+                pending.append(_clear_files(fd, cpu_deadline))
+                continue
+            pending.pop()
+            if not entered:
+                break
+            name, here = entered.pop()
+            fd, below = os.open("..", _DIRECTORY, dir_fd=fd), fd
+            os.close(below)
+            back = os.fstat(fd)
+            if (back.st_dev, back.st_ino) != here:
+                raise OSError(errno.ESTALE, "the tree was moved while it was removed", path)
+            os.rmdir(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(path)
+
+
+def _remove_owned(path: str, uid: int, cpu_deadline: float | None) -> int:
+    """Remove *path* when *uid* owns it (a tree with all it holds); 1 if removed."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -143,21 +237,18 @@ def _remove_owned(path: str, uid: int) -> int:
     if info.st_uid != uid:
         return 0
     if stat.S_ISDIR(info.st_mode):
-
-        def unlock(function: Callable[..., object], name: str, _: object) -> None:
-            # A directory the solution made unwritable: its owner may make it writable.
-            os.chmod(os.path.dirname(name) or name, 0o700)
-            function(name)
-
-        os.chmod(path, 0o700)
-        shutil.rmtree(path, onerror=unlock)  # onexc is 3.12; the image runs 3.11
+        remove_tree(path, cpu_deadline)
     else:
         os.unlink(path)
     return 1
 
 
 def _remove_owned_ipc(uid: int) -> int:
-    """Remove every System V IPC object *uid* owns (it may, as their owner)."""
+    """Remove every System V IPC object *uid* owns or created (it may, as either).
+
+    Its creator can hand an object to another owner (IPC_SET, even to root)
+    and still use it: the creator column counts as much as the owner's.
+    """
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -171,7 +262,7 @@ def _remove_owned_ipc(uid: int) -> int:
         names = header.split()
         for row in rows:
             fields = dict(zip(names, row.split(), strict=False))
-            if fields.get("uid") != str(uid):
+            if str(uid) not in (fields.get("uid"), fields.get("cuid")):
                 continue
             ident = int(fields[id_column])
             if kind == "shm":
@@ -188,36 +279,45 @@ def _remove_owned_ipc(uid: int) -> int:
     return removed
 
 
-def sweep_own_state(paths: list[str]) -> int:
+def sweep_own_state(
+    paths: list[str], *, keep: str | None = None, cpu_budget_s: float | None = None
+) -> int:
     """Remove what this (unprivileged) UID owns in *paths*, and its System V IPC objects.
 
     Runs in the child after the privilege drop and before the solution is
     imported. Every process of the solution ran as this UID and was killed
     when its scenario ended, so what it owns in a shared writable place (a
     file planted in ``/tmp``, ``/dev/shm`` or ``/dev/mqueue``, a shared memory
-    segment) can only be state an earlier scenario left for a later one.
+    segment) can only be state an earlier scenario left for a later one; only
+    *keep* (this scenario's working directory) is spared. The sweep gives up
+    once it has used *cpu_budget_s* of this process's CPU time: how much there
+    is to remove is the solution's doing.
 
     Returns:
         How many entries and objects were removed.
 
     Raises:
-        IsolationError: Something of this UID's could not be removed.
+        IsolationError: Something of this UID's could not be removed (in time).
     """
     uid = os.getuid()
     if not paths:
         return 0
     if uid == 0:
         raise IsolationError("the sweep runs only after the privilege drop")
+    cpu_deadline = None if cpu_budget_s is None else time.process_time() + cpu_budget_s
     removed = 0
     try:
         for root in paths:
             try:
-                names = os.listdir(root)
+                entries = os.scandir(root)
             except FileNotFoundError:
                 continue
-            for name in names:
-                removed += _remove_owned(os.path.join(root, name), uid)
+            with entries:
+                for entry in entries:
+                    _check_time(cpu_deadline)
+                    if entry.path != keep:
+                        removed += _remove_owned(entry.path, uid, cpu_deadline)
         removed += _remove_owned_ipc(uid)
-    except OSError as exc:
+    except (OSError, IsolationError) as exc:
         raise IsolationError(f"cannot remove state left by an earlier scenario: {exc}") from exc
     return removed

@@ -23,7 +23,6 @@ import itertools
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +51,7 @@ from .framing import (
     FrameTooLarge,
     write_frame,
 )
+from .isolation import remove_tree
 from .job import Job
 from .values import (
     NO_TYPES,
@@ -134,7 +134,9 @@ class ChildProcess:
         self.clock = clock
         """What every deadline of this process is measured on (the solution's own time)."""
         self._backstop: float | None = None
-        self.import_failed = False
+        self.cannot_start = False
+        """The solution cannot start (its module does not import, or what it left
+        cannot be removed): no later scenario tries again."""
         self._failure: SolutionFailed | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._output = bytearray()
@@ -226,6 +228,9 @@ class ChildProcess:
             "sweep": list(isolation.sweep_paths),
             "uid": isolation.child_uid,
             "gid": isolation.child_gid,
+            # The sweep's share of the start's time, on the child's own CPU clock:
+            # a sweep that needs more fails the solution before the start does.
+            "sweepCpuS": None if deadline is None else max(0.0, deadline - self.clock()) / 2,
             "maxMessageBytes": limits.max_message_bytes,
             # The child only gives up on a parent that is gone; a parent kept
             # waiting for a CPU is not gone, so it waits as long as any backstop.
@@ -249,11 +254,23 @@ class ChildProcess:
         if op == "ready":
             self._ready_at = timing.now()
             return
+        if op == "sweep-error":
+            # Only the solution's UID owns what the sweep removes: this is its doing.
+            detail = _str(message.get("message"), 1500) or "unknown error"
+            self.cannot_start = True
+            raise self._fail(
+                SolutionFailed(
+                    "behaviour",
+                    "what the solution left in an earlier scenario could not be removed "
+                    f"before the next one: {detail}",
+                    whole_solution=True,
+                )
+            )
         if op == "import-error":
             mro = message.get("mro")
             mro_names = [m for m in mro if isinstance(m, str)] if isinstance(mro, list) else []
             detail = _str(message.get("message"), 1500) or "unknown error"
-            self.import_failed = True
+            self.cannot_start = True
             raise self._fail(
                 SolutionFailed(
                     _import_failure_category(mro_names),
@@ -553,7 +570,10 @@ class ChildProcess:
         finally:
             self._proc = None
             self._close_fds()
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            # However deep the solution nested it (shutil.rmtree recurses); what
+            # stays is the solution's UID's, and the next child's sweep removes it.
+            with contextlib.suppress(OSError):
+                remove_tree(str(self.workdir))
 
     def _close_fds(self) -> None:
         if self._reader is not None:
@@ -581,12 +601,14 @@ def _await_only_us() -> None:
     A fork bomb fills the container's pids limit; until its processes are gone
     (and reaped by init) the next child could not even be spawned, which would
     look like the verifier's failure. A process forked while kill(-1) ran may
-    escape one round, so every round kills again.
+    escape one round, so every round kills again. Called once the scenario's
+    child is reaped: every child of this process left is the solution's.
     """
     deadline = time.monotonic() + _REAP_TIMEOUT_S
     while True:
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
+        _reap_strays()
         left = _other_processes()
         if not left:
             return
@@ -598,8 +620,24 @@ def _await_only_us() -> None:
         time.sleep(0.01)
 
 
+def _reap_strays() -> None:
+    """Reap every exited child of this process.
+
+    The solution can make this process its processes' parent (clone with
+    CLONE_PARENT makes a sibling of the scenario's child): killed, they stay
+    zombies, listed in /proc, until their parent reaps them.
+    """
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 class ChildOpener:
-    """Starts a fresh child per scenario; an import failure is remembered, not retried."""
+    """Starts a fresh child per scenario; a solution that cannot start is not retried."""
 
     def __init__(self, job: Job, module: str, types: ValueTypes = NO_TYPES) -> None:
         self.job = job
@@ -635,7 +673,7 @@ class ChildOpener:
             with timing.span("scenario: child start, isolation, solution import"):
                 process.start(deadline)
         except SolutionFailed as failure:
-            if process.import_failed:
+            if process.cannot_start:
                 self._import_failure = failure
             process.close(_refuse_all)
             raise

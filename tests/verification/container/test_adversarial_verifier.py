@@ -886,3 +886,139 @@ def test_without_the_sweep_the_planted_state_would_be_seen(
     result = verifier.run(tmp_path, PLANT)
     outcomes = {a.id: a.passed for a in result.behaviour.assertions}
     assert outcomes["echo-works"] is False
+
+
+# --- What a submission does to its own verdict is its own ---------------------------------
+#
+# Each of these once made the trusted parent raise VerifierBroken (an
+# infrastructure failure: retried, then the batch stops) instead of failing
+# the solution. The verdict must be the solution's, and the later scenario
+# must start clean.
+
+
+def _fails_as_the_solution(result: ContainerVerification) -> dict[str, bool]:
+    behaviour = result.behaviour
+    assert behaviour.error is not None, behaviour
+    assert behaviour.error.category != "infrastructure", behaviour.error
+    assert all(d.category != "infrastructure" for d in behaviour.diagnostics), behaviour
+    assert not behaviour.passed
+    outcomes = {a.id: a.passed for a in behaviour.assertions}
+    assert outcomes["secret-returned"] is False
+    return outcomes
+
+
+SIBLING = """
+import ctypes, platform
+
+CLONE_PARENT = 0x8000
+CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]
+
+
+def probe():
+    libc = ctypes.CDLL(None, use_errno=True)
+    pid = libc.syscall(CLONE, CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        time.sleep(600)  # the sibling: the trusted parent's child, not this process's
+        os._exit(0)
+    with open(f"/proc/{pid}/stat") as handle:
+        its_parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+    report(made=pid > 0, parent_is_ours=its_parent == os.getppid())
+"""
+
+
+def test_a_sibling_made_with_clone_parent_is_reaped_and_fails_only_the_solution(
+    verifier: Verifier, tmp_path: Path
+) -> None:
+    result = verifier.run(tmp_path, SIBLING)
+    outcomes = _fails_as_the_solution(result)
+    assert reported(result) == {"made": True, "parent_is_ours": True}
+    assert outcomes["echo-works"] is True, result.behaviour
+
+
+def _nest(start: str, depth: int) -> str:
+    # Iterative (os.makedirs recurses), relative (no path grows past PATH_MAX).
+    return f"""
+def probe():
+    os.chdir({start!r})
+    for _ in range({depth}):
+        os.mkdir("d")
+        os.chdir("d")
+    report(depth={depth})
+"""
+
+
+@pytest.mark.parametrize(
+    ("start", "depth"),
+    [
+        ("/tmp", 200),  # one descriptor per level: past RLIMIT_NOFILE (64)
+        ("/tmp", 1500),  # one frame per level: past the recursion limit
+        (".", 1500),  # the scenario's own working directory, which the parent removes
+    ],
+)
+def test_a_deep_tree_left_behind_is_swept_and_the_next_scenario_starts_clean(
+    verifier: Verifier, tmp_path: Path, start: str, depth: int
+) -> None:
+    result = verifier.run(tmp_path, _nest(start, depth))
+    outcomes = _fails_as_the_solution(result)
+    assert reported(result) == {"depth": depth}
+    assert outcomes["echo-works"] is True, result.behaviour
+
+
+SHM_OWNED_BY_ROOT = """
+import ctypes
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.shmat.restype = ctypes.c_void_p
+LIBC.shmat.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+KEY, IPC_CREAT, IPC_SET, MARKER = 0x5EEE, 0o1000, 1, b"left-by-probe"
+
+
+class IpcPerm(ctypes.Structure):  # struct ipc64_perm of x86_64 and aarch64
+    _fields_ = [("key", ctypes.c_int), ("uid", ctypes.c_uint), ("gid", ctypes.c_uint),
+                ("cuid", ctypes.c_uint), ("cgid", ctypes.c_uint), ("mode", ctypes.c_uint),
+                ("pad1", ctypes.c_ushort), ("seq", ctypes.c_ushort), ("pad2", ctypes.c_ushort),
+                ("unused", ctypes.c_ulong * 2)]
+
+
+class ShmidDs(ctypes.Structure):
+    _fields_ = [("perm", IpcPerm), ("size", ctypes.c_size_t), ("rest", ctypes.c_long * 16)]
+
+
+def _read():
+    ident = LIBC.shmget(KEY, 0, 0)
+    if ident == -1:
+        return None
+    address = LIBC.shmat(ident, None, 0)
+    if address in (None, ctypes.c_void_p(-1).value):
+        return "unreadable"
+    return ctypes.string_at(address, len(MARKER)).decode()
+
+
+FOUND = _read()
+
+
+def probe():
+    ident = LIBC.shmget(KEY, 4096, IPC_CREAT | 0o666)
+    address = LIBC.shmat(ident, None, 0)
+    ctypes.memmove(address, MARKER, len(MARKER))
+    ds = ShmidDs()
+    LIBC.shmctl(ident, 2, ctypes.byref(ds))  # IPC_STAT
+    ds.perm.uid = 0
+    given = LIBC.shmctl(ident, IPC_SET, ctypes.byref(ds)) == 0
+    LIBC.shmctl(ident, 2, ctypes.byref(ds))
+    report(found=FOUND, given_to_root=given and ds.perm.uid == 0, read_back=_read())
+
+
+def echo(text):
+    return text if FOUND is None else f"found {FOUND}"
+"""
+
+
+def test_a_shared_memory_segment_given_to_root_by_its_creator_is_swept(
+    verifier: Verifier, tmp_path: Path
+) -> None:
+    result = verifier.run(tmp_path, SHM_OWNED_BY_ROOT)
+    outcomes = _fails_as_the_solution(result)
+    facts = reported(result)
+    assert facts == {"found": None, "given_to_root": True, "read_back": "left-by-probe"}, facts
+    assert outcomes["echo-works"] is True, result.behaviour

@@ -28,10 +28,12 @@ import pytest
 import agent_eval.verification.local_grading as local_engine
 from agent_eval.errors import InfrastructureError
 from agent_eval.models import BehaviourResult, VerifierJob, VerifierLimits
+from agent_eval.verification.runtime import child
 from agent_eval.verification.runtime.isolation import (
     IsolationError,
     drop_privileges,
     raise_oom_score,
+    remove_tree,
 )
 from agent_eval.verification.runtime.job import JobError, parse_job
 from tests.paths import REPO
@@ -532,3 +534,75 @@ def test_the_child_refuses_to_drop_to_root_and_reports_an_unwritable_oom_score(
         drop_privileges(0, 65534)
     with pytest.raises(IsolationError, match="cannot write"):
         raise_oom_score(str(tmp_path / "missing" / "oom_score_adj"))
+
+
+def _nest(root: Path, depth: int, outside: Path) -> None:
+    # Relative steps: no path grows past PATH_MAX, and os.makedirs would recurse.
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            os.close(os.open("f", os.O_WRONLY | os.O_CREAT, 0o400, dir_fd=fd))
+            os.symlink(outside, "outside", dir_fd=fd)  # removed, never followed
+            fd, above = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(above)
+        os.mkdir("locked", 0o500, dir_fd=fd)
+        os.chmod(fd, 0o500)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("depth", [10, 300, 3000])
+def test_a_tree_of_any_depth_is_removed_with_few_descriptors_and_no_recursion(
+    tmp_path: Path, depth: int
+) -> None:
+    # In a process like the child: 16 descriptors, a recursion limit far below the depth.
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    tree.mkdir()
+    outside.mkdir()
+    (outside / "kept").write_text("x")
+    _nest(tree, depth, outside)
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16))\n"
+        "from agent_eval.verification.runtime.isolation import remove_tree\n"
+        "sys.setrecursionlimit(100)\n"
+        "remove_tree(sys.argv[1])\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tree)], check=True, cwd=REPO, timeout=120)
+    assert not tree.exists()
+    assert (outside / "kept").read_text() == "x"
+
+
+def test_removing_a_tree_stops_when_its_cpu_time_is_used_up(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for n in range(50):
+        (tree / f"f{n}").write_text("x")
+    with pytest.raises(IsolationError, match="longer than its share"):
+        remove_tree(str(tree), cpu_deadline=time.process_time() - 1)
+    assert tree.exists()
+    remove_tree(str(tree), cpu_deadline=time.process_time() + 60)
+    assert not tree.exists()
+
+
+def test_whatever_stops_the_sweep_is_answered_as_the_solutions_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def sweep(paths: list[str], *, keep: str | None, cpu_budget_s: float | None) -> int:
+        assert (paths, keep, cpu_budget_s) == (["/tmp"], "/tmp/scenario-1", 0.5)
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(child, "sweep_own_state", sweep)
+    start: dict[str, Any] = {
+        "dropPrivileges": True,
+        "sweep": ["/tmp"],
+        "workDir": "/tmp/scenario-1",
+        "sweepCpuS": 0.5,
+    }
+    assert child._sweep(start) == {
+        "op": "sweep-error",
+        "message": "RecursionError: maximum recursion depth exceeded",
+    }
+    # Without the privilege drop there is nothing of the solution's own to sweep.
+    assert child._sweep({**start, "dropPrivileges": False}) is None
