@@ -34,7 +34,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import agent_eval
 from agent_eval.consumer.cache import (
     BUILDING_PREFIX,
     discard_entry,
@@ -54,6 +53,7 @@ from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import (
     ANALYSIS_FILE,
     CONSUMER_MOUNT,
+    HARNESS_ROOT,
     IN_CONTAINER_CONSUMER,
     RESULT_MOUNT,
     SOLUTION_MOUNT,
@@ -220,7 +220,7 @@ def analysis_cache_key(consumer_key: str, verifier_image: str) -> tuple[str, dic
     Raises:
         DigestError: A harness file cannot be hashed.
     """
-    harness = Path(agent_eval.__file__).resolve().parent
+    harness = HARNESS_ROOT
     files = {
         rel: file_sha256(harness / rel) for rel in [*staged_files(harness, "verifier"), *_RUNNERS]
     }
