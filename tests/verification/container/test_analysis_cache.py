@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import agent_eval
+import agent_eval.verification.container.cache as analysis_cache
 from agent_eval.consumer.archives import PreparedConsumer
 from agent_eval.consumer.cache import ConsumerCache, cached_consumer, kept_entry
 from agent_eval.digests import sha256_bytes
@@ -218,7 +219,7 @@ def test_the_key_changes_with_the_consumer_the_image_and_the_analysis_harness_on
     shutil.copytree(
         Path(agent_eval.__file__).parent, harness, ignore=shutil.ignore_patterns("__pycache__")
     )
-    monkeypatch.setattr(agent_eval, "__file__", str(harness / "__init__.py"))
+    monkeypatch.setattr(analysis_cache, "HARNESS_ROOT", harness)
     consumer, image = "sha256:" + "1" * 64, "sha256:" + "2" * 64
     first, _ = analysis_cache_key(consumer, image)
 
