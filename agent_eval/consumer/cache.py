@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from agent_eval.consumer.archives import PreparedConsumer, load_consumer, prepare_consumer
 from agent_eval.digests import (
@@ -61,7 +61,10 @@ __all__ = [
     "files_digest",
     "kept_entry",
     "prune_unused",
+    "publish_entry",
 ]
+
+T = TypeVar("T")
 
 CACHE_ENV = "AGENT_EVAL_CONSUMER_CACHE"
 """Where the cache lives, when not beside the batches' evidence."""
@@ -241,15 +244,9 @@ def cached_consumer(
             filesDigest=files_digest(prepared.root),
         )
         write_model_atomic(building / _ENTRY_FILE, record)
-        try:
-            building.rename(entry)
-        except OSError:
-            # Another batch kept the same consumer first: use its entry, if it holds.
-            found = _verified(entry, key, archives, notice)
-            if found is not None:
-                shutil.rmtree(building, ignore_errors=True)
-                return found
-            raise
+        found = publish_entry(building, entry, lambda: _verified(entry, key, archives, notice))
+        if found is not None:
+            return found
     except (OSError, DigestError) as exc:
         shutil.rmtree(building, ignore_errors=True)
         raise InfrastructureError(f"the consumer could not be kept in {cache.root}: {exc}") from exc
@@ -280,6 +277,26 @@ def _verified(
     with contextlib.suppress(OSError):
         os.utime(entry)  # its last use, for pruning
     return consumer
+
+
+def publish_entry(building: Path, entry: Path, winner: Callable[[], T | None]) -> T | None:
+    """Rename a complete *building* into place as *entry*: None once it is there.
+
+    When another batch put the same entry there first, its entry as *winner*
+    verifies it (and *building* is removed); one that does not hold is an error.
+
+    Raises:
+        OSError: Neither this entry nor a holding winner's is in place.
+    """
+    try:
+        building.rename(entry)
+    except OSError:
+        found = winner()
+        if found is None:
+            raise
+        shutil.rmtree(building, ignore_errors=True)
+        return found
+    return None
 
 
 def files_digest(root: Path) -> str:

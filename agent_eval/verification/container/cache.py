@@ -40,6 +40,7 @@ from agent_eval.consumer.cache import (
     files_digest,
     kept_entry,
     prune_unused,
+    publish_entry,
 )
 from agent_eval.digests import (
     DigestError,
@@ -309,15 +310,9 @@ def kept_analysis_cache(
             filesDigest=files_digest(building / _CACHE_DIR),
         )
         write_model_atomic(building / _ENTRY_FILE, record)
-        try:
-            building.rename(kept)
-        except OSError:
-            # Another batch of the same consumer kept its cache first: use it, if it holds.
-            found = _verified(kept, key, notice)
-            if found is not None:
-                shutil.rmtree(building, ignore_errors=True)
-                return found
-            raise
+        found = publish_entry(building, kept, lambda: _verified(kept, key, notice))
+        if found is not None:
+            return found
     except (OSError, DigestError) as exc:
         shutil.rmtree(building, ignore_errors=True)
         raise InfrastructureError(f"the mypy cache could not be kept in {caches}: {exc}") from exc
