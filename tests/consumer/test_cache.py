@@ -9,7 +9,6 @@ whose files changed is discarded, said, and prepared again.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -30,36 +29,16 @@ from agent_eval.digests import sha256_bytes
 from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeRuntime, Outcome
 from agent_eval.errors import InfrastructureError
-from agent_eval.layout import ARCHIVES_MOUNT, CONSUMER_MOUNT, ConsumerLayout
+from agent_eval.layout import ConsumerLayout
 from agent_eval.models import ArchiveEntry
-
-
-def _mount(spec: ContainerSpec, target: str) -> Path:
-    return next(m.source for m in spec.mounts if m.target == target)
-
-
-def _install(spec: ContainerSpec, stdin: bytes | None) -> None:
-    """What the installer leaves: versions, the catalog, one dist-info per archive."""
-    layout = ConsumerLayout(_mount(spec, CONSUMER_MOUNT))
-    (layout.root / "python-version").write_text("3.11.2\n")
-    (layout.root / "mypy-version").write_text("1.0\n")
-    distributions = []
-    for wheel in sorted(_mount(spec, ARCHIVES_MOUNT).glob("*.whl")):
-        name, version = wheel.name.split("-")[:2]
-        info = layout.site / f"{name}-{version}.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text(f"Name: {name}\nVersion: {version}\n")
-        (info / "RECORD").write_text(f"{name}/__init__.py,,\n")
-        distributions.append({"name": name, "version": version, "packages": [name]})
-    catalog = {"schemaVersion": 1, "distributions": distributions, "symbols": []}
-    layout.catalog.write_text(json.dumps(catalog))
+from tests.fake_consumer import install
 
 
 class Inputs:
     """One batch's inputs on the fake engine: a wheel, a guide, the verifier image."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.engine = FakeRuntime(default_outcome=Outcome(on_start=_install))
+        self.engine = FakeRuntime(default_outcome=Outcome(on_start=install))
         self.image = self.engine.store.add_image(tags=("verifier:test",))
         self.archives_dir = tmp_path / "archives"
         self.archives_dir.mkdir()
@@ -211,7 +190,7 @@ def test_concurrent_batches_of_the_same_inputs_end_with_one_entry(inputs: Inputs
     barrier = threading.Barrier(2)
 
     def install_together(spec: ContainerSpec, stdin: bytes | None) -> None:
-        _install(spec, stdin)
+        install(spec, stdin)
         barrier.wait(timeout=10)  # both are built before either is kept
 
     inputs.engine.default_outcome = Outcome(on_start=install_together)

@@ -28,7 +28,7 @@ from agent_eval.digests import sha256_bytes
 from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeRuntime, Outcome
 from agent_eval.errors import InfrastructureError
-from agent_eval.layout import ARCHIVES_MOUNT, CONSUMER_MOUNT, RESULT_MOUNT, ConsumerLayout
+from agent_eval.layout import CONSUMER_MOUNT, RESULT_MOUNT, ConsumerLayout
 from agent_eval.models import ArchiveEntry
 from agent_eval.project import find_project
 from agent_eval.verification.container.cache import (
@@ -40,40 +40,18 @@ from agent_eval.verification.container.cache import (
 from agent_eval.verification.container.verifier import batch_verifier_factory
 from agent_eval.verification.protocol import VerifierContext
 from agent_eval.verification.runtime.attempt import MYPY_CACHE_DIR
+from tests.fake_consumer import install, mounted
 from tests.paths import REPO
 
 WARM_UP = "analysis-cache"
 """The run id of the warm-up's container."""
 
 
-def _mount(spec: ContainerSpec, target: str) -> Path:
-    return next(m.source for m in spec.mounts if m.target == target)
-
-
-def _install(spec: ContainerSpec) -> None:
-    """What the installer leaves: versions, the catalog, one package per archive."""
-    layout = ConsumerLayout(_mount(spec, CONSUMER_MOUNT))
-    (layout.root / "python-version").write_text("3.11.2\n")
-    (layout.root / "mypy-version").write_text("1.0\n")
-    distributions = []
-    for wheel in sorted(_mount(spec, ARCHIVES_MOUNT).glob("*.whl")):
-        name, version = wheel.name.split("-")[:2]
-        info = layout.site / f"{name}-{version}.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text(f"Name: {name}\nVersion: {version}\n")
-        (info / "RECORD").write_text(f"{name}/__init__.py,,\n")
-        (layout.site / name).mkdir()
-        (layout.site / name / "__init__.py").write_text(f"# {wheel.read_text()}\n")
-        distributions.append({"name": name, "version": version, "packages": [name]})
-    catalog = {"schemaVersion": 1, "distributions": distributions, "symbols": []}
-    layout.catalog.write_text(json.dumps(catalog))
-
-
 def _warm(spec: ContainerSpec) -> None:
     """What mypy leaves in the analysis scratch: a cache entry per module it read."""
-    cache = _mount(spec, RESULT_MOUNT) / "scratch" / MYPY_CACHE_DIR / "3.11"
+    cache = mounted(spec, RESULT_MOUNT) / "scratch" / MYPY_CACHE_DIR / "3.11"
     cache.mkdir(parents=True)
-    catalog = json.loads(ConsumerLayout(_mount(spec, CONSUMER_MOUNT)).catalog.read_text())
+    catalog = json.loads(ConsumerLayout(mounted(spec, CONSUMER_MOUNT)).catalog.read_text())
     packages = [p for d in catalog["distributions"] for p in d["packages"]]
     for module in ("builtins", *packages):
         (cache / f"{module}.meta.json").write_text(json.dumps({"id": module}))
@@ -81,7 +59,7 @@ def _warm(spec: ContainerSpec) -> None:
 
 
 def _container(spec: ContainerSpec, stdin: bytes | None) -> None:
-    _warm(spec) if spec.run_id == WARM_UP else _install(spec)
+    _warm(spec) if spec.run_id == WARM_UP else install(spec)
 
 
 class Batches:
