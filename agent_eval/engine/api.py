@@ -296,48 +296,6 @@ class ContainerRuntime(Protocol):
         """
 
     @abc.abstractmethod
-    def copy_file_out(self, container_id: str, path: str, max_bytes: int) -> bytes:
-        """Read one regular file from a container's filesystem or bind mounts.
-
-        Files on a tmpfs (``/tmp``) cannot be read this way: write results to
-        a writable bind mount instead.
-
-        Args:
-            container_id: A container that has not been removed.
-            path: Absolute path in the container.
-            max_bytes: Largest file accepted.
-
-        Returns:
-            The file's bytes.
-
-        Raises:
-            InfrastructureError: The file is absent, not a regular file, or larger
-                than *max_bytes*.
-        """
-
-    @abc.abstractmethod
-    def copy_files_out(self, container_id: str, path: str, max_bytes: int) -> dict[str, bytes]:
-        """Read every file of one directory of a container, in one request.
-
-        For a directory a process wrote several results into: one round trip
-        to the engine instead of one per file. Like :meth:`copy_file_out`, not
-        for a tmpfs.
-
-        Args:
-            container_id: A container that has not been removed.
-            path: Absolute path of a directory in the container.
-            max_bytes: Largest total of its files' sizes accepted.
-
-        Returns:
-            Each file's bytes by its name (the directory may be empty).
-
-        Raises:
-            InfrastructureError: The directory is absent or not a directory, it
-                holds anything but regular files (a link, a subdirectory, a
-                special file), or its files are larger than *max_bytes* in all.
-        """
-
-    @abc.abstractmethod
     def remove(self, container_id: str) -> None:
         """Remove a container (killing it if needed) and confirm it is gone.
 

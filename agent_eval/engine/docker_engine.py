@@ -10,11 +10,9 @@ API: ``create_container`` never pulls, unlike ``containers.run``.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import socket
 import stat
-import tarfile
 import threading
 import time
 import uuid
@@ -68,7 +66,6 @@ _STDIN_TIMEOUT_S = 30.0
 _LOG_CHUNK = 64 * 1024
 _STDERR_READ_LIMIT = 64 * 1024 * 1024
 """A stream is read at most this far (its tail is kept from within it)."""
-_TAR_OVERHEAD = 64 * 1024
 
 
 def _ping(path: str, timeout_s: float) -> None:
@@ -667,64 +664,6 @@ class DockerEngine(ContainerEngine):
         except docker.errors.NotFound as exc:
             raise _api_error(what, exc) from None
         return BoundedOutput(out, err, out_cut, err_cut)
-
-    def _archive(
-        self, container_id: str, path: str, max_bytes: int, where: str, *, one_file: bool
-    ) -> bytes:
-        """The engine's tar archive of *path*, refused once it holds more than *max_bytes*."""
-
-        def fetch() -> bytes:
-            chunks, info = self._api.get_archive(container_id, path, chunk_size=_LOG_CHUNK)
-            # The size the engine states is a file's own; a directory's says nothing.
-            if one_file and int(info.get("size", 0)) > max_bytes:
-                raise InfrastructureError(f"{where} has {info['size']} bytes, over {max_bytes}")
-            archive = bytearray()
-            for chunk in chunks:
-                archive += chunk
-                if len(archive) > max_bytes + _TAR_OVERHEAD:
-                    raise InfrastructureError(f"{where} is larger than {max_bytes} bytes")
-            return bytes(archive)
-
-        try:
-            return _again(f"copying {where}", fetch)
-        except docker.errors.NotFound:
-            raise InfrastructureError(f"{where} does not exist") from None
-
-    def copy_file_out(self, container_id: str, path: str, max_bytes: int) -> bytes:
-        """See :meth:`ContainerEngine.copy_file_out`."""
-        where = f"{path} in container {container_id[:12]}"
-        archive = self._archive(container_id, path, max_bytes, where, one_file=True)
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-            members = tar.getmembers()
-            if len(members) != 1 or not members[0].isreg():
-                raise InfrastructureError(f"{where} is not a regular file")
-            handle = tar.extractfile(members[0])
-            assert handle is not None  # a regular member always has data
-            return handle.read()
-
-    def copy_files_out(self, container_id: str, path: str, max_bytes: int) -> dict[str, bytes]:
-        """See :meth:`ContainerEngine.copy_files_out`."""
-        where = f"{path} in container {container_id[:12]}"
-        archive = self._archive(container_id, path, max_bytes, where, one_file=False)
-        files: dict[str, bytes] = {}
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-            members = tar.getmembers()
-            top = members[0].name.rstrip("/") if members else ""
-            if not members or "/" in top or not members[0].isdir():
-                raise InfrastructureError(f"{where} is not a directory")
-            for member in members[1:]:
-                parent, _, name = member.name.rstrip("/").rpartition("/")
-                if parent != top or not member.isreg():
-                    raise InfrastructureError(
-                        f"{where} holds {member.name[len(top) + 1 :]!r}, not a regular file "
-                        "directly in it"
-                    )
-                if sum(map(len, files.values())) + member.size > max_bytes:
-                    raise InfrastructureError(f"{where} holds more than {max_bytes} bytes")
-                handle = tar.extractfile(member)
-                assert handle is not None  # a regular member always has data
-                files[name] = handle.read()
-        return files
 
     def remove(self, container_id: str) -> None:
         """See :meth:`ContainerEngine.remove`."""

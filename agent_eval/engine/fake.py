@@ -75,7 +75,8 @@ class Outcome:
     cleanup_fails: bool = False
     """Its removal is never confirmed."""
     files: Mapping[str, bytes] = field(default_factory=dict)
-    """Files copy_file_out() and copy_files_out() can read, by absolute path."""
+    """Files the process writes, by absolute path in the container: start() writes
+    each into the host directory of the writable bind mount that holds it."""
     on_start: Callable[[ContainerSpec, bytes | None], bytes | None] | None = None
     """Called with the spec and stdin when the container starts: a test's stand-in for
     what the process would write into its writable mounts (the spec names their host
@@ -302,6 +303,17 @@ class FakeImageStore(ImageStore):
         return reference
 
 
+def _write_into_mounts(spec: ContainerSpec, files: Mapping[str, bytes]) -> None:
+    writable = [mount for mount in spec.mounts if not mount.read_only]
+    for path, data in files.items():
+        mount = next((m for m in writable if path.startswith(m.target.rstrip("/") + "/")), None)
+        if mount is None:
+            raise AssertionError(f"scripted file {path} is in no writable mount of the spec")
+        target = mount.source / path[len(mount.target.rstrip("/")) + 1 :]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
 class FakeRuntime(ContainerRuntime):
     """In-memory containers with scripted outcomes, created from the images of *store*."""
 
@@ -366,6 +378,7 @@ class FakeRuntime(ContainerRuntime):
             raise container.outcome.start_raises
         container.stdin = stdin
         container.state = "running"
+        _write_into_mounts(container.spec, container.outcome.files)
         if container.outcome.on_start is not None:
             printed = container.outcome.on_start(container.spec, stdin)
             if printed is not None:
@@ -403,35 +416,6 @@ class FakeRuntime(ContainerRuntime):
             stdout_truncated=len(stdout) > limit_bytes,
             stderr_truncated=len(outcome.stderr) > limit_bytes,
         )
-
-    def copy_file_out(self, container_id: str, path: str, max_bytes: int) -> bytes:
-        """See :meth:`ContainerRuntime.copy_file_out`."""
-        files = self._get(container_id).outcome.files
-        where = f"{path} in container {container_id[:12]}"
-        if path not in files:
-            raise InfrastructureError(f"{where} does not exist")
-        if len(files[path]) > max_bytes:
-            raise InfrastructureError(f"{where} has {len(files[path])} bytes, over {max_bytes}")
-        return files[path]
-
-    def copy_files_out(self, container_id: str, path: str, max_bytes: int) -> dict[str, bytes]:
-        """See :meth:`ContainerRuntime.copy_files_out`: the scripted files directly in *path*."""
-        files = self._get(container_id).outcome.files
-        where = f"{path} in container {container_id[:12]}"
-        prefix = path.rstrip("/") + "/"
-        found = {
-            name[len(prefix) :]: data for name, data in files.items() if name.startswith(prefix)
-        }
-        if not found:
-            raise InfrastructureError(f"{where} does not exist")
-        nested = sorted(name for name in found if "/" in name)
-        if nested:
-            raise InfrastructureError(
-                f"{where} holds {nested[0]!r}, not a regular file directly in it"
-            )
-        if sum(map(len, found.values())) > max_bytes:
-            raise InfrastructureError(f"{where} holds more than {max_bytes} bytes")
-        return found
 
     def remove(self, container_id: str) -> None:
         """See :meth:`ContainerRuntime.remove`."""

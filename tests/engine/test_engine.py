@@ -405,30 +405,22 @@ def test_stdin_data_needs_a_spec_that_opens_stdin(engine: FakeEngine) -> None:
         run_container(engine, spec(VERIFIER_REF), timeout_s=5, log_limit_bytes=10, stdin=b"x")
 
 
-def test_files_are_copied_out_only_within_their_size_limit(engine: FakeEngine) -> None:
+def test_scripted_files_are_written_into_the_writable_mount_that_holds_them(
+    engine: FakeEngine, tmp_path: Path
+) -> None:
     engine.add_image(repo_digests=(VERIFIER_REF,))
+    result = tmp_path / "result"
+    result.mkdir()
     engine.script(Outcome(files={"/result/result.json": b"{}"}))
-    container_id = engine.create(spec(VERIFIER_REF))
-    assert engine.copy_file_out(container_id, "/result/result.json", 2) == b"{}"
-    with pytest.raises(InfrastructureError, match="over 1"):
-        engine.copy_file_out(container_id, "/result/result.json", 1)
-    with pytest.raises(InfrastructureError, match="does not exist"):
-        engine.copy_file_out(container_id, "/result/other.json", 2)
-
-
-def test_a_directory_is_copied_out_whole_only_within_its_size_limit(engine: FakeEngine) -> None:
-    engine.add_image(repo_digests=(VERIFIER_REF,))
-    files = {"/result/analysis.json": b"{}", "/result/result.json": b"[]", "/other/x": b"x"}
-    engine.script(Outcome(files=files))
-    container_id = engine.create(spec(VERIFIER_REF))
-    assert engine.copy_files_out(container_id, "/result", 4) == {
-        "analysis.json": b"{}",
-        "result.json": b"[]",
-    }
-    with pytest.raises(InfrastructureError, match="more than 3 bytes"):
-        engine.copy_files_out(container_id, "/result", 3)
-    with pytest.raises(InfrastructureError, match="does not exist"):
-        engine.copy_files_out(container_id, "/nothing", 4)
+    container_id = engine.create(
+        spec(VERIFIER_REF, mounts=(Mount(result, "/result", read_only=False),))
+    )
+    engine.start(container_id)
+    assert (result / "result.json").read_bytes() == b"{}"
+    engine.script(Outcome(files={"/elsewhere/x": b"x"}))
+    other = engine.create(spec(VERIFIER_REF, mounts=(Mount(result, "/result", read_only=False),)))
+    with pytest.raises(AssertionError, match="in no writable mount"):
+        engine.start(other)
 
 
 # --- Leftovers --------------------------------------------------------------------------

@@ -254,56 +254,6 @@ def test_the_trusted_parent_writes_its_result_to_the_writable_mount_only(
     assert (result / "result.json").read_text() == "{}"
 
 
-WRITE_RESULTS = """
-import os, sys
-os.chdir("/result")
-for name in ("analysis.json", "result.json"):
-    open(name, "w").write(name * 100)
-if sys.argv[1] == "link":
-    os.symlink("/etc/passwd", "extra.json")
-elif sys.argv[1] == "directory":
-    os.mkdir("nested")
-"""
-
-
-@pytest.mark.parametrize("extra", ["none", "link", "directory"])
-def test_a_result_directory_is_copied_out_in_one_request_with_regular_files_only(
-    engine: DockerEngine, images: BuiltImages, tmp_path: Path, extra: str
-) -> None:
-    result = tmp_path / "result"
-    result.mkdir(mode=0o700)
-    container_id = engine.create(
-        spec(
-            images.verifier,
-            ["python3", "-c", WRITE_RESULTS, extra],
-            mounts=(Mount(result, "/result", read_only=False),),
-        )
-    )
-    try:
-        engine.start(container_id)
-        assert engine.wait(container_id, 30).exit_code == 0
-        if extra == "none":
-            files = engine.copy_files_out(container_id, "/result", 2600)
-            assert files == {
-                "analysis.json": b"analysis.json" * 100,
-                "result.json": b"result.json" * 100,
-            }
-            with pytest.raises(InfrastructureError, match="more than 2000 bytes"):
-                engine.copy_files_out(container_id, "/result", 2000)
-            with pytest.raises(InfrastructureError, match="not a directory"):
-                engine.copy_files_out(container_id, "/result/result.json", 2600)
-            with pytest.raises(InfrastructureError, match="does not exist"):
-                engine.copy_files_out(container_id, "/result/none", 2600)
-        else:
-            with pytest.raises(InfrastructureError, match="not a regular file directly in it"):
-                engine.copy_files_out(container_id, "/result", 2600)
-    finally:
-        engine.remove(container_id)
-
-
-# --- Deadlines, output, stdin, cleanup ---------------------------------------------------------
-
-
 def test_a_container_past_its_deadline_is_killed_from_outside_and_removed(
     engine: DockerEngine, images: BuiltImages, docker_client: docker.DockerClient
 ) -> None:

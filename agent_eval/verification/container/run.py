@@ -2,12 +2,13 @@
 
 Invariants:
 
-* **Only the parent's files are read.** The host reads ``/result`` through
-  the engine in one bounded request and validates ``analysis.json`` and
-  ``result.json`` in it; any other file there (but the timing record the
-  host asked for) refuses the result. The container's stdout, stderr and
-  exit status are never a grade (they appear only in the message of an
-  infrastructure failure).
+* **Only the parent's files are read.** Once the container has exited, the
+  host reads ``/result`` from its own side of the bind mount (no engine
+  request): regular files only, never followed through a link, each read
+  bounded; it validates ``analysis.json`` and ``result.json``, and any other
+  entry there (but the timing record the host asked for) refuses the result.
+  The container's stdout, stderr and exit status are never a grade (they
+  appear only in the message of an infrastructure failure).
 * **Bound to the solution.** The analysis must name the task and the digest
   of exactly the files staged; the behavioural result must name the task.
 * **Deadlines from outside too.** The container is killed when it outlives
@@ -26,6 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import stat
@@ -65,9 +67,11 @@ from agent_eval.verification.runtime.timing import MAX_TIMINGS_BYTES
 __all__ = [
     "VERIFIER_ENVIRONMENT",
     "ContainerVerification",
+    "ResultRefused",
     "RunningContainers",
     "VerifierSetup",
     "check_consumer",
+    "read_result_dir",
     "verify_in_container",
 ]
 
@@ -300,6 +304,66 @@ def verify_in_container(
         shutil.rmtree(staged.root, ignore_errors=True)
 
 
+class ResultRefused(Exception):
+    """The result directory holds something the parent never writes."""
+
+
+def read_result_dir(directory: Path, bounds: dict[str, int]) -> dict[str, bytes]:
+    """Read the files the parent wrote into *directory*, each at most its bound.
+
+    The container wrote this directory as its root, so nothing in it is
+    trusted: a name not in *bounds*, a link, a directory, a special file, a
+    file with another hard link or over its bound refuses the whole result.
+    Opened relative to the directory's descriptor, never through a link.
+
+    Raises:
+        ResultRefused: Says what was found.
+    """
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ResultRefused(f"no result directory: {exc.strerror}") from None
+    try:
+        names = sorted(os.listdir(dir_fd))
+        extra = [name for name in names if name not in bounds]
+        if extra:
+            raise ResultRefused(f"{RESULT_MOUNT} holds {extra}, which the verifier never writes")
+        return {name: _read_bounded(dir_fd, name, bounds[name]) for name in names}
+    finally:
+        os.close(dir_fd)
+
+
+def _read_bounded(dir_fd: int, name: str, bound: int) -> bytes:
+    # Looked at before it is opened: opening a device node can itself do something.
+    try:
+        seen = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        raise ResultRefused(f"{name} cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
+        raise ResultRefused(f"{name} is not a regular file with one link")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        raise ResultRefused(f"{name} cannot be opened: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != (seen.st_dev, seen.st_ino):
+            raise ResultRefused(f"{name} changed while it was read")
+        if info.st_size > bound:
+            raise ResultRefused(f"{name} has {info.st_size} bytes, over {bound}")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(1 << 20, bound + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > bound:
+                raise ResultRefused(f"{name} has more than {bound} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _timings(data: bytes | None, where: str) -> list[dict[str, Any]]:
     try:
         spans = json.loads(data or b"")
@@ -340,17 +404,11 @@ def _run_verifier(
             oom = " (the engine reports an OOM kill)" if waited.oom_killed else ""
             return InfrastructureError(f"{where}: {what}{oom}; {detail}")
 
-        # One request for the whole result directory: the parent writes nothing else there.
+        # Read on the host's side of the mount: every process of the container is gone.
         try:
-            files = engine.copy_files_out(container_id, RESULT_MOUNT, sum(bounds.values()))
-        except InfrastructureError as exc:
-            raise refused(f"no result: {exc}") from None
-        extra = sorted(set(files) - set(bounds))
-        if extra:
-            raise refused(f"{RESULT_MOUNT} holds {extra}, which the verifier never writes")
-        for name, data in files.items():
-            if len(data) > bounds[name]:
-                raise refused(f"{name} has {len(data)} bytes, over {bounds[name]}")
+            files = read_result_dir(staged.result, bounds)
+        except ResultRefused as exc:
+            raise refused(str(exc)) from None
         if ANALYSIS_FILE not in files:
             raise refused(f"no {ANALYSIS_FILE}")
         analysis, analysis_json = _read_analysis(
