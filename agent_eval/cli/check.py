@@ -42,7 +42,9 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
 
     Prints {"qualified": bool, "reasons": [...]} and exits 0 when the batch
     qualifies, 1 when it is rejected, 2 on a usage error (a file that is not
-    there, no repository to hold the batch against).
+    there, no repository to hold the batch against). Under --reverify,
+    SIGINT, SIGTERM or SIGHUP stop it with no verdict (exit 128 + the
+    signal's number) once the verifications under way have ended.
 
     \b
     Example:
@@ -56,15 +58,27 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
     anchors = current_anchors(located)
     result = qualify_files(receipt, archives, anchors)
     if reverify:  # its engine, verifier and consumer code is imported only when asked for
+        from agent_eval.batch.signals import Stop, stopping_on_signals
         from agent_eval.cli.compose import recorded_verifier
         from agent_eval.verdict.reverify import reverify_files
 
-        again = reverify_files(
-            receipt,
-            archives,
-            located,
-            lambda manifest, run_dir: recorded_verifier(located, manifest, run_dir),
-        )
+        try:
+            # A signal stops the verifications under way, waits for their containers to
+            # go, then ends here; a later one is only counted so as not to cut that short.
+            with stopping_on_signals() as signals:
+                again = reverify_files(
+                    receipt,
+                    archives,
+                    located,
+                    lambda manifest, run_dir: recorded_verifier(located, manifest, run_dir),
+                )
+                signals.settle()
+        except Stop as stop:
+            click.echo(
+                f"check-agent-eval: {stop.reason} while verifying again; no verdict",
+                err=True,
+            )
+            sys.exit(128 + stop.signum)
         reasons = [*result.reasons, *again]
         result = QualificationResult(qualified=not reasons, reasons=reasons)
     click.echo(result.model_dump_json())

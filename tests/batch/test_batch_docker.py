@@ -67,6 +67,36 @@ def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
         for r in decision["reasons"]
     ), decision
 
+    # A CI runner's SIGTERM mid-way: no verdict, and no verifier container outlives it.
+    stopped = subprocess.Popen(
+        [str(BIN / "check-agent-eval"), "--receipt", str(receipt_path),
+         "--archives", str(receipt_path.parent / "archives.json"),
+         "--project", str(project), "--reverify"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not reverify_containers(engine) and stopped.poll() is None:
+            assert time.monotonic() < deadline, "no reverify container appeared"
+            time.sleep(0.05)
+        stopped.send_signal(signal.SIGTERM)
+        out, err = stopped.communicate(timeout=240)
+    finally:
+        if stopped.poll() is None:
+            stopped.kill()
+            stopped.communicate()
+    assert stopped.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "stopped by SIGTERM while verifying again; no verdict" in err
+    assert out == ""
+    assert reverify_containers(engine) == []
+
+
+def reverify_containers(engine: ContainerEngine) -> list[str]:
+    """Containers of any re-verification (their batch label starts with reverify-)."""
+    return [
+        c.container_id for c in list_leftovers(engine, None) if c.batch_id.startswith("reverify-")
+    ]
+
 
 def test_a_repository_with_a_suite_of_its_own_runs_and_is_judged_by_it(
     engine: ContainerEngine, tmp_path: Path

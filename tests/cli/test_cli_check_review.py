@@ -5,8 +5,12 @@ review-agent-eval exits 1 with a one-line error (no traceback) when it refuses."
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli.check import check_command
@@ -104,3 +108,34 @@ def test_review_with_an_unknown_decision_is_a_usage_error(tmp_path: Path) -> Non
     args = ["--receipt", str(batch.receipt), "--run", "forms-1", "--attempt", "1"]
     result = CliRunner().invoke(review_command, [*args, "--reviewer", "b", "--decision", "maybe"])
     assert result.exit_code == 2
+
+
+def test_a_signal_during_reverification_ends_the_check_with_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM (a CI runner's stop) becomes no verdict and exit 128+15, after the
+    verifications under way ended (re-verification's clean-up runs; the docker
+    batch test shows no container outlives it), never a rejection or a traceback."""
+    import agent_eval.verdict.reverify
+
+    batch = reference_batch(tmp_path / "b")
+    cleaned: list[str] = []
+
+    def terminated(*args: object, **kwargs: object) -> list[str]:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here, in the main thread
+            return []
+        finally:
+            cleaned.append("verifications ended")
+
+    monkeypatch.setattr(agent_eval.verdict.reverify, "reverify_files", terminated)
+    result = CliRunner().invoke(
+        check_command,
+        ["--receipt", str(batch.receipt), "--archives", str(batch.archives), "--reverify"],
+    )
+    assert result.exit_code == 128 + signal.SIGTERM
+    assert cleaned == ["verifications ended"]
+    assert result.stdout == ""
+    assert "stopped by SIGTERM while verifying again; no verdict" in result.stderr
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
