@@ -176,9 +176,12 @@ class ChildProcess:
         )
         os.set_blocking(to_child_w, False)
         os.set_blocking(out_r, False)
+        # -s -P, not -I: -I would also ignore PYTHONHASHSEED (DETERMINISM), and the
+        # environment below is the parent's own, so nothing else PYTHON* is in it.
         command = [
             sys.executable,
-            "-I",
+            "-s",
+            "-P",
             "-B",
             "-c",
             _BOOTSTRAP,

@@ -1022,3 +1022,39 @@ def test_a_shared_memory_segment_given_to_root_by_its_creator_is_swept(
     facts = reported(result)
     assert facts == {"found": None, "given_to_root": True, "read_back": "left-by-probe"}, facts
     assert outcomes["echo-works"] is True, result.behaviour
+
+
+# --- The same submission sees the same world on every run ------------------------------------
+
+SEES = """
+import locale
+
+
+def probe():
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; print(hash('appkit'), sys.flags.hash_randomization)"],
+        capture_output=True, text=True, timeout=2,
+    )
+    report(
+        hash=hash("appkit"),
+        randomized=sys.flags.hash_randomization,
+        order=list({"alpha", "beta", "gamma", "delta", "epsilon"}),
+        child=child.stdout.split(),
+        tz=time.tzname,
+        encoding=locale.getpreferredencoding(False),
+    )
+"""
+
+
+def test_every_solution_process_has_the_same_hash_seed_time_zone_and_locale(
+    verifier: Verifier, tmp_path: Path
+) -> None:
+    """A verdict must not hang on string hashing: a solution returning a set's order (or
+    a process it starts doing so) gets the same answer on every run, as reverify needs."""
+    first = reported(verifier.run(tmp_path / "one", SEES))
+    second = reported(verifier.run(tmp_path / "two", SEES))
+    assert first == second
+    assert first["randomized"] == 0
+    assert first["child"] == [str(first["hash"]), "0"]
+    assert first["tz"] == ["UTC", "UTC"]
+    assert first["encoding"] == "UTF-8"

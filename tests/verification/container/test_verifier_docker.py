@@ -232,8 +232,8 @@ def test_the_staged_harness_is_imported_from_its_bytecode_unless_its_source_chan
     stage_runtime(tmp_path / "runtime", None)
     sandbox = tmp_path / "runtime" / "sandbox"
     module = "agent_eval.verification.runtime.framing"
-    # As the child imports it: isolated, the root put on sys.path by hand.
-    command = [sys.executable, "-B", "-I", "-v", "-c",
+    # As the child imports it: no user site or unsafe path, the root put on sys.path by hand.
+    command = [sys.executable, "-s", "-P", "-B", "-v", "-c",
                f"import sys; sys.path.insert(0, {str(sandbox)!r}); import {module} as m; "
                "print(getattr(m, 'CHANGED', None))"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
