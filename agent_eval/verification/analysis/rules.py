@@ -19,7 +19,6 @@ as ASTs, nested bodies aside), same enclosing scope, no additional uses.
 from __future__ import annotations
 
 import ast
-import importlib.metadata
 import re
 import shutil
 import sys
@@ -49,6 +48,7 @@ from agent_eval.verification.analysis.typecheck import (
     MypyError,
     MypyFinding,
     blank_checker_comments,
+    installed_mypy_version,
     mypy_version,
     run_mypy,
 )
@@ -537,6 +537,11 @@ def _type_check(
 
 def _mypy_version(python: str) -> str:
     if python == sys.executable:
+        found = installed_mypy_version()
+        if found is not None:
+            return found
+        import importlib.metadata  # an unusual installation only: its import is costly
+
         try:
             return importlib.metadata.version("mypy")
         except importlib.metadata.PackageNotFoundError:

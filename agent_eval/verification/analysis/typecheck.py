@@ -22,7 +22,14 @@ from pathlib import Path
 from agent_eval.errors import InfrastructureError
 from agent_eval.verification.runtime import timing
 
-__all__ = ["MypyError", "MypyFinding", "blank_checker_comments", "mypy_version", "run_mypy"]
+__all__ = [
+    "MypyError",
+    "MypyFinding",
+    "blank_checker_comments",
+    "installed_mypy_version",
+    "mypy_version",
+    "run_mypy",
+]
 
 MYPY_CONFIG = """\
 [mypy]
@@ -101,6 +108,66 @@ def _environment(search_path: Sequence[Path]) -> dict[str, str]:
         # mypy runs in the scratch directory: relative roots would resolve there.
         env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in search_path)
     return env
+
+
+_NAME_RUN = re.compile(r"[-_.]+")
+
+
+def installed_mypy_version(path: Sequence[str] | None = None) -> str | None:
+    """mypy's version as ``importlib.metadata.version("mypy")`` reads it, found without it.
+
+    Importing ``importlib.metadata`` (and with it email, zipfile and csv) was
+    over half of the analysis process's start, paid by every verification.
+    This looks where it looks: the first entry of *path* (``sys.path``) holding
+    a distribution named mypy, the first such ``.dist-info``/``.egg-info`` in
+    listing order, and the ``Version`` header of its METADATA. None when that
+    is not a ``.dist-info`` with a readable version, or a file (a zip) comes
+    first on the path: the caller then asks ``importlib.metadata`` itself.
+    """
+    for entry in sys.path if path is None else path:
+        if os.path.isfile(entry):
+            return None  # a zip on the path: importlib.metadata looks inside it
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue  # a missing entry holds nothing
+        first = next((n for n in names if _distribution_name(n) == "mypy"), None)
+        if first is None:
+            continue
+        if not first.lower().endswith(".dist-info"):
+            return None
+        try:
+            with open(os.path.join(entry or ".", first, "METADATA"), encoding="utf-8") as handle:
+                return _version_header(handle.read())
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None
+
+
+_HEADER = re.compile(r"([\041-\071\073-\176]*):(.*)", re.DOTALL)
+
+
+def _version_header(text: str) -> str | None:
+    """The first Version header as the email parser reads it; None at anything unusual."""
+    lines = io.StringIO(text, newline="").readlines()  # split as the parser splits
+    for index, line in enumerate(lines):
+        if line in ("\n", "\r", "\r\n"):
+            return None  # the headers ended
+        match = _HEADER.match(line)
+        if match is None:
+            return None  # a folded or malformed header: left to importlib.metadata
+        if match.group(1).lower() == "version":
+            folded = index + 1 < len(lines) and lines[index + 1][:1] in (" ", "\t")
+            value = match.group(2).lstrip(" \t").rstrip("\r\n")
+            return None if folded or not value else value
+    return None
+
+
+def _distribution_name(child: str) -> str | None:
+    low = child.lower()
+    if not low.endswith((".dist-info", ".egg-info")):
+        return None
+    return _NAME_RUN.sub("_", low.rpartition(".")[0].partition("-")[0])
 
 
 def mypy_version(python: str = sys.executable, *, timeout: float = 60.0) -> str:
