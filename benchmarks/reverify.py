@@ -25,6 +25,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from record import add_record_option, emit  # noqa: E402
 
 from agent_eval.batch.run import run_batch  # noqa: E402
 from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
@@ -81,6 +84,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run-dir", type=Path, help="a saved batch (default: run one)")
     parser.add_argument("--rounds", type=int, default=2)
+    add_record_option(parser)
     args = parser.parse_args()
     project = find_project(ROOT)
     workers = reverify_workers()
@@ -116,7 +120,7 @@ def main() -> int:
     width = max(len(k) for k in report)
     for key, value in report.items():
         print(f"{key:<{width}}  {value}")
-    print(json.dumps(report, sort_keys=True))
+    emit("reverify", report, record=args.record)
     return 0 if report["verdictReasons"] == 0 else 1
 
 

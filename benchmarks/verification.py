@@ -12,8 +12,8 @@ Measures, in one run, on the local engine with the project's images:
 * **concurrent**: 6 tasks x 3 = 18 verifications at concurrency 2 (wall time);
 * **profile**: where one warm verification's time goes, from the engine's side:
   the median time per verification in each engine call (create, start, wait —
-  the container's own work: analysis, type check and scenarios —, copying the
-  result out, logs, removal), and the rest on the host (staging the attempt,
+  the container's own work: analysis, type check and scenarios —, logs,
+  removal), and the rest on the host (staging the attempt, reading the result,
   reading and validating the result);
 * **in-container profile**: the same verifications from the inside, from the
   timing record their parent writes when asked (``verification.runtime.timing``):
