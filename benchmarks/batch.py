@@ -29,6 +29,7 @@ busy and rest include that work). With
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import statistics
@@ -156,14 +157,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="agent-eval-bench-") as tmp:
         evidence = Path(tmp)
-        bench_project = type(project)(
-            root=project.root,
-            packages=project.packages,
-            tasks=project.tasks,
-            graders=project.graders,
-            fixtures=project.fixtures,
-            evidence=evidence,
-        )
+        # The same project (its registry and guides too), its evidence elsewhere.
+        bench_project = dataclasses.replace(project, evidence=evidence)
         config_path = evidence / "runner.json"
         write_model_atomic(config_path, config)
         outcomes = []

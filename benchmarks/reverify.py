@@ -15,6 +15,7 @@ ratio, never wall times across runs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -48,14 +49,8 @@ def oracle_batch(project: Project, evidence: Path) -> Path:
     )
     config_path = evidence / "runner.json"
     write_model_atomic(config_path, config)
-    here = type(project)(
-        root=project.root,
-        packages=project.packages,
-        tasks=project.tasks,
-        graders=project.graders,
-        fixtures=project.fixtures,
-        evidence=evidence,
-    )
+    # The same project (its registry and guides too), its evidence elsewhere.
+    here = dataclasses.replace(project, evidence=evidence)
     outcome = run_batch(
         config_path,
         here,
