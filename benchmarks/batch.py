@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import resource
 import statistics
 import sys
 import tempfile
@@ -45,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from machine_cpu import CpuSnapshot, cpu_split  # noqa: E402
+from machine_cpu import CpuSnapshot, cpu_split, process_cpu_seconds  # noqa: E402
 from record import add_record_option, emit  # noqa: E402
 
 import agent_eval.batch.preflight as batch_preflight  # noqa: E402
@@ -67,13 +66,6 @@ from agent_eval.verification.protocol import (  # noqa: E402
 FLOOR_SAMPLES = 7
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and of the children it waited for (the builds' backends)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 class TimedPacking:
     """The batch's packing call with its CPU time recorded: on a loaded machine the pack
     phase's wall time says more about the neighbours than about packing."""
@@ -83,11 +75,11 @@ class TimedPacking:
         self.cpu = 0.0
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        started = cpu_seconds()
+        started = process_cpu_seconds()
         try:
             return self.inner(*args, **kwargs)
         finally:
-            self.cpu += cpu_seconds() - started
+            self.cpu += process_cpu_seconds() - started
 
 
 class TimedVerifier:

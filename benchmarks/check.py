@@ -43,17 +43,11 @@ from typing import Any, TypeVar
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from machine_cpu import process_cpu_seconds  # noqa: E402
 from record import add_record_option, emit  # noqa: E402
 
 GOAL_SECONDS = 1.0
 T = TypeVar("T")
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and of every child it waited for."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def children_cpu() -> float:
@@ -102,13 +96,13 @@ class Phases:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        wall, cpu = time.monotonic(), cpu_seconds()
+        wall, cpu = time.monotonic(), process_cpu_seconds()
         try:
             yield
         finally:
             spent = self.seconds.setdefault(name, [0.0, 0.0])
             spent[0] += time.monotonic() - wall
-            spent[1] += cpu_seconds() - cpu
+            spent[1] += process_cpu_seconds() - cpu
 
     def wrap(self, name: str, call: Callable[..., T] | None) -> Callable[..., T] | None:
         if call is None:

@@ -16,7 +16,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CpuSnapshot", "cpu_split"]
+__all__ = ["CpuSnapshot", "cpu_split", "process_cpu_seconds"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _DAEMONS = frozenset({"dockerd", "containerd"})
@@ -62,7 +62,8 @@ def _daemons() -> float:
     return total
 
 
-def _harness() -> float:
+def process_cpu_seconds() -> float:
+    """CPU time of this process and of every child it waited for."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -79,7 +80,7 @@ class CpuSnapshot:
 
     @classmethod
     def take(cls) -> CpuSnapshot:
-        return cls(_busy(), _containers(), _daemons(), _harness())
+        return cls(_busy(), _containers(), _daemons(), process_cpu_seconds())
 
 
 def cpu_split(before: CpuSnapshot, after: CpuSnapshot, per: int = 1) -> dict[str, float | None]:
