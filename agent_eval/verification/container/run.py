@@ -41,7 +41,8 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from agent_eval.engine import ContainerRuntime, ContainerSpec
-from agent_eval.errors import ConfigError, InfrastructureError, SuiteError
+from agent_eval.errors import ConfigError, EvidenceError, InfrastructureError, SuiteError
+from agent_eval.evidence_io import read_bounded
 from agent_eval.layout import (
     ANALYSIS_FILE,
     CATALOG_FILE,
@@ -314,54 +315,37 @@ def read_result_dir(directory: Path, bounds: dict[str, int]) -> dict[str, bytes]
     The container wrote this directory as its root, so nothing in it is
     trusted: a name not in *bounds*, a link, a directory, a special file, a
     file with another hard link or over its bound refuses the whole result.
-    Opened relative to the directory's descriptor, never through a link.
+    The directory itself is the host's (the container saw only its inside).
 
     Raises:
         ResultRefused: Says what was found.
     """
     try:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if not stat.S_ISDIR(os.lstat(directory).st_mode):
+            raise ResultRefused("no result directory: not a directory")
+        names = sorted(os.listdir(directory))
     except OSError as exc:
         raise ResultRefused(f"no result directory: {exc.strerror}") from None
-    try:
-        names = sorted(os.listdir(dir_fd))
-        extra = [name for name in names if name not in bounds]
-        if extra:
-            raise ResultRefused(f"{RESULT_MOUNT} holds {extra}, which the verifier never writes")
-        return {name: _read_bounded(dir_fd, name, bounds[name]) for name in names}
-    finally:
-        os.close(dir_fd)
+    extra = [name for name in names if name not in bounds]
+    if extra:
+        raise ResultRefused(f"{RESULT_MOUNT} holds {extra}, which the verifier never writes")
+    return {name: _read_bounded(directory / name, bounds[name]) for name in names}
 
 
-def _read_bounded(dir_fd: int, name: str, bound: int) -> bytes:
+def _read_bounded(path: Path, bound: int) -> bytes:
     # Looked at before it is opened: opening a device node can itself do something.
     try:
-        seen = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        seen = os.lstat(path)
     except OSError as exc:
-        raise ResultRefused(f"{name} cannot be read: {exc.strerror}") from None
+        raise ResultRefused(f"{path.name} cannot be read: {exc.strerror}") from None
     if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
-        raise ResultRefused(f"{name} is not a regular file with one link")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        raise ResultRefused(f"{path.name} is not a regular file with one link")
+    if seen.st_size > bound:
+        raise ResultRefused(f"{path.name} has {seen.st_size} bytes, over {bound}")
     try:
-        fd = os.open(name, flags, dir_fd=dir_fd)
-    except OSError as exc:
-        raise ResultRefused(f"{name} cannot be opened: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if (info.st_dev, info.st_ino) != (seen.st_dev, seen.st_ino):
-            raise ResultRefused(f"{name} changed while it was read")
-        if info.st_size > bound:
-            raise ResultRefused(f"{name} has {info.st_size} bytes, over {bound}")
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := os.read(fd, min(1 << 20, bound + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > bound:
-                raise ResultRefused(f"{name} has more than {bound} bytes")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return read_bounded(path, what=path.name, max_bytes=bound, follow_symlinks=False)
+    except EvidenceError as exc:
+        raise ResultRefused(str(exc)) from None
 
 
 def _timings(data: bytes | None, where: str) -> list[dict[str, Any]]:

@@ -78,16 +78,16 @@ def test_a_file_over_its_bound_is_refused_even_when_it_grows_after_its_size_was_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "result.json").write_bytes(b"x" * 10)
-    real_fstat = os.fstat
+    real_lstat = os.lstat
 
-    def small_fstat(fd: int) -> os.stat_result:
-        seen = real_fstat(fd)
+    def small_lstat(path: os.PathLike[str] | str) -> os.stat_result:
+        seen = real_lstat(path)
         fields = list(seen)
         fields[6] = 1  # st_size: claims one byte
         return os.stat_result(fields)
 
-    monkeypatch.setattr(os, "fstat", small_fstat)
-    with pytest.raises(ResultRefused, match="more than 5 bytes"):
+    monkeypatch.setattr(os, "lstat", small_lstat)
+    with pytest.raises(ResultRefused, match="larger than 5 bytes"):
         read_result_dir(tmp_path, {"result.json": 5})
 
 
