@@ -39,7 +39,6 @@ from agent_eval.models import (
     Lease,
     ModelIdentity,
     Receipt,
-    RunnerConfig,
     RunnerIdentity,
     TaskSpec,
 )
@@ -47,6 +46,7 @@ from agent_eval.project import Project, find_project
 from agent_eval.verdict.qualification import current_anchors, qualify_files
 from agent_eval.verification.protocol import Verification, Verifier, VerifierContext
 from tests.batch.test_executor import NodeExecutor
+from tests.batch.test_station import config
 from tests.paths import EXAMPLE_SUITE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,20 +134,7 @@ class Fixture:
         self.config = tmp_path / "runner.json"
         write_model_atomic(
             self.config,
-            RunnerConfig(
-                schemaVersion=1,
-                executable="/usr/bin/runner",
-                args=[],
-                envAllowlist=[],
-                expectedRunner=RUNNER,
-                expectedModel=MODEL,
-                submissionTimeoutMs=60_000,
-                batchTimeoutMs=600_000,
-                runtimePath="/run/fake.sock",
-                runnerImage=self.runner_image,
-                verifierImage=self.verifier_image,
-                concurrency=2,
-            ),
+            config(self.runner_image, self.verifier_image, expectedModel=MODEL, concurrency=2),
         )
 
     def run(

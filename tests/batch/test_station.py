@@ -4,6 +4,7 @@ has them (one reason for each that is missing), and the stage a refusal is said 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,20 +16,22 @@ from agent_eval.models.runner_config import MAX_CONCURRENCY
 from tests.batch.test_schedule import MODEL, RUNNER
 
 
-def config(runner_image: str, verifier_image: str) -> RunnerConfig:
-    return RunnerConfig(
-        schemaVersion=1,
-        executable="/usr/bin/runner",
-        args=[],
-        envAllowlist=[],
-        expectedRunner=RUNNER,
-        expectedModel=MODEL,
-        submissionTimeoutMs=60_000,
-        batchTimeoutMs=600_000,
-        runtimePath="/run/fake.sock",
-        runnerImage=runner_image,
-        verifierImage=verifier_image,
-    )
+def config(runner_image: str, verifier_image: str, **changes: Any) -> RunnerConfig:
+    """A runner.json for the fake engine's two images (*changes* override its fields)."""
+    fields: dict[str, Any] = {
+        "schemaVersion": 1,
+        "executable": "/usr/bin/runner",
+        "args": [],
+        "envAllowlist": [],
+        "expectedRunner": RUNNER,
+        "expectedModel": MODEL,
+        "submissionTimeoutMs": 60_000,
+        "batchTimeoutMs": 600_000,
+        "runtimePath": "/run/fake.sock",
+        "runnerImage": runner_image,
+        "verifierImage": verifier_image,
+    }
+    return RunnerConfig(**{**fields, **changes})
 
 
 def site(tmp_path: Path, engine: FakeEngine, slots: int, *images: str) -> Site:
