@@ -50,11 +50,15 @@ class Signals:
 
 
 @contextlib.contextmanager
-def stopping_on_signals() -> Iterator[Signals]:
+def stopping_on_signals(*, until_exit: bool = False) -> Iterator[Signals]:
     """Turn the first stopping signal into :class:`Stop`; count the later ones.
 
-    Outside the main thread (where no handler can be installed) this does
-    nothing.
+    With *until_exit* (a command, whose process ends right after the block),
+    a settled block leaves its handler in place: a signal arriving while the
+    process exits is still only counted, instead of turning an exit status
+    already decided into a death by that signal. Otherwise the previous
+    handlers come back. Outside the main thread (where no handler can be
+    installed) this does nothing.
     """
     signals = Signals()
     if threading.current_thread() is not threading.main_thread():
@@ -70,5 +74,6 @@ def stopping_on_signals() -> Iterator[Signals]:
     try:
         yield signals
     finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+        if not (until_exit and signals.settled):
+            for signum, old in previous.items():
+                signal.signal(signum, old)

@@ -65,7 +65,7 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
         try:
             # A signal stops the verifications under way, waits for their containers to
             # go, then ends here; a later one is only counted so as not to cut that short.
-            with stopping_on_signals() as signals:
+            with stopping_on_signals(until_exit=True) as signals:
                 again = reverify_files(
                     receipt,
                     archives,

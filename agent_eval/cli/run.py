@@ -153,7 +153,7 @@ def eval_agent_command(
         located = find_project(project)
         remote = _remote(executor, ray_address, ray_node_ip)
     display = make_display(progress, sys.stderr, "eval-agent")
-    with stopping_on_signals() as signals:
+    with stopping_on_signals(until_exit=True) as signals:
         try:
             outcome = run_batch(
                 runner_config,

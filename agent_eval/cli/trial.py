@@ -47,7 +47,7 @@ def try_agent_command(agent: str, project: Path | None) -> None:
     with reported_errors():
         located = find_project(project)
     display = make_display("auto", sys.stderr, "try-agent")
-    with stopping_on_signals() as signals:
+    with stopping_on_signals(until_exit=True) as signals:
         try:
             with reported_errors(exit_code=2):
                 trial = try_agent(

@@ -1,0 +1,51 @@
+"""A stopping signal raises Stop once; later ones are counted; a command keeps counting
+until its process ends, so a late signal cannot turn a decided exit status into a death."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from agent_eval.batch.signals import STOPPING_SIGNALS, Stop, stopping_on_signals
+
+
+@pytest.fixture(autouse=True)
+def restored() -> Iterator[None]:
+    before = {s: signal.getsignal(s) for s in STOPPING_SIGNALS}
+    yield
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+
+
+def deliver(signum: int) -> None:
+    os.kill(os.getpid(), signum)
+    time.sleep(0.05)  # the handler runs in the main thread at the next bytecode
+
+
+def test_the_first_signal_stops_and_the_previous_handlers_come_back() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Stop) as stopped, stopping_on_signals(until_exit=True):
+        deliver(signal.SIGTERM)
+    assert stopped.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before  # not settled: handlers restored
+
+
+def test_a_settled_command_keeps_counting_after_its_block() -> None:
+    with stopping_on_signals(until_exit=True) as signals:
+        signals.settle()
+    deliver(signal.SIGTERM)  # the process lives on: only counted
+    deliver(signal.SIGINT)
+    assert signals.received == [signal.SIGTERM, signal.SIGINT]
+
+
+def test_a_settled_block_of_a_library_caller_gives_the_handlers_back() -> None:
+    before = {s: signal.getsignal(s) for s in STOPPING_SIGNALS}
+    with stopping_on_signals() as signals:
+        signals.settle()
+        deliver(signal.SIGTERM)  # settled: only counted
+    assert signals.received == [signal.SIGTERM]
+    assert {s: signal.getsignal(s) for s in STOPPING_SIGNALS} == before
