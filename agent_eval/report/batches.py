@@ -32,6 +32,7 @@ __all__ = [
     "listing_lines",
     "names_a_path",
     "run_dirs",
+    "short_id",
     "show_lines",
 ]
 
@@ -155,6 +156,13 @@ def list_batches(evidence: Path, anchors: Anchors | None, limit: int | None = No
     )
 
 
+def short_id(batch_id: str) -> str:
+    """The id as a list shows it: the start time and the uuid's first eight characters,
+    a prefix every command takes (the full id is in ``--json``)."""
+    match = _RUN_DIR.fullmatch(batch_id)
+    return batch_id[: len(batch_id) - len(match.group(1)) + 8] if match else batch_id
+
+
 def _age(then: datetime | None, now: datetime) -> str:
     if then is None:
         return "?"
@@ -180,14 +188,14 @@ def listing_lines(listing: BatchList, now: datetime) -> list[str]:
     rows = [("BATCH", "STATUS", "RUNNER / MODEL", "FIRST", "FINAL", "DECISION", "AGE")]
     for b in listing.batches:
         if b.problem is not None:
-            rows.append((b.batchId, "unreadable", plain(b.problem, 60), "", "", "-", ""))
+            rows.append((short_id(b.batchId), "unreadable", plain(b.problem, 60), "", "", "-", ""))
             continue
         who = plain(b.runner.name, 30) if b.runner else "?"
         who += f" / {plain(b.model.id, 30)}" if b.model else ""
         status = (b.status or "?") + (" (partial)" if b.partial else "")
         rows.append(
             (
-                b.batchId,
+                short_id(b.batchId),
                 status,
                 who,
                 f"{b.firstSuccesses}/{b.scheduledRuns}",
