@@ -166,9 +166,9 @@ def _variants(screen: Screen) -> Iterator[str]:
 
 
 def _estimate(left: float) -> str:
-    """The estimate labelled; once it has passed, by how much."""
-    if round(left) >= 1:
-        return f"about {duration(left)} left"
+    """The estimate labelled (never "about 0s"); once it has passed, by how much."""
+    if left >= 0:
+        return f"about {duration(max(left, 1.0))} left"
     return f"{duration(-left)} over the estimate"
 
 
