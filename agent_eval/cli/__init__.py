@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "agent_eval.cli.listing", "show_command",
         "Show one batch on one screen: its decision, failed runs and report.",
     ),
+    "export": (
+        "agent_eval.cli.export", "export_command",
+        "Write a batch's attempts as ATIF trajectories.",
+    ),
     "images": (
         "agent_eval.cli.images", "images_group",
         "Build, lock and verify the offline images.",
