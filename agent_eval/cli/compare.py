@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import located_project, reported_errors
+from agent_eval.cli.common import batch_dir, located_project, reported_errors
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
 from agent_eval.compare.page import write_comparison_page
 from agent_eval.compare.share import as_markdown, share_summary
@@ -64,7 +64,8 @@ def compare_command(
 ) -> None:  # fmt: skip
     """Compare the run directories of a baseline with a candidate's, task by task.
 
-    Each side is one run directory, or several joined by commas, pooled (they must
+    Each side is one batch (a run directory, a unique prefix of a batch id, or latest),
+    or several joined by commas, pooled (they must
     share every identity: a measurement batch of `eval-agent --repetitions N` pools
     with others of its kind). Every batch must pass the checker's evidence rules.
     Prints what differs (with the library's public symbols added, removed or changed,
@@ -78,7 +79,8 @@ def compare_command(
     Example:
       agent-eval compare .verification/agent-eval/BEFORE .verification/agent-eval/AFTER
     """
-    base, cand = _dirs(baseline), _dirs(candidate)
+    base = [batch_dir(str(p), project) for p in _dirs(baseline)]
+    cand = [batch_dir(str(p), project) for p in _dirs(candidate)]
     if not base or not cand:
         raise click.UsageError("name at least one run directory on each side")
     for path in (*base, *cand):
@@ -160,13 +162,12 @@ def _task_count() -> int:
 
 
 @click.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("batch", metavar="RUN")
 @click.option(
     "--compare",
-    "other",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    "other_batch",
     default=None,
-    metavar="BASELINE_RUN_DIR",
+    metavar="BASELINE",
     help="Also set the batch against this baseline batch.",
 )
 @click.option(
@@ -183,9 +184,11 @@ def _task_count() -> int:
     help="Repository the batch belongs to (default: the current one).",
 )
 def summary_command(
-    run_dir: Path, other: Path | None, json_path: Path | None, project: Path | None
+    batch: str, other_batch: str | None, json_path: Path | None, project: Path | None
 ) -> None:
-    """Print a summary of the batch in RUN_DIR that may be shared, as Markdown.
+    """Print a summary of the batch RUN that may be shared, as Markdown.
+
+    RUN (and BASELINE) is a run directory, a unique prefix of a batch id, or latest.
 
     Counts with their denominators, each task's results, the identities by digest and
     the names of the rules the decision rests on; never a solution, transcript, log,
@@ -195,6 +198,11 @@ def summary_command(
     Example:
       agent-eval summary .verification/agent-eval/RUN --compare .verification/agent-eval/BEFORE
     """
+    run_dir = batch_dir(batch, project)
+    other = batch_dir(other_batch, project) if other_batch is not None else None
+    for path in (run_dir, *([other] if other is not None else [])):
+        if not path.is_dir():
+            raise click.UsageError(f"{path}: no such run directory")
     located = located_project(project)
     with reported_errors():
         shared = share_summary(run_dir, current_anchors(located), other, catalog_of_wheels)

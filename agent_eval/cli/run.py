@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_eval.cli.common import MAX_REPETITIONS, reported_errors
+from agent_eval.cli.common import MAX_REPETITIONS, output_path, reported_errors
 from agent_eval.cli.progress import MODES, Mode, make_display
 from agent_eval.errors import AgentEvalError
 
@@ -31,9 +31,16 @@ def _say(line: str) -> None:
 
 
 def report_outcome(
-    outcome: BatchOutcome, project: Path, say: Callable[[str], None] | None = None
+    outcome: BatchOutcome,
+    project: Path,
+    say: Callable[[str], None] | None = None,
+    *,
+    partial: bool = False,
+    junit: Path | None = None,
 ) -> None:
-    """Say how the batch ended: its reasons and report on stderr, the one line on stdout."""
+    """Say how the batch ended: its reasons and report on stderr, the one line on stdout
+    (with ``"partial": true`` for a batch of some runs only); with *junit*, the batch
+    and check-agent-eval's decision as JUnit XML there too."""
     say = say or _say
     if outcome.status != "completed":
         for reason in outcome.reasons:
@@ -46,20 +53,41 @@ def report_outcome(
             say(f"report: {write_report(outcome.receipt.parent, project=project)}")
         except AgentEvalError as exc:
             say(f"warning: no report: {exc}")
+        if junit is not None:
+            _write_junit(outcome.receipt, project, junit, say)
     try:
         shown = outcome.receipt.relative_to(Path.cwd())
     except ValueError:
         shown = outcome.receipt
-    click.echo(
-        json.dumps(
-            {
-                "status": outcome.status,
-                "receipt": str(shown),
-                "firstSuccesses": outcome.first_successes,
-                "finalSuccesses": outcome.final_successes,
-            }
+    line: dict[str, object] = {
+        "status": outcome.status,
+        "receipt": str(shown),
+        "firstSuccesses": outcome.first_successes,
+        "finalSuccesses": outcome.final_successes,
+    }
+    if partial:
+        line["partial"] = True
+    click.echo(json.dumps(line))
+
+
+def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str], None]) -> None:
+    """The batch and its decision by check-agent-eval's rules as JUnit XML; a file that
+    cannot be written is said, and the batch keeps its exit code."""
+    from agent_eval.evidence_io import read_model, write_bytes_atomic
+    from agent_eval.models import Receipt
+    from agent_eval.project import find_project
+    from agent_eval.verdict.junit import junit_xml
+    from agent_eval.verdict.qualification import current_anchors, qualify_files
+
+    try:
+        decision = qualify_files(
+            receipt, receipt.with_name("archives.json"), current_anchors(find_project(project))
         )
-    )
+        write_bytes_atomic(junit, junit_xml(read_model(receipt, Receipt, what="receipt"), decision))
+    except (AgentEvalError, OSError) as exc:
+        say(f"warning: no JUnit XML at {junit}: {exc}")
+    else:
+        say(f"junit: {junit}")
 
 
 @click.command()
@@ -123,6 +151,13 @@ def report_outcome(
     help="This machine's address in the Ray cluster (with --executor ray; default: Ray's "
     "own guess).",
 )
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the batch and check-agent-eval's decision as JUnit XML here.",
+)
 def eval_agent_command(
     runner_config: Path,
     project: Path | None,
@@ -132,6 +167,7 @@ def eval_agent_command(
     executor: str,
     ray_address: str | None,
     ray_node_ip: str | None,
+    junit_path: Path | None,
 ) -> None:
     """Run every scheduled run of the suite; print one JSON line saying how it ended.
 
@@ -149,6 +185,7 @@ def eval_agent_command(
     from agent_eval.project import find_project
     from agent_eval.verification.container.verifier import batch_verifier_factory
 
+    junit = output_path(junit_path, "--junit") if junit_path is not None else None
     with reported_errors():
         located = find_project(project)
         remote = _remote(executor, ray_address, ray_node_ip)
@@ -169,7 +206,7 @@ def eval_agent_command(
         finally:
             display.close()
         signals.settle()
-        report_outcome(outcome, located.root, display.say)
+        report_outcome(outcome, located.root, display.say, partial=bool(only), junit=junit)
     sys.exit(outcome.exit_code)
 
 

@@ -182,18 +182,28 @@ def _system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-"""NAT64 prefixes (well-known and local-use): the last 32 bits are the IPv4 address reached."""
+_NAT64 = (
+    ipaddress.ip_network("64:ff9b::/96"),
+    ipaddress.ip_network("64:ff9b:1::/48"),
+    ipaddress.ip_network("::ffff:0:0:0/96"),
+)
+"""Prefixes whose last 32 bits are the IPv4 address reached: NAT64 (well-known and
+local-use) and SIIT's IPv4-translated addresses (``::ffff:0:a.b.c.d``)."""
+_ISATAP_IDS = (0x00005EFE, 0x02005EFE)
+"""An ISATAP interface identifier's upper half: its lower 32 bits are an IPv4 address."""
 
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 form leads to (mapped, compatible, 6to4, NAT64), or None."""
+    """The IPv4 address an IPv6 form leads to (mapped, compatible, 6to4, NAT64, SIIT,
+    ISATAP), or None."""
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
     number = int(address)
     if any(address in network for network in _NAT64) or (number >> 32 == 0 and number > 1):
+        return ipaddress.IPv4Address(number & 0xFFFFFFFF)
+    if (number >> 32) & 0xFFFFFFFF in _ISATAP_IDS:
         return ipaddress.IPv4Address(number & 0xFFFFFFFF)
     return None
 

@@ -39,6 +39,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "verdict": LEAVES | {"packing", "reference", "suite", "verification", "gateway"},
     "report": LEAVES | {"verdict"},
     "compare": LEAVES | {"verdict", "report"},
+    "export": LEAVES,
     "images": LEAVES | {"engine"},
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset({"layout"}),

@@ -243,11 +243,18 @@ def ipv6_forms(v4: str) -> dict[str, str]:
         "6to4": str(ipaddress.IPv6Address((0x2002 << 112) | (number << 80) | 1)),
         "nat64": str(ipaddress.IPv6Address((0x64FF9B << 96) | number)),
         "nat64-local": str(ipaddress.IPv6Address((0x64FF9B0001 << 80) | number)),
+        "siit": str(ipaddress.IPv6Address((0xFFFF0000 << 32) | number)),
+        "isatap": str(ipaddress.IPv6Address((0x20010DB8 << 96) | (0x5EFE << 32) | number)),
+        "isatap-global": str(
+            ipaddress.IPv6Address((0x2A000001 << 96) | (0x02005EFE << 32) | number)
+        ),
     }
 
 
 @given(st.ip_addresses(v=4))
 @example(ipaddress.IPv4Address("0.0.0.1"))  # its "compatible" form is ::1, loopback
+@example(ipaddress.IPv4Address("127.0.0.1"))  # ::ffff:0:7f00:1 (SIIT)
+@example(ipaddress.IPv4Address("169.254.169.254"))  # ::ffff:0:a9fe:a9fe (SIIT)
 def test_an_ipv4_address_written_as_ipv6_is_judged_as_itself(v4: ipaddress.IPv4Address) -> None:
     for allow_private in (False, True):
         direct = refusal(v4, allow_private=allow_private)
