@@ -13,7 +13,9 @@ For every request it
   then connects to the vetted address (the name stays the TLS server name);
 * records status, bytes, duration, the served model and token usage read
   from the response, and any provider failure, in the attempt's record;
-* takes the credential out of whatever goes back to the runner.
+* refuses (never passes on) an answer that carries a credential in any spelling it
+  can be turned back into, one in an encoding it cannot decode, and a protocol switch;
+  the refusal is recorded (``credential-reflected`` stops the batch).
 
 It also serves one Unix socket per upstream (in ``running``), relayed to that
 upstream's mitmproxy listener on loopback: the runner's only door.
@@ -33,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.gateway.policy import (
+    Unreadable,
     UpstreamRefused,
     observe,
     provider_failure,
+    reflected,
     request_refusal,
     response_refusal,
     route_name,
@@ -240,30 +244,50 @@ class Gateway:
         except Exception as exc:  # nothing unscrubbed or unrecorded goes back
             flow.response = _json_response(500, f"agent-eval gateway failed: {type(exc).__name__}")
 
-    def _observe(self, flow: Any) -> None:
+    def _refuse(self, flow: Any, failure: str, why: str) -> Any:
+        flow.metadata["agent_eval_failure"] = failure
+        flow.response = _json_response(502, f"agent-eval gateway: {why}")
+        return flow.response
+
+    def _readable(self, flow: Any) -> bytes:
+        """The answer's body, decoded; an answer the gateway cannot read whole, or that
+        carries a credential in any spelling, is replaced by a refusal (never passed)."""
         response = flow.response
-        content = response.get_content(strict=False) or b""
+        status = int(response.status_code)
+        if status == 101 or "upgrade" in response.headers:
+            # What follows a protocol switch is a tunnel the gateway cannot read.
+            why = "an upstream's protocol switch is never passed on; nothing is tunnelled"
+            return bytes(self._refuse(flow, "refused-response", why).content)
+        try:
+            content = bytes(response.get_content(strict=True) or b"")
+        except ValueError:
+            encoding = response.headers.get("content-encoding", "")[:60]
+            why = f"the answer's content encoding {encoding!r} is not one the gateway can read"
+            return bytes(self._refuse(flow, "refused-response", why).content)
+        parts = {"the status line's reason": str(response.reason or "")}
+        for name, value in response.headers.items(multi=True):
+            parts[f"a header's name ({len(parts)})"] = str(name)
+            parts[f"the {str(name)[:40]} header"] = str(value)
+        body = content.decode("utf-8", errors="surrogateescape")
+        for secret in self.secrets.values():
+            try:
+                where = reflected(secret, parts, body)
+            except Unreadable as exc:
+                return bytes(self._refuse(flow, "refused-response", str(exc)).content)
+            if where is not None:
+                why = f"the upstream's answer carries the credential ({where}); refused"
+                return bytes(self._refuse(flow, "credential-reflected", why).content)
+        return content
+
+    def _observe(self, flow: Any) -> None:
+        content = self._readable(flow)
+        response = flow.response
         refused = response_refusal(
             int(response.status_code), response.headers.get("content-type", ""), len(content)
         )
         if refused is not None and not flow.metadata.get("agent_eval_failure"):
-            flow.metadata["agent_eval_failure"] = "refused-response"
-            flow.response = response = _json_response(502, f"agent-eval gateway: {refused}")
+            response = self._refuse(flow, "refused-response", refused)
             content = response.get_content(strict=False) or b""
-        upstream = flow.metadata.get("agent_eval_upstream")
-        if upstream is not None:
-            secret = self.secrets.get(upstream["name"], "")
-            cleaned = scrub(content, [secret])
-            if cleaned != content:
-                response.set_content(cleaned)
-                content = cleaned
-            # An upstream may reflect request headers: the credential is taken out of
-            # every response header too, value by value.
-            for name in list(response.headers.keys()):
-                values = response.headers.get_all(name)
-                kept = [scrub(v.encode(), [secret]).decode() for v in values]
-                if kept != values:
-                    response.headers.set_all(name, kept)
         seen = observe(response.headers.get("content-type", ""), content)
         failure = flow.metadata.get("agent_eval_failure") or provider_failure(
             int(response.status_code), seen.error_message

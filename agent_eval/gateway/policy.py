@@ -21,6 +21,7 @@ mitmproxy, and the harness and its tests import it on the host.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import ipaddress
 import json
@@ -34,9 +35,11 @@ from typing import Any
 __all__ = [
     "API_KINDS",
     "Observation",
+    "Unreadable",
     "UpstreamRefused",
     "observe",
     "provider_failure",
+    "reflected",
     "refusal",
     "request_refusal",
     "response_refusal",
@@ -436,3 +439,126 @@ def scrub(data: bytes, secrets: Iterable[str], placeholder: bytes = b"[credentia
         if len(secret) >= 8:
             data = data.replace(secret.encode("utf-8"), placeholder)
     return data
+
+
+# --- The credential, in whatever spelling an answer carries it ------------------------------
+
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(.)", re.DOTALL)
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+_MAX_STRINGS = 200_000
+"""How many string values of an answer the reflection check joins (an answer is bounded by
+the body limit, so a larger count is refused as unreadable, never passed unchecked)."""
+
+
+class Unreadable(Exception):
+    """An answer the gateway cannot read whole for the credential (refused, never passed)."""
+
+
+def _unescape_json(text: str) -> str:
+    """*text* with every JSON string escape turned back into its character, whether the
+    escapes cover the whole text or only part of it (surrogate pairs joined)."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return chr(int(match.group(1), 16))
+        char = match.group(2)
+        return _SIMPLE_ESCAPES.get(char, char)
+
+    joined = _JSON_ESCAPE.sub(one, text)
+    return joined.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _unpercent(text: str) -> str:
+    return _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+def _strings_by_key(value: Any, into: dict[str, list[str]], budget: list[int]) -> None:
+    """Every string of *value*, in order, under the key it was found at ("" at the top or
+    in a list of a list), and once more under "*" for all of them."""
+    pending: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while pending:
+        item, key, depth = pending.pop()
+        budget[0] -= 1
+        if budget[0] < 0 or depth > 1000:
+            raise Unreadable("the answer holds more values than the gateway reads")
+        if isinstance(item, str):
+            into.setdefault(key, []).append(item)
+            into.setdefault("*", []).append(item)
+        elif isinstance(item, dict):
+            for name, child in reversed(list(item.items())):
+                into.setdefault("*", []).append(str(name))
+                pending.append((child, str(name), depth + 1))
+        elif isinstance(item, list):
+            pending.extend((child, key, depth + 1) for child in reversed(item))
+
+
+def _documents(text: str) -> list[Any]:
+    """The JSON values *text* holds: itself, or its ``data:`` lines, or its lines."""
+    with _ignored():
+        return [json.loads(text)]
+    found = []
+    for line in text.splitlines():
+        payload = line[5:].strip() if line.startswith("data:") else line.strip()
+        if payload and payload != "[DONE]":
+            with _ignored():
+                found.append(json.loads(payload))
+    return found
+
+
+def _encodings(secret: str) -> list[str]:
+    """*secret* as the answer could spell it and be turned back: itself, percent-encoded,
+    hex in either case, and base64 (standard and URL-safe) at each of the three offsets
+    it can start at inside a longer base64 text."""
+    raw = secret.encode("utf-8")
+    forms = {secret, raw.hex(), raw.hex().upper(), "".join(f"%{b:02X}" for b in raw)}
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        # Only the characters whose six bits all come from the secret: the ones before
+        # and after also carry whatever surrounds it in a longer text.
+        start, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
+        stable = encoded[start:end]
+        forms.update({stable, stable.replace("+", "-").replace("/", "_")})
+    return [form for form in forms if len(form) >= 8]
+
+
+def _views(text: str) -> list[str]:
+    """*text* and what it turns back into: JSON escapes undone, percent-encoding undone."""
+    unescaped = _unescape_json(text)
+    return [text, unescaped, _unpercent(unescaped), _unpercent(text)]
+
+
+def reflected(secret: str, parts: dict[str, str], body: str) -> str | None:
+    """Where the answer carries *secret* in a spelling it can be turned back into (None:
+    nowhere): *parts* are the status line's reason and every header name and value, by
+    what they are; *body* is the decoded body as text.
+
+    Besides the text itself, with JSON escapes (whole or partial) and percent-encoding
+    undone, every JSON string value of the body (a JSON document, server-sent events or
+    JSON lines) is joined in order under its key and all together, so a credential split
+    over two deltas or two lines is found as the client would join it; base64 and hex
+    spellings are looked for in each of these.
+
+    Raises:
+        Unreadable: the body holds more values than the check reads.
+    """
+    if len(secret) < 8:
+        return None
+    forms = _encodings(secret)
+
+    def found(text: str) -> bool:
+        return any(form in view for view in _views(text) for form in forms)
+
+    for where, text in parts.items():
+        if found(text):
+            return where
+    if found(body):
+        return "the body"
+    by_key: dict[str, list[str]] = {}
+    budget = [_MAX_STRINGS]
+    for document in _documents(body):
+        _strings_by_key(document, by_key, budget)
+    for key, strings in by_key.items():
+        if found("".join(strings)):
+            return f"the body's {key!r} values joined" if key != "*" else "the body's values joined"
+    return None

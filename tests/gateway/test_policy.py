@@ -3,20 +3,23 @@ from a provider's answer, what a failure is, and that a secret never goes back."
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import urllib.parse
 from typing import get_args
 
 import pytest
-from hypothesis import example, given
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from agent_eval.gateway.policy import (
     API_KINDS,
+    Unreadable,
     UpstreamRefused,
     observe,
     provider_failure,
+    reflected,
     refusal,
     request_refusal,
     response_refusal,
@@ -453,3 +456,57 @@ def test_this_networks_addresses_are_refused_even_where_private_ones_are_allowed
         assert "0.0.0.0/8" in str(
             refusal(ipaddress.ip_address(address), allow_private=allow_private)
         )
+
+
+# --- The credential handed back, in any spelling --------------------------------------------
+
+keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_",
+               min_size=20, max_size=60).map(lambda s: "sk-" + s)  # fmt: skip
+
+
+def _escaped(text: str, mask: list[bool]) -> str:
+    return "".join(f"\\u{ord(c):04x}" if m else c for c, m in zip(text, mask, strict=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=keys,
+    cut=st.integers(min_value=1, max_value=19),
+    mask=st.lists(st.booleans(), min_size=80, max_size=80),
+    noise=st.text(max_size=30),
+    prefix=st.binary(max_size=5),
+)
+def test_a_credential_is_found_in_every_spelling_it_can_be_turned_back_from(
+    key: str, cut: int, mask: list[bool], noise: str, prefix: bytes
+) -> None:
+    head, tail = key[:cut], key[cut:]
+    bodies = {
+        "plain": json.dumps({"text": noise + key}),
+        "escaped": '{"text": "' + _escaped(key, mask) + '"}',
+        "split-sse": "".join(
+            f"data: {json.dumps({'type': 'delta', 'delta': {'text': part}, 'i': n})}\n\n"
+            for n, part in enumerate((noise, head, tail))
+        ),
+        "split-lines": "\n".join(json.dumps({"x": n, "t": p}) for n, p in enumerate((head, tail))),
+        "base64": json.dumps({"t": base64.b64encode(prefix + key.encode()).decode()}),
+        "base64url": base64.urlsafe_b64encode(prefix + key.encode()).decode(),
+        "percent": "".join(f"%{b:02x}" for b in key.encode()),
+        "hex": key.encode().hex().upper(),
+    }
+    for name, body in bodies.items():
+        assert reflected(key, {}, body) is not None, name
+    for part in ("the status line's reason", "a header's name (1)", "the x-echo header"):
+        assert reflected(key, {part: f"pre {_escaped(key, mask)} post"}, "") == part
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=keys, body=st.text(max_size=300))
+def test_an_answer_without_the_credential_is_passed(key: str, body: str) -> None:
+    assume(key not in body)
+    assert reflected(key, {"the content-type header": "application/json"}, body) is None
+
+
+def test_an_answer_too_many_values_to_read_whole_is_unreadable() -> None:
+    body = json.dumps([""] * 250_000)
+    with pytest.raises(Unreadable):
+        reflected("sk-" + "a" * 30, {}, body)
