@@ -30,6 +30,7 @@ import json
 import os
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -288,9 +289,25 @@ class Gateway:
         if refused is not None and not flow.metadata.get("agent_eval_failure"):
             response = self._refuse(flow, "refused-response", refused)
             content = response.get_content(strict=False) or b""
-        seen = observe(response.headers.get("content-type", ""), content)
+        status = int(response.status_code)
+        answered = 200 <= status < 300 and not flow.metadata.get("agent_eval_failure")
+        try:
+            seen = observe(response.headers.get("content-type", ""), content, strict=answered)
+        except Unreadable as exc:
+            response = self._refuse(flow, "refused-response", str(exc))
+            content = response.get_content(strict=False) or b""
+            seen = observe("application/json", content)
+        upstream = flow.metadata.get("agent_eval_upstream") or {}
+        reviewed = set(upstream.get("servedModels") or ())
+        unreviewed = [m for m in seen.models if m not in reviewed]
+        if answered and unreviewed and not flow.metadata.get("agent_eval_failure"):
+            # An answer naming a model no review covers, beside the reviewed one or not,
+            # never reaches the runner; the record names it, so the batch stops on it.
+            why = f"the answer names {unreviewed[0]!r}, a model no review covers"
+            self._refuse(flow, "refused-response", why)
+            seen = replace(seen, served_model=unreviewed[0])
         failure = flow.metadata.get("agent_eval_failure") or provider_failure(
-            int(response.status_code), seen.error_message
+            status, seen.error_message
         )
         tokens = (seen.input_tokens or 0) + (seen.output_tokens or 0)
         if tokens and failure is None:
@@ -298,7 +315,7 @@ class Gateway:
                 self.spent += tokens
         self._record(
             flow,
-            status=int(response.status_code),
+            status=int(flow.response.status_code),
             response_bytes=len(content),
             served_model=seen.served_model,
             input_tokens=seen.input_tokens,

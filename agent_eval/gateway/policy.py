@@ -59,7 +59,16 @@ Resolver = Callable[[str, int], Sequence[str]]
 
 
 _SEGMENT = r"[A-Za-z0-9._~:@%-]+"
-_PREFIX = rf"(?:/{_SEGMENT}){{0,4}}"  # /v1, /openai/v1, /api/v1, /openai/deployments/<d>
+_PREFIX = (
+    rf"(?:/(?:openai|api|inference|models))?(?:/v\d+(?:beta\d*|alpha\d*)?)?"
+    rf"(?:/deployments/{_SEGMENT})?"
+)
+"""Where an OpenAI-compatible API is mounted: /v1, /openai/v1, /api/v1, /inference/v1,
+/openai/deployments/<d> (Azure); never a segment of the provider's own (its organisation,
+usage, keys or admin endpoints), whatever ends the path."""
+_ENCODED_SEPARATORS = re.compile(r"%(?:2[fFeE5]|3[fF]|23|5[cC]|00)")
+"""Percent-escapes an upstream could decode into a separator (slash, dot, percent,
+query, fragment, backslash, NUL): the path it routes would not be the path checked."""
 _API_PATHS: dict[str, tuple[str, ...]] = {
     "anthropic": (r"/v1/messages", r"/v1/messages/count_tokens", rf"/v1/models(?:/{_SEGMENT})?"),
     "openai": (
@@ -122,6 +131,7 @@ def request_refusal(
     segments = target.split("/")[1:]
     if (
         not target.startswith("/")
+        or _ENCODED_SEPARATORS.search(target)
         or any(s in ("", ".", "..") for s in segments)
         or "/../" in f"{decoded}/"
         or "/./" in f"{decoded}/"
@@ -132,7 +142,7 @@ def request_refusal(
             f"{target[:200]!r} is not an endpoint of the {kind} model API this upstream is "
             "(account, file, key and other endpoints never get the credential)"
         )
-    if method.upper() not in ("GET", "POST", "HEAD"):
+    if method not in ("GET", "POST"):
         return f"method {method[:16]!r} is not one a model API is asked with"
     if length > 0 and _media_type(content_type) not in _REQUEST_TYPES:
         return f"a request body must be JSON, not {content_type[:100]!r}"
@@ -301,6 +311,8 @@ class Observation:
     input_tokens: int | None = None
     output_tokens: int | None = None
     error_message: str | None = None
+    models: tuple[str, ...] = ()
+    """Every model the answer names, in order, each once (an answer may name several)."""
 
 
 _MODEL_KEYS = ("model", "modelVersion")
@@ -309,27 +321,43 @@ _INPUT_KEYS = ("input_tokens", "prompt_tokens", "promptTokenCount")
 _OUTPUT_KEYS = ("output_tokens", "completion_tokens", "candidatesTokenCount")
 
 
-def _events(content_type: str, body: bytes) -> Iterator[Any]:
-    """The JSON objects of a JSON body, or of each ``data:`` line of a server-sent stream."""
+def _events(content_type: str, body: bytes, strict: bool = False) -> Iterator[Any]:
+    """The JSON objects of a JSON body, or of each ``data:`` line of a server-sent stream,
+    or of each line of JSON lines. *strict* (a successful answer): a piece that is not
+    JSON, or too deep to parse, makes the body :class:`Unreadable` instead of being left
+    out, so nothing it holds goes uncounted."""
     text = body.decode("utf-8", errors="replace")
+
+    def parsed(payload: str) -> Iterator[Any]:
+        try:
+            yield json.loads(payload)
+        except RecursionError:
+            if strict:
+                raise Unreadable("the answer nests deeper than the gateway reads") from None
+        except ValueError:
+            if strict:
+                raise Unreadable("a piece of the answer is not JSON") from None
+
     if "text/event-stream" in content_type or text.lstrip().startswith(("event:", "data:")):
         for line in text.splitlines():
             if line.startswith("data:"):
                 payload = line[5:].strip()
                 if payload and payload != "[DONE]":
-                    with _ignored():
-                        yield json.loads(payload)
+                    yield from parsed(payload)
         return
     try:
         yield json.loads(text)
         return
-    except (ValueError, RecursionError):
+    except RecursionError:
+        if strict:
+            raise Unreadable("the answer nests deeper than the gateway reads") from None
+        return
+    except ValueError:
         pass
     # JSON lines: one object per line.
-    for line in text.splitlines()[:10_000]:
+    for line in text.splitlines():
         if line.strip():
-            with _ignored():
-                yield json.loads(line)
+            yield from parsed(line)
 
 
 class _ignored:
@@ -348,15 +376,21 @@ _MAX_NODES = 50_000
 """How many values of one event it looks at, however the event is shaped."""
 
 
-def _objects(value: Any) -> Iterator[dict[str, Any]]:
-    """*value* and every object nested in it, outermost first, bounded in depth and count."""
+def _objects(value: Any, strict: bool = False) -> Iterator[dict[str, Any]]:
+    """*value* and every object nested in it, outermost first, bounded in depth and count
+    (*strict*: past a bound the answer is :class:`Unreadable`, never read in part)."""
     pending: deque[tuple[Any, int]] = deque([(value, 0)])
     seen = 0
-    while pending and seen < _MAX_NODES:
+    while pending:
         item, depth = pending.popleft()
         seen += 1
-        if depth > _MAX_DEPTH:
-            continue
+        if seen > _MAX_NODES or depth > _MAX_DEPTH:
+            if strict:
+                raise Unreadable(
+                    f"the answer holds an event of more than {_MAX_NODES} values or deeper "
+                    f"than {_MAX_DEPTH} levels, more than the gateway reads"
+                )
+            return
         if isinstance(item, dict):
             yield item
             pending.extend((child, depth + 1) for child in item.values())
@@ -372,23 +406,28 @@ def _count(usage: dict[str, Any], keys: Iterable[str]) -> int | None:
     return None
 
 
-def observe(content_type: str, body: bytes) -> Observation:
+def observe(content_type: str, body: bytes, *, strict: bool = False) -> Observation:
     """The served model, token counts and error message a response body reports.
 
     Anthropic's and OpenAI's shapes are both read: ``model`` at the top or
     under ``message``/``response``, ``usage`` with input/prompt and
     output/completion tokens. In a stream the last value of each wins, except
-    input tokens, which the first event that has them states.
+    input tokens, which the first event that has them states. *strict* (a successful
+    answer): a body that cannot be read whole within the bounds (every piece JSON, no event
+    of more than 50,000 values or deeper than 64 levels; the body itself is bounded by the
+    gateway's body limit) raises :class:`Unreadable`, so it is refused, never under-counted.
     """
     model: str | None = None
+    models: dict[str, None] = {}
     inputs: int | None = None
     outputs: int | None = None
     error: str | None = None
-    for event in _events(content_type, body[: 8 * 1024 * 1024]):
-        for obj in _objects(event):
+    for event in _events(content_type, body, strict):
+        for obj in _objects(event, strict):
             for key in _MODEL_KEYS:
                 if isinstance(obj.get(key), str) and obj[key]:
                     model = obj[key][:200]
+                    models[model] = None
                     break
             usage = obj.get("usage", obj.get("usageMetadata"))
             if isinstance(usage, dict):
@@ -403,7 +442,7 @@ def observe(content_type: str, body: bytes) -> Observation:
                 error = failure["message"][:500]
             elif isinstance(failure, str) and failure:
                 error = failure[:500]
-    return Observation(model, inputs, outputs, error)
+    return Observation(model, inputs, outputs, error, tuple(models))
 
 
 def provider_failure(status: int, message: str | None) -> str | None:

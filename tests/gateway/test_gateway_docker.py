@@ -173,6 +173,8 @@ out["binary"] = ask("/v1/models/binary", token)[:2]
 # An upstream handing the credential back, in every spelling it could be turned back from.
 out["reflect"] = {form: ask(f"/v1/models/reflect-{form}", token)
                   for form in args["forms"] + ["none"]}
+out["unmeasurable"] = {form: ask(f"/v1/models/reflect-{form}", token)[:2]
+                       for form in ("two-models", "deep")}
 out["switch"] = ask("/v1/models/switch", token)[:2]
 # A streamed chat completion goes out asking for its usage, so its tokens are counted.
 out["streamed"] = ask("/v1/chat/completions", token, {"content-type": "application/json"},
@@ -263,6 +265,8 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
             assert status == 200, (form, body)
         else:
             assert status == 502 and "agent-eval gateway" in body, (form, status, body)
+    for form, (status, body) in out["unmeasurable"].items():
+        assert status == 502 and "agent-eval gateway" in body, (form, status, body)
     status, body = out["switch"]
     assert status == 502 and "protocol switch" in body, out["switch"]
     assert out["no_token"][0] == out["wrong_token"][0] == 403
@@ -281,6 +285,8 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
         "/v1/models/echo",
         "/v1/models/binary",
         *(f"/v1/models/reflect-{form}" for form in [*REFLECTIONS, "none"]),
+        "/v1/models/reflect-two-models",
+        "/v1/models/reflect-deep",
         "/v1/models/switch",
         "/v1/chat/completions",
     ], "only the attributed requests to the model API went out, nothing through a tunnel"
@@ -302,6 +308,9 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
         if line["path"].startswith("/v1/models/reflect-")
     }
     assert failures.pop("none") is None
+    assert failures.pop("two-models") == failures.pop("deep") == "refused-response"
+    (two,) = [line for line in lines if line["path"].endswith("reflect-two-models")]
+    assert two["servedModel"] == "unreviewed-model", two  # the batch stops on it
     undecodable = {"x-gzip", "gzip-gzip"}  # refused as unreadable, or read and found
     assert all(
         failure == "credential-reflected" or (form in undecodable and failure == "refused-response")

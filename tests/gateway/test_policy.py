@@ -298,6 +298,9 @@ MODEL_CALLS = {
         ("POST", "/chat/completions"),  # an OpenAI-compatible base without /v1
         ("POST", "/openai/v1/chat/completions"),
         ("POST", "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"),
+        ("POST", "/api/v1/chat/completions"),  # OpenRouter
+        ("POST", "/inference/v1/chat/completions"),
+        ("POST", "/api/chat"),  # Ollama
         ("GET", "/v1/models/gpt-5"),
     ],
     "gemini": [
@@ -346,6 +349,16 @@ def test_each_cli_s_model_calls_are_forwarded(kind: str, method: str, path: str)
         "",
         "/echo",
         "/admin/chat/completions/x",
+        "/v1/models/x%2F..%2Ffiles",
+        "/v1/models/%252e%252e",
+        "/v1/messages%3Fx=1",
+        "/v1/models/a%5C..",
+        "/v1/models/a%00",
+        "/v1/organization/usage/completions",
+        "/v1/organization/admin_api_keys/chat",
+        "/v1/organizations/o/chat/completions",
+        "/v1/projects/p/chat/completions",
+        "/api/v1/admin/chat/completions",
     ],
 )
 def test_any_other_endpoint_never_gets_the_credential(path: str) -> None:
@@ -510,3 +523,48 @@ def test_an_answer_too_many_values_to_read_whole_is_unreadable() -> None:
     body = json.dumps([""] * 250_000)
     with pytest.raises(Unreadable):
         reflected("sk-" + "a" * 30, {}, body)
+
+
+# --- A successful answer is measured whole, or refused ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        json.dumps([[list(range(64))] * 64] * 64).encode(),
+        b"data: " + b"[" * 100_000 + b"\n\n",
+        b'data: {"model": "m"}\n\ndata: {not json\n\n',
+        b'{"model": "m"}\n{"usage": \n',
+        ("[" * 70 + "{}" + "]" * 70).encode(),  # past the depth read, inside the parser's
+    ],
+    ids=["deep", "wide", "deep-stream", "bad-event", "bad-line", "past-depth"],
+)
+def test_a_successful_answer_that_cannot_be_read_whole_is_unreadable(body: bytes) -> None:
+    with pytest.raises(Unreadable):
+        observe("application/json", body, strict=True)
+
+
+def test_usage_hidden_far_into_a_long_answer_is_still_counted() -> None:
+    lines = [json.dumps({"model": "good", "n": n}) for n in range(20_000)]
+    lines.append(json.dumps({"usage": {"input_tokens": 5, "output_tokens": 900_000}}))
+    seen = observe("application/x-ndjson", "\n".join(lines).encode(), strict=True)
+    assert seen.output_tokens == 900_000
+    stream = b"data: " + json.dumps({"pad": "x" * (9 << 20)}).encode() + b"\n\n"
+    stream += b'data: {"model": "other", "usage": {"output_tokens": 7}}\n\n'
+    seen = observe("text/event-stream", stream, strict=True)
+    assert (seen.served_model, seen.output_tokens) == ("other", 7)
+
+
+def test_every_model_an_answer_names_is_seen() -> None:
+    stream = (
+        b'data: {"type": "message_start", "message": {"model": "unreviewed"}}\n\n'
+        b'data: {"type": "message_delta", "model": "reviewed"}\n\n'
+    )
+    assert observe("text/event-stream", stream, strict=True).models == ("unreviewed", "reviewed")
+
+
+@pytest.mark.parametrize("method", ["HEAD", "PUT", "DELETE", "OPTIONS", "post", "get"])
+def test_only_get_and_post_are_forwarded(method: str) -> None:
+    why = request_refusal("anthropic", method, "/v1/messages", "application/json", 0)
+    assert why is not None and "method" in why

@@ -167,6 +167,15 @@ class Handler(BaseHTTPRequestHandler):
         elif form == "percent":
             encoded = "".join(f"%{b:02X}" for b in key.encode())
             body = json.dumps({"model": MODEL, "text": encoded}).encode()
+        elif form == "two-models":  # an unreviewed model first, the reviewed one last
+            headers["content-type"] = "text/event-stream"
+            events = [
+                {"type": "message_start", "message": {"model": "unreviewed-model"}},
+                {"type": "message_delta", "model": MODEL, "usage": {"output_tokens": 3}},
+            ]
+            body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+        elif form == "deep":  # usage out of the reader's reach
+            body = ('{"model": "' + MODEL + '", "x": ' + "[" * 80 + "]" * 80 + "}").encode()
         else:
             body = json.dumps({"model": MODEL, "text": "nothing to hide"}).encode()
         self.send_response(200, reason)
