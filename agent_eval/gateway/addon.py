@@ -325,17 +325,22 @@ class Gateway:
         )
 
     def error(self, flow: Any) -> None:
-        """A request that got no response: the upstream is unreachable or was refused."""
-        if flow.response is not None:
+        """A request that ended without an answer passed on: the upstream is unreachable or
+        was refused, or its answer broke off or could not be read (past the body limit,
+        trailers); every request gets its record, whatever became of it."""
+        if flow.metadata.get("agent_eval_recorded"):
             return
         message = str(getattr(flow.error, "msg", "") or "no response")
+        status = int(flow.response.status_code) if flow.response is not None else None
         if "refused the upstream" in message:
             failure = "refused-upstream"
         elif message.lower().startswith("client disconnected"):
             failure = "cancelled"  # the runner went away (killed at its deadline): not the provider
+        elif flow.response is not None:
+            failure = "refused-response"  # an answer begun, never read whole nor passed on
         else:
             failure = "unreachable"
-        self._record(flow, status=None, response_bytes=0, failure=failure, message=message)
+        self._record(flow, status=status, response_bytes=0, failure=failure, message=message)
 
     def _record(
         self,
@@ -349,6 +354,7 @@ class Gateway:
         failure: str | None = None,
         message: str | None = None,
     ) -> None:
+        flow.metadata["agent_eval_recorded"] = True
         upstream = flow.metadata.get("agent_eval_upstream") or {}
         route = flow.metadata.get("agent_eval_route")
         started = flow.metadata.get("agent_eval_started", time.monotonic())

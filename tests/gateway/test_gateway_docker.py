@@ -176,6 +176,13 @@ out["reflect"] = {form: ask(f"/v1/models/reflect-{form}", token)
 out["unmeasurable"] = {form: ask(f"/v1/models/reflect-{form}", token)[:2]
                        for form in ("two-models", "deep")}
 out["switch"] = ask("/v1/models/switch", token)[:2]
+def status_of(path):
+    try:
+        return ask(path, token)[0]
+    except (OSError, http.client.HTTPException) as exc:
+        return type(exc).__name__
+out["huge_answer"] = status_of("/v1/models/huge")
+out["trailers"] = status_of("/v1/models/trailers")
 # A streamed chat completion goes out asking for its usage, so its tokens are counted.
 out["streamed"] = ask("/v1/chat/completions", token, {"content-type": "application/json"},
                       method="POST", body=json.dumps({"model": "m", "stream": True}).encode())[0]
@@ -288,6 +295,8 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
         "/v1/models/reflect-two-models",
         "/v1/models/reflect-deep",
         "/v1/models/switch",
+        "/v1/models/huge",
+        "/v1/models/trailers",
         "/v1/chat/completions",
     ], "only the attributed requests to the model API went out, nothing through a tunnel"
     assert out["streamed"] == 200
@@ -316,6 +325,11 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
         failure == "credential-reflected" or (form in undecodable and failure == "refused-response")
         for form, failure in failures.items()
     ), failures
+    # Every request has its record, whatever became of its answer.
+    for path in ("/v1/models/huge", "/v1/models/trailers"):
+        (line,) = [line for line in lines if line["path"] == path]
+        assert line["failure"] is not None or line["status"] == 200, line
+    assert out["huge_answer"] != 200, out["huge_answer"]
     (switch,) = [line for line in lines if line["path"] == "/v1/models/switch"]
     assert switch["failure"] == "refused-response", switch
     assert upgrade["failure"] == "refused-request"

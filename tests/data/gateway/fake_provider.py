@@ -13,6 +13,8 @@
   whole or in part, split over two server-sent events or two JSON lines, as a header
   name, as the status line's reason, under ``x-gzip`` or ``gzip, gzip``, in base64 or
   percent-encoded); ``reflect-none``: an answer without it;
+* ``GET /v1/models/huge``: an answer past the gateway's body limit; ``/trailers``: a
+  chunked answer with HTTP trailers;
 * ``GET /v1/models/switch``: an unasked ``101 Switching Protocols``, then a tunnel;
 * ``GET /v1/models/binary``: a successful answer in a type nobody can read usage from;
 * any other path: answered as if it were an account endpoint (the gateway must never
@@ -92,6 +94,24 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path.startswith("/v1/models/reflect-"):
             self._reflect(self.path.removeprefix("/v1/models/reflect-"), self._key() or "")
+            return
+        if self.path == "/v1/models/huge":  # past the gateway's body limit
+            chunk = b"x" * (1 << 20)
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(33 * len(chunk)))
+            self.end_headers()
+            for _ in range(33):
+                self.wfile.write(chunk)
+            return
+        if self.path == "/v1/models/trailers":  # a chunked answer with HTTP trailers
+            body = json.dumps({"model": MODEL}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("transfer-encoding", "chunked")
+            self.send_header("trailer", "x-after")
+            self.end_headers()
+            self.wfile.write(b"%x\r\n%s\r\n0\r\nx-after: 1\r\n\r\n" % (len(body), body))
             return
         if self.path == "/v1/models/switch":
             # An unasked protocol switch, then whatever comes through the tunnel is logged.
