@@ -38,7 +38,7 @@ from agent_eval.models import (
     RunnerRegistry,
 )
 from agent_eval.models.runner_config import check_no_literal_secret
-from agent_eval.reference import REFERENCE_RUNNER_PREFIX
+from agent_eval.reference import is_reference_name
 
 __all__ = [
     "RegistryAt",
@@ -88,7 +88,7 @@ def parse_registry(data: bytes, where: str) -> RunnerRegistry:
 
 def _reserved(name: str) -> bool:
     """A runner name of the built-in reference runners (however it is spelled)."""
-    return name.strip().lower().startswith(REFERENCE_RUNNER_PREFIX)
+    return is_reference_name(name)
 
 
 def commit_time(repository: Path) -> Callable[[str], datetime | None]:
