@@ -40,6 +40,7 @@ from agent_eval.models import (
     ArchivesManifest,
     GatewaySettings,
     ImageRecord,
+    NodeIdentity,
     Receipt,
     RunnerConfig,
     Toolchain,
@@ -263,6 +264,7 @@ class Preflight:
 
     def _executor(self) -> None:
         images = self.images
+        nodes: list[NodeIdentity] = []
         context = RemoteContext(
             project=self.project,
             config=self.config,
@@ -278,8 +280,11 @@ class Preflight:
             receipt=self.receipt,
             notice=self.notice,
             progress=self.progress,
+            nodes=nodes.extend,
         )
         self.executor = self.placement.executor(context, self.phase)
+        if nodes:
+            self.receipt = self.receipt.model_copy(update={"nodes": nodes})
 
 
 Step = tuple[str | None, Callable[[Preflight], None]]

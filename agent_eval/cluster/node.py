@@ -3,9 +3,11 @@
 A node runs runs exactly as the driver would on its own machine: it builds
 its station by the same steps (:class:`~agent_eval.batch.station.Site`), on
 its own local engine, and runs the same attempt code.
-Before its first run it proves it holds what the driver holds: the runner
-and verifier images by id (nodes never pull), the suite by digest, and a
-consumer whose lock and API catalog have the driver's digests. Its evidence
+Before its first run it proves it holds what the driver holds: the harness
+code by digest (a node started from another checkout would run the runs with
+its own code under the driver's digest), the runner and verifier images by
+id (nodes never pull), the suite by digest, and a consumer whose lock and API
+catalog have the driver's digests. Its evidence
 stays under its own root (beside a lease and a copy of the receipt, so that
 its reaper can close a batch whose actor died with the node) only until the
 driver has the files.
@@ -41,7 +43,7 @@ from agent_eval.models import (
     RunnerConfig,
     ShippedFile,
 )
-from agent_eval.project import Project
+from agent_eval.project import Project, evaluator_digest
 from agent_eval.suite.tasks import load_suite
 from agent_eval.verification.protocol import VerifierContext, VerifierFactory
 
@@ -101,15 +103,18 @@ class NodeWorker:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         environ: Mapping[str, str] = os.environ,
+        harness: Callable[[], str] = evaluator_digest,
     ) -> None:
         """*environ* holds the credentials the node's gateway needs (models[].credentialEnv):
-        they are the node's own, never sent by the driver."""
+        they are the node's own, never sent by the driver. *harness* gives the digest of the
+        harness code this node runs."""
         self.name = name
         self.root = root
         self.slots = slots
         self._parts = parts
         self._clock = clock
         self._environ = environ
+        self._harness = harness
         self._stack = contextlib.ExitStack()
         self._lease: HeldLease | None = None
         self._engine: ContainerEngine | None = None
@@ -132,6 +137,14 @@ class NodeWorker:
         Raises:
             AgentEvalError: Something differs from the driver, or cannot be prepared.
         """
+        # First, before its engine is touched: every later step runs this node's own code.
+        harness = self._harness()
+        if harness != assignment.evaluatorDigest:
+            raise ConfigError(
+                f"node {self.name} runs harness code with digest {harness}, not the driver's "
+                f"{assignment.evaluatorDigest}: start the node from the driver's checkout "
+                "(the same agent-eval)"
+            )
         # The node's own engine (its DOCKER_HOST): the driver's runtimePath names the driver's.
         self._engine = engine = self._parts.connect(None)
         notices = self._open(assignment, engine)
@@ -169,7 +182,13 @@ class NodeWorker:
             deadline=time.monotonic() + assignment.remainingS,
         )
         self._attempts = Attempts(schedule, station.runner, station.verifier)
-        return NodeReady(node=self.name, engine=engine.address, slots=self.slots, notices=notices)
+        return NodeReady(
+            node=self.name, engine=engine.address, slots=self.slots, evaluatorDigest=harness,
+            runnerImageId=images.runner.image_id, verifierImageId=images.verifier.image_id,
+            gatewayImageId=images.gateway.image_id if gateway is not None and images.gateway
+            else None,
+            notices=notices,
+        )  # fmt: skip
 
     def _open(self, assignment: NodeAssignment, engine: ContainerEngine) -> list[str]:
         """Reap what dead batches left here, then hold the batch's lease; what was reaped."""

@@ -37,6 +37,7 @@ __all__ = [
     "AttemptRecord",
     "BatchStatus",
     "FailureCategory",
+    "NodeIdentity",
     "ProtectedInputs",
     "Receipt",
     "RefusedPath",
@@ -399,6 +400,23 @@ class ReviewDecision(WireModel):
     """When."""
 
 
+class NodeIdentity(WireModel):
+    """A cluster node as it was before its first run of the batch: what it ran with."""
+
+    node: Annotated[str, Field(min_length=1, max_length=200)]
+    """The node's name (its label, or its host and Ray node id)."""
+    engine: Annotated[str, Field(min_length=1, max_length=500)]
+    """The address of the node's local engine."""
+    evaluatorDigest: Digest
+    """The digest of the harness code the node ran (the driver's, or it was refused)."""
+    runnerImageId: Digest
+    """The runner image's id on the node's engine."""
+    verifierImageId: Digest
+    """The verifier image's id on the node's engine."""
+    gatewayImageId: Digest | None
+    """The gateway image's id on the node's engine (None: no gateway)."""
+
+
 class Receipt(WireModel):
     """The batch record. Totals are checked against the runs on every load."""
 
@@ -454,6 +472,9 @@ class Receipt(WireModel):
     """Runs in schedule order (finished or not yet started)."""
     reviewDecisions: list[ReviewDecision]
     """Digest-bound review decisions, appended by review-agent-eval."""
+    nodes: list[NodeIdentity] | None = Field(default=None, max_length=1000)
+    """The cluster nodes the runs executed on, as each proved itself before its first run
+    (None: the driver's own engine)."""
 
     @model_validator(mode="after")
     def _totals(self) -> Receipt:

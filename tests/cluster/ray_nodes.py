@@ -245,7 +245,8 @@ def ray_cluster(
             engine = PrivateEngine(netns)
             cluster.workers.append(Worker(f"worker-{index}", engine, root / f"node-{index}", slots))
             engine.start()
-            engine.load_images(images)
+            if images:
+                engine.load_images(images)
         cluster.start_head()
         for worker in cluster.workers:
             cluster.start_worker(worker)

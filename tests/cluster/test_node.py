@@ -14,14 +14,45 @@ import pytest
 
 from agent_eval.cluster.node import NodeParts, NodeWorker
 from agent_eval.cluster.ray_cluster import assignment_for
+from agent_eval.digests import sha256_bytes
 from agent_eval.engine.fake import FakeEngine
 from agent_eval.errors import ConfigError
 from agent_eval.evidence_io import read_model
 from agent_eval.models import RunnerConfig
-from agent_eval.project import Project
+from agent_eval.project import Project, evaluator_digest
 from agent_eval.verification.protocol import VerifierContext, VerifierFactory
 from tests.cluster.test_ray_prepare import DIGEST, remote_context
 from tests.paths import SHIPPED
+
+
+def test_a_node_whose_harness_is_not_the_drivers_refuses_before_touching_its_engine(
+    tmp_path: Path,
+) -> None:
+    config = read_model(SHIPPED / "examples/runners/codex.json", RunnerConfig, what="config")
+    connected: list[str | None] = []
+
+    def connect(path: str | None) -> FakeEngine:
+        connected.append(path)
+        return FakeEngine()
+
+    def verifiers(project: Project) -> VerifierFactory[VerifierContext]:
+        raise AssertionError("nothing is made on a node of another harness")
+
+    other = sha256_bytes(b"another checkout")
+    worker = NodeWorker(
+        "node-h", tmp_path / "node", 1, NodeParts(connect, verifiers), harness=lambda: other
+    )
+    assignment = assignment_for(remote_context(config, []))
+    assert assignment.evaluatorDigest == evaluator_digest()
+    with pytest.raises(
+        ConfigError,
+        match=f"node node-h runs harness code with digest {other}, not the driver's "
+        f"{evaluator_digest()}",
+    ):
+        worker.prepare(assignment)
+    assert connected == []
+    assert worker.close() == []
+    assert not (tmp_path / "node").exists()
 
 
 def test_a_node_whose_runner_image_is_not_the_drivers_refuses_before_making_its_verifier(
