@@ -80,6 +80,6 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
             )
             sys.exit(128 + stop.signum)
         reasons = [*result.reasons, *again]
-        result = QualificationResult(qualified=not reasons, reasons=reasons)
-    click.echo(result.model_dump_json())
+        result = QualificationResult(qualified=not reasons, reasons=reasons, chain=result.chain)
+    click.echo(result.model_dump_json(exclude_none=True))
     sys.exit(0 if result.qualified else 1)

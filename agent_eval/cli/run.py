@@ -93,6 +93,15 @@ def report_outcome(
     "to compare with agent-eval compare; it can never qualify.",
 )
 @click.option(
+    "--resume",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="RUN_DIR",
+    help="Run only the runs this batch's chain left without a valid final verdict (missing, "
+    "infrastructure, interrupted), in a new batch bound to the same identities; "
+    "check-agent-eval decides on the whole chain.",
+)
+@click.option(
     "--progress",
     "progress",
     type=click.Choice(MODES),
@@ -128,6 +137,7 @@ def eval_agent_command(
     project: Path | None,
     only: tuple[str, ...],
     repetitions: int | None,
+    resume: Path | None,
     progress: Mode,
     executor: str,
     ray_address: str | None,
@@ -149,6 +159,8 @@ def eval_agent_command(
     from agent_eval.project import find_project
     from agent_eval.verification.container.verifier import batch_verifier_factory
 
+    if resume is not None and (only or repetitions is not None):
+        raise click.UsageError("--resume takes its schedule from the batch it resumes")
     with reported_errors():
         located = find_project(project)
         remote = _remote(executor, ray_address, ray_node_ip)
@@ -165,6 +177,7 @@ def eval_agent_command(
                 only=only,
                 remote=remote,
                 repetitions=repetitions,
+                resume=resume,
             )
         finally:
             display.close()

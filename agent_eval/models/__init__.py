@@ -16,6 +16,7 @@ from agent_eval.models.behaviour import (
     VerifierLimits,
 )
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
+from agent_eval.models.chain import ChainBatch
 from agent_eval.models.cluster import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
 from agent_eval.models.compare import (
     ApiChanges,
@@ -47,6 +48,7 @@ from agent_eval.models.receipt import (
     BatchStatus,
     FailureCategory,
     NodeIdentity,
+    Predecessor,
     ProtectedInputs,
     Receipt,
     RefusedPath,
@@ -90,6 +92,7 @@ __all__ = [
     "CatalogDistribution",
     "CatalogEntry",
     "CatalogKind",
+    "ChainBatch",
     "Comparison",
     "ConsumerLock",
     "CorrectCase",
@@ -116,6 +119,7 @@ __all__ = [
     "NodeReady",
     "NodeRunResult",
     "PayloadFile",
+    "Predecessor",
     "ProtectedInputs",
     "QualificationResult",
     "RateComparison",

@@ -139,6 +139,8 @@ FIELD_SETS: dict[str, set[str]] = {
         "finalSuccesses",
         "runs",
         "reviewDecisions",
+        "runnerConfigDigest",
+        "predecessor",
         "nodes",
     },
     "NodeIdentity": {
@@ -149,6 +151,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "verifierImageId",
         "gatewayImageId",
     },
+    "Predecessor": {"batchId", "receiptDigest", "reusedRuns"},
     "RunRecord": {"runId", "taskId", "repetition", "firstSuccess", "finalSuccess", "attempts"},
     "AttemptRecord": {
         "attempt",
@@ -206,7 +209,8 @@ FIELD_SETS: dict[str, set[str]] = {
     "ArchiveEntry": {"filename", "distribution", "version", "sha256", "size"},
     "ConsumerLock": {"schemaVersion", "archivesDigest", "python", "distributions"},
     "LockedDistribution": {"name", "version", "recordDigest", "candidate", "archiveSha256"},
-    "QualificationResult": {"qualified", "reasons"},
+    "QualificationResult": {"qualified", "reasons", "chain"},
+    "ChainBatch": {"batchId", "runs", "tokens", "durationMs"},
     "Analysis": {
         "schemaVersion",
         "taskId",
