@@ -104,10 +104,14 @@ class NodeWorker:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         environ: Mapping[str, str] = os.environ,
         harness: Callable[[], str] = evaluator_digest,
+        address: str | None = None,
+        expected_address: str | None = None,
     ) -> None:
         """*environ* holds the credentials the node's gateway needs (models[].credentialEnv):
         they are the node's own, never sent by the driver. *harness* gives the digest of the
-        harness code this node runs."""
+        harness code this node runs. *address* is the one the cluster advertises for the
+        node; *expected_address* the one its operator gave it (the node refuses work when
+        the cluster advertises another)."""
         self.name = name
         self.root = root
         self.slots = slots
@@ -115,6 +119,8 @@ class NodeWorker:
         self._clock = clock
         self._environ = environ
         self._harness = harness
+        self.address = address
+        self._expected_address = expected_address
         self._stack = contextlib.ExitStack()
         self._lease: HeldLease | None = None
         self._engine: ContainerEngine | None = None
@@ -144,6 +150,12 @@ class NodeWorker:
                 f"node {self.name} runs harness code with digest {harness}, not the driver's "
                 f"{assignment.evaluatorDigest}: start the node from the driver's checkout "
                 "(the same agent-eval)"
+            )
+        if self._expected_address is not None and self.address != self._expected_address:
+            raise ConfigError(
+                f"node {self.name} is advertised at {self.address or 'an unknown address'}, not "
+                f"its own {self._expected_address}: start it with "
+                f"--node-ip-address={self._expected_address}"
             )
         # The node's own engine (its DOCKER_HOST): the driver's runtimePath names the driver's.
         self._engine = engine = self._parts.connect(None)
@@ -183,7 +195,8 @@ class NodeWorker:
         )
         self._attempts = Attempts(schedule, station.runner, station.verifier)
         return NodeReady(
-            node=self.name, engine=engine.address, slots=self.slots, evaluatorDigest=harness,
+            node=self.name, engine=engine.address, address=self.address, slots=self.slots,
+            evaluatorDigest=harness,
             runnerImageId=images.runner.image_id, verifierImageId=images.verifier.image_id,
             gatewayImageId=images.gateway.image_id if gateway is not None and images.gateway
             else None,

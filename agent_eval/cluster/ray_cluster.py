@@ -47,13 +47,23 @@ from agent_eval.project import CACHE_DIRS, evaluator_digest
 if TYPE_CHECKING:
     from agent_eval.consumer.archives import PreparedConsumer
 
-__all__ = ["NODE_LABEL_ENV", "NODE_ROOT_ENV", "RESOURCE", "RayCluster", "assignment_for"]
+__all__ = [
+    "NODE_IP_ENV",
+    "NODE_LABEL_ENV",
+    "NODE_ROOT_ENV",
+    "RESOURCE",
+    "RayCluster",
+    "assignment_for",
+]
 
 RESOURCE = "agent_eval_engine"
 """The custom resource a node advertises for its local engine: its count is the runs it
 takes at once (``ray start --resources='{"agent_eval_engine": 2}'``)."""
 NODE_LABEL_ENV = "AGENT_EVAL_NODE"
 """The node's name in the evidence, from the environment of its ``ray start``."""
+NODE_IP_ENV = "AGENT_EVAL_NODE_IP"
+"""The node's own address in the cluster, from the environment of its ``ray start`` (given
+there as ``--node-ip-address`` too): a node the cluster advertises at another refuses work."""
 NODE_ROOT_ENV = "AGENT_EVAL_NODE_ROOT"
 """Where the node keeps its part of a batch (default: /var/tmp/agent-eval-node)."""
 DEFAULT_NODE_ROOT = Path("/var/tmp/agent-eval-node")
@@ -89,7 +99,10 @@ class NodeActor:
         node_id = ray.get_runtime_context().get_node_id()
         root = Path(os.environ.get(NODE_ROOT_ENV) or DEFAULT_NODE_ROOT)
         name = node_name(os.environ.get(NODE_LABEL_ENV), node_id)
-        self._worker = NodeWorker(name, root, slots, parts)
+        self._worker = NodeWorker(
+            name, root, slots, parts, address=_advertised(ray, node_id),
+            expected_address=os.environ.get(NODE_IP_ENV) or None,
+        )  # fmt: skip
 
     def prepare(self, assignment: bytes) -> tuple[str, str]:
         try:
@@ -112,6 +125,15 @@ class NodeActor:
 
     def close(self) -> list[str]:
         return self._worker.close()
+
+
+def _advertised(ray: Any, node_id: str) -> str | None:
+    """The address the cluster advertises for the node *node_id* (its raylet's)."""
+    for found in ray.nodes():
+        if str(found.get("NodeID")) == node_id:
+            address = found.get("NodeManagerAddress")
+            return str(address) if address else None
+    return None
 
 
 @dataclass
@@ -206,7 +228,8 @@ class RayCluster:
                 )
                 continue
             identity = NodeIdentity(
-                node=ready.node, engine=ready.engine, evaluatorDigest=ready.evaluatorDigest,
+                node=ready.node, engine=ready.engine, address=ready.address,
+                evaluatorDigest=ready.evaluatorDigest,
                 runnerImageId=ready.runnerImageId, verifierImageId=ready.verifierImageId,
                 gatewayImageId=ready.gatewayImageId,
             )  # fmt: skip

@@ -86,6 +86,8 @@ class NodeReady(WireModel):
     """The node's name (its label, or its host and Ray node id)."""
     engine: NonEmptyStr
     """The address of the node's local engine."""
+    address: str | None = Field(default=None, max_length=200)
+    """The address the cluster advertises for the node (None: not known)."""
     slots: int = Field(ge=1)
     """Runs the node takes at once."""
     evaluatorDigest: Digest

@@ -408,6 +408,8 @@ class NodeIdentity(WireModel):
     """The node's name (its label, or its host and Ray node id)."""
     engine: Annotated[str, Field(min_length=1, max_length=500)]
     """The address of the node's local engine."""
+    address: str | None = Field(default=None, max_length=200)
+    """The address the cluster advertised for the node (None: not known)."""
     evaluatorDigest: Digest
     """The digest of the harness code the node ran (the driver's, or it was refused)."""
     runnerImageId: Digest

@@ -152,6 +152,7 @@ class RayCluster:
             | {
                 "DOCKER_HOST": f"unix://{worker.socket}",
                 "AGENT_EVAL_NODE": worker.name,
+                "AGENT_EVAL_NODE_IP": "127.0.0.1",
                 "AGENT_EVAL_NODE_ROOT": str(worker.root),
             }
         )

@@ -55,6 +55,29 @@ def test_a_node_whose_harness_is_not_the_drivers_refuses_before_touching_its_eng
     assert not (tmp_path / "node").exists()
 
 
+@pytest.mark.parametrize("advertised", ["10.200.1.2", None])
+def test_a_node_advertised_at_another_address_than_its_own_refuses_before_its_engine(
+    tmp_path: Path, advertised: str | None
+) -> None:
+    config = read_model(SHIPPED / "examples/runners/codex.json", RunnerConfig, what="config")
+
+    def connect(path: str | None) -> FakeEngine:
+        raise AssertionError("a node at the wrong address touches nothing")
+
+    worker = NodeWorker(
+        "node-a", tmp_path / "node", 1, NodeParts(connect, lambda _project: lambda _c: None),
+        address=advertised, expected_address="127.0.0.1",
+    )  # fmt: skip
+    shown = advertised or "an unknown address"
+    with pytest.raises(
+        ConfigError,
+        match=f"node node-a is advertised at {shown}, not its own 127.0.0.1: start it with "
+        "--node-ip-address=127.0.0.1",
+    ):
+        worker.prepare(assignment_for(remote_context(config, [])))
+    assert worker.close() == []
+
+
 def test_a_node_whose_runner_image_is_not_the_drivers_refuses_before_making_its_verifier(
     tmp_path: Path,
 ) -> None:

@@ -146,6 +146,7 @@ FIELD_SETS: dict[str, set[str]] = {
     "NodeIdentity": {
         "node",
         "engine",
+        "address",
         "evaluatorDigest",
         "runnerImageId",
         "verifierImageId",
@@ -306,6 +307,7 @@ FIELD_SETS: dict[str, set[str]] = {
     "NodeReady": {
         "node",
         "engine",
+        "address",
         "slots",
         "evaluatorDigest",
         "runnerImageId",
