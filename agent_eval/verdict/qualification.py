@@ -591,6 +591,33 @@ def _binding_rules(
             f"but {archives_path} is {actual_archives}"
         )
     reasons += _consumer_lock_rules(receipt, receipt_dir)
+    reasons += _node_rules(receipt, archives)
+    return reasons
+
+
+def _node_rules(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
+    """Every cluster node ran the batch's harness and runner and verifier images, as it
+    proved before its first run; an attempt names only a node the receipt records (a
+    receipt without ``nodes``, of a batch before they were recorded, names none)."""
+    reasons = []
+    for node in receipt.nodes or []:
+        for what, found, bound in (
+            ("harness", node.evaluatorDigest, receipt.evaluatorDigest),
+            ("runner image", node.runnerImageId, archives.runnerImage.imageId),
+            ("verifier image", node.verifierImageId, archives.verifierImage.imageId),
+        ):
+            if found != bound:
+                reasons.append(
+                    f"node-binding: node {node.node} ran {what} {found}, not the batch's {bound}"
+                )
+    recorded = {node.node for node in receipt.nodes or []}
+    strangers = sorted(
+        {a.node for r in receipt.runs for a in r.attempts if a.node is not None} - recorded
+    )
+    if strangers:
+        reasons.append(
+            f"node-binding: attempts name nodes {', '.join(strangers)} the receipt does not record"
+        )
     return reasons
 
 
