@@ -19,6 +19,7 @@ import contextlib
 import os
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -51,6 +52,11 @@ if TYPE_CHECKING:
     from agent_eval.consumer.archives import PreparedConsumer
 
 __all__ = ["NODE_GUIDES", "NodeParts", "NodeWorker", "node_name", "write_shipped"]
+
+HEAD_GRACE_S = 15.0
+"""A head that has not answered for this long is gone (the cluster ends a node's processes
+about a minute after its head went)."""
+HEAD_POLL_S = 1.0
 
 NODE_GUIDES = "guides"
 """Where a node's copy of the project holds the docs directories declared as guides."""
@@ -106,12 +112,17 @@ class NodeWorker:
         harness: Callable[[], str] = evaluator_digest,
         address: str | None = None,
         expected_address: str | None = None,
+        head_alive: Callable[[], bool] | None = None,
+        head_grace_s: float = HEAD_GRACE_S,
     ) -> None:
         """*environ* holds the credentials the node's gateway needs (models[].credentialEnv):
         they are the node's own, never sent by the driver. *harness* gives the digest of the
         harness code this node runs. *address* is the one the cluster advertises for the
         node; *expected_address* the one its operator gave it (the node refuses work when
-        the cluster advertises another)."""
+        the cluster advertises another). *head_alive* says whether the cluster's head still
+        answers: once it has not for *head_grace_s*, the node stops its attempts and removes
+        the batch's containers itself (the cluster ends the node's processes a while after
+        its head is gone, and nothing else would)."""
         self.name = name
         self.root = root
         self.slots = slots
@@ -121,6 +132,11 @@ class NodeWorker:
         self._harness = harness
         self.address = address
         self._expected_address = expected_address
+        self._head_alive = head_alive
+        self._head_grace_s = head_grace_s
+        self._closed = threading.Event()
+        self.head_lost: str | None = None
+        """Why the node stopped its batch on its own (its head gone), once it did."""
         self._stack = contextlib.ExitStack()
         self._lease: HeldLease | None = None
         self._engine: ContainerEngine | None = None
@@ -194,6 +210,8 @@ class NodeWorker:
             deadline=time.monotonic() + assignment.remainingS,
         )
         self._attempts = Attempts(schedule, station.runner, station.verifier)
+        if self._head_alive is not None:
+            threading.Thread(target=self._watch_head, name="head-watch", daemon=True).start()
         return NodeReady(
             node=self.name, engine=engine.address, address=self.address, slots=self.slots,
             evaluatorDigest=harness,
@@ -202,6 +220,30 @@ class NodeWorker:
             else None,
             notices=notices,
         )  # fmt: skip
+
+    def _watch_head(self) -> None:
+        """Stop everything and remove the batch's containers once the head is gone."""
+        assert self._head_alive is not None
+        silent_since: float | None = None
+        while not self._closed.wait(HEAD_POLL_S):
+            if self._head_alive():
+                silent_since = None
+                continue
+            now = time.monotonic()
+            silent_since = now if silent_since is None else silent_since
+            if now - silent_since < self._head_grace_s:
+                continue
+            reason = f"the cluster's head has not answered for {self._head_grace_s:g} s"
+            self.head_lost = reason
+            problems = self.stop(reason)
+            if self._engine is not None and self._batch_id is not None:
+                try:
+                    remove_leftovers(self._engine, self._batch_id)
+                except AgentEvalError as exc:
+                    problems.append(str(exc))
+            for problem in problems:
+                print(f"node {self.name}: {reason}; {problem}", flush=True)
+            return
 
     def _open(self, assignment: NodeAssignment, engine: ContainerEngine) -> list[str]:
         """Reap what dead batches left here, then hold the batch's lease; what was reaped."""
@@ -298,6 +340,7 @@ class NodeWorker:
 
     def close(self) -> list[str]:
         """Remove the batch's containers and files from the node; give its lease up if done."""
+        self._closed.set()
         problems: list[str] = []
         if self._engine is not None and self._batch_id is not None:
             try:

@@ -99,9 +99,11 @@ class NodeActor:
         node_id = ray.get_runtime_context().get_node_id()
         root = Path(os.environ.get(NODE_ROOT_ENV) or DEFAULT_NODE_ROOT)
         name = node_name(os.environ.get(NODE_LABEL_ENV), node_id)
+        gcs = str(ray.get_runtime_context().gcs_address)
         self._worker = NodeWorker(
             name, root, slots, parts, address=_advertised(ray, node_id),
             expected_address=os.environ.get(NODE_IP_ENV) or None,
+            head_alive=lambda: _answers(gcs),
         )  # fmt: skip
 
     def prepare(self, assignment: bytes) -> tuple[str, str]:
@@ -125,6 +127,16 @@ class NodeActor:
 
     def close(self) -> list[str]:
         return self._worker.close()
+
+
+def _answers(address: str) -> bool:
+    """Whether something accepts a connection at *address* (``host:port``) within a second."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _advertised(ray: Any, node_id: str) -> str | None:
