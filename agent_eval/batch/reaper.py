@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +25,11 @@ from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, read_model, write_model_a
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease, Receipt
 
-__all__ = ["Reaped", "reap"]
+__all__ = ["NodeEngines", "Reaped", "reap"]
+
+NodeEngines = Callable[[str], AbstractContextManager[ContainerRuntime]]
+"""Connects to a cluster node's engine by its address, as the receipt's ``nodes`` records it
+(and closes it on exit)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,9 @@ class Reaped:
     work_dir_removed: bool = False
     problems: list[str] = field(default_factory=list)
     """What could not be done (the lease is kept, so a later run tries again)."""
+    unreached: list[str] = field(default_factory=list)
+    """Cluster nodes whose engines could not be reached from here: their own reapers remove
+    the batch's containers there when they next prepare for a batch."""
 
     def describe(self) -> str:
         """One line for the operator."""
@@ -53,13 +61,23 @@ class Reaped:
         text = f"reaped batch {self.batch_id}: " + (", ".join(done) or "nothing was left")
         if self.problems:
             text += "; not done: " + "; ".join(self.problems)
+        if self.unreached:
+            text += "; not reached: " + "; ".join(self.unreached)
         return text
 
 
 def reap(
-    evidence_dir: Path, engine: ContainerRuntime, *, clock: Callable[[], datetime]
+    evidence_dir: Path,
+    engine: ContainerRuntime,
+    *,
+    clock: Callable[[], datetime],
+    nodes: NodeEngines | None = None,
 ) -> list[Reaped]:
-    """Close every batch under *evidence_dir* whose lease's owner is no longer alive."""
+    """Close every batch under *evidence_dir* whose lease's owner is no longer alive.
+
+    A cluster batch's containers are on its nodes' engines too (the receipt's
+    ``nodes``): each is swept through *nodes* where it can be reached from here,
+    and listed in ``unreached`` where it cannot (or without *nodes*)."""
     reaped: list[Reaped] = []
     if not evidence_dir.is_dir():
         return reaped
@@ -83,12 +101,17 @@ def reap(
             )
             reaped.append(Reaped(run_dir.name, run_dir, False, problems=[problem]))
             continue
-        reaped.append(_reap_one(evidence_dir, run_dir, lease, engine, clock()))
+        reaped.append(_reap_one(evidence_dir, run_dir, lease, engine, clock(), nodes))
     return reaped
 
 
 def _reap_one(
-    evidence_dir: Path, run_dir: Path, lease: Lease, engine: ContainerRuntime, now: datetime
+    evidence_dir: Path,
+    run_dir: Path,
+    lease: Lease,
+    engine: ContainerRuntime,
+    now: datetime,
+    nodes: NodeEngines | None,
 ) -> Reaped:
     problems: list[str] = []
     evidence = RunDirectory(run_dir)
@@ -131,6 +154,22 @@ def _reap_one(
             containers = remove_leftovers(engine, lease.batchId)
         except AgentEvalError as exc:
             problems.append(str(exc))
+    unreached: list[str] = []
+    for node in (receipt.nodes or []) if receipt is not None else []:
+        if node.engine == engine.address:
+            continue  # swept above
+        try:
+            if nodes is None:
+                raise AgentEvalError("no way to reach a node's engine was given")
+            with nodes(node.engine) as there:
+                containers += remove_leftovers(there, lease.batchId)
+        except AgentEvalError as exc:
+            unreached.append(
+                f"node {node.node}: its engine at {node.engine} could not be reached from "
+                f"here ({exc}); its reaper removes the batch's containers when the node next "
+                f"prepares for a batch, or run agent-eval cleanup --runtime-path {node.engine} "
+                "on it"
+            )
     work = evidence_dir / ".work" / run_dir.name
     had_work = work.exists() or work.is_symlink()
     if work.is_symlink():
@@ -149,4 +188,5 @@ def _reap_one(
         containers=containers,
         work_dir_removed=had_work and not work.exists(),
         problems=problems,
+        unreached=unreached,
     )

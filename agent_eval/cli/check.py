@@ -116,7 +116,7 @@ def check_command(
             )
             sys.exit(128 + stop.signum)
         reasons = [*result.reasons, *again]
-        result = QualificationResult(qualified=not reasons, reasons=reasons)
+        result = QualificationResult(qualified=not reasons, reasons=reasons, chain=result.chain)
     recorded = _recorded(receipt) if junit is not None or output_format != "json" else None
     if junit is not None:
         from agent_eval.evidence_io import write_bytes_atomic
@@ -128,7 +128,7 @@ def check_command(
             click.echo(f"check-agent-eval: cannot write {junit}: {exc.strerror}", err=True)
             sys.exit(2)
     if output_format != "text":
-        click.echo(result.model_dump_json())
+        click.echo(result.model_dump_json(exclude_none=True))
     if output_format == "text" or (output_format == "auto" and sys.stdout.isatty()):
         from agent_eval.verdict.words import decision_lines
 

@@ -33,13 +33,17 @@ __all__ = ["cleanup_command"]
 def cleanup_command(project: Path | None, runtime_path: str | None) -> None:
     """Mark abandoned every batch whose owner died; remove its containers and work directory.
 
-    A batch whose process is alive is never touched. Prints one JSON object per
-    batch reaped; exit 0 when everything was cleaned, 1 when something could not be.
+    A batch whose process is alive is never touched; a cluster batch's containers
+    are removed from each node's engine that can be reached from here, and the
+    others listed. Prints one JSON object per batch reaped; exit 0 when everything
+    was cleaned, 1 when something could not be.
     """
     with reported_errors():
         located = find_project(project)
         with local_engine(runtime_path) as engine:
-            reaped = reap(located.evidence, engine, clock=lambda: datetime.now(UTC))
+            reaped = reap(
+                located.evidence, engine, clock=lambda: datetime.now(UTC), nodes=local_engine
+            )
     if not reaped:
         click.echo(
             f"agent-eval: nothing to clean up in {located.evidence}: no batch there was left "
@@ -56,7 +60,8 @@ def cleanup_command(project: Path | None, runtime_path: str | None) -> None:
                     "containersRemoved": item.containers,
                     "workDirectoryRemoved": item.work_dir_removed,
                     "problems": item.problems,
+                    "nodesNotReached": item.unreached,
                 }
             )
         )
-    sys.exit(1 if any(item.problems for item in reaped) else 0)
+    sys.exit(1 if any(item.problems or item.unreached for item in reaped) else 0)

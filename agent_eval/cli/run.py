@@ -121,6 +121,15 @@ def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str],
     "to compare with agent-eval compare; it can never qualify.",
 )
 @click.option(
+    "--resume",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="RUN_DIR",
+    help="Run only the runs this batch's chain left without a valid final verdict (missing, "
+    "infrastructure, interrupted), in a new batch bound to the same identities; "
+    "check-agent-eval decides on the whole chain.",
+)
+@click.option(
     "--progress",
     "progress",
     type=click.Choice(MODES),
@@ -163,6 +172,7 @@ def eval_agent_command(
     project: Path | None,
     only: tuple[str, ...],
     repetitions: int | None,
+    resume: Path | None,
     progress: Mode,
     executor: str,
     ray_address: str | None,
@@ -186,6 +196,8 @@ def eval_agent_command(
     from agent_eval.verification.container.verifier import batch_verifier_factory
 
     junit = output_path(junit_path, "--junit") if junit_path is not None else None
+    if resume is not None and (only or repetitions is not None):
+        raise click.UsageError("--resume takes its schedule from the batch it resumes")
     with reported_errors():
         located = find_project(project)
         remote = _remote(executor, ray_address, ray_node_ip)
@@ -202,6 +214,7 @@ def eval_agent_command(
                 only=only,
                 remote=remote,
                 repetitions=repetitions,
+                resume=resume,
             )
         finally:
             display.close()

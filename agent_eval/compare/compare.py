@@ -34,6 +34,7 @@ from agent_eval.models.compare import (
     SideSummary,
     TaskComparison,
 )
+from agent_eval.verdict.chain import ChainLink, resolve_chain
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
 __all__ = [
@@ -50,7 +51,7 @@ EVIDENCE_RULES = frozenset(
         "receipt-readable", "archives-readable", "archive-integrity", "archives-digest",
         "archives-rebuild", "consumer-lock", "solution-integrity", "analysis-integrity",
         "log-integrity", "evidence-integrity", "self-test-flag", "runner-identity",
-        "model-identity",
+        "model-identity", "chain",
     }
 )  # fmt: skip
 """The checker's rules about whether the evidence is what it says: a batch failing one
@@ -97,6 +98,9 @@ def _load(run_dir: Path, current: Anchors) -> _Batch:
     if not receipt.runs:
         raise EvidenceError(f"{run_dir}: the batch ran nothing ({receipt.status})")
     archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
+    if receipt.predecessor is not None:
+        # A resumed batch is its chain's union: each run once, from the batch of its verdict.
+        receipt = resolve_chain(ChainLink(run_dir, receipt, archives)).union
     return _Batch(receipt, archives, run_dir)
 
 

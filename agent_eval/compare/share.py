@@ -18,6 +18,7 @@ from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
 from agent_eval.models import ArchivesManifest, Receipt
 from agent_eval.models.compare import Comparison, SharedSummary, SharedTask
+from agent_eval.verdict.chain import ChainLink, resolve_chain
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
 __all__ = ["as_markdown", "share_summary"]
@@ -42,6 +43,9 @@ def share_summary(
     receipt = read_model(run.receipt, Receipt, what="receipt")
     archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
     decision = qualify_files(run.receipt, run.archives_manifest, current)
+    if receipt.predecessor is not None:
+        # A resumed batch is summarised as its chain's union, as the checker decides on it.
+        receipt = resolve_chain(ChainLink(run_dir, receipt, archives)).union
     rules = list(dict.fromkeys(r.split(":", 1)[0] for r in decision.reasons))
     tasks: dict[str, list[int]] = {}
     for r in receipt.runs:

@@ -16,6 +16,7 @@ from agent_eval.models.behaviour import (
     VerifierLimits,
 )
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
+from agent_eval.models.chain import ChainBatch
 from agent_eval.models.cluster import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
 from agent_eval.models.compare import (
     ApiChanges,
@@ -46,6 +47,8 @@ from agent_eval.models.receipt import (
     AttemptRecord,
     BatchStatus,
     FailureCategory,
+    NodeIdentity,
+    Predecessor,
     ProtectedInputs,
     Receipt,
     RefusedPath,
@@ -89,6 +92,7 @@ __all__ = [
     "CatalogDistribution",
     "CatalogEntry",
     "CatalogKind",
+    "ChainBatch",
     "Comparison",
     "ConsumerLock",
     "CorrectCase",
@@ -111,9 +115,11 @@ __all__ = [
     "ModelUpstream",
     "NegativeCase",
     "NodeAssignment",
+    "NodeIdentity",
     "NodeReady",
     "NodeRunResult",
     "PayloadFile",
+    "Predecessor",
     "ProtectedInputs",
     "QualificationResult",
     "RateComparison",

@@ -49,6 +49,7 @@ from agent_eval.packing import BuildCache, rebuild_archives
 from agent_eval.project import Project, evaluator_digest
 from agent_eval.reference import self_test_reasons
 from agent_eval.suite.tasks import read_suite_spec, task_titles
+from agent_eval.verdict.chain import Chain, ChainLink, resolve_chain
 from agent_eval.verdict.registry import (
     RegistryAt,
     RegistryChanged,
@@ -160,8 +161,13 @@ def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> 
         reasons.append(f"archives-readable: {exc}")
     if receipt is None or archives is None:
         return QualificationResult(qualified=False, reasons=reasons)
-    reasons.extend(qualify(receipt, receipt_path.parent, archives, archives_path, current))
-    return QualificationResult(qualified=not reasons, reasons=reasons)
+    if receipt.predecessor is None:
+        reasons.extend(qualify(receipt, receipt_path.parent, archives, archives_path, current))
+        return QualificationResult(qualified=not reasons, reasons=reasons)
+    chain = resolve_chain(ChainLink(receipt_path.parent, receipt, archives))
+    reasons += chain.problems
+    reasons += qualify(chain.union, receipt_path.parent, archives, archives_path, current, chain)
+    return QualificationResult(qualified=not reasons, reasons=reasons, chain=chain.summary())
 
 
 def qualify(
@@ -170,11 +176,14 @@ def qualify(
     archives: ArchivesManifest,
     archives_path: Path,
     current: Anchors,
+    chain: Chain | None = None,
 ) -> list[str]:
     """Every failed rule as a reason; an empty list means qualified.
 
     The schedule and thresholds are the checkout's suite declaration (``current.spec``),
-    never the receipt's: the suite digest binds the two.
+    never the receipt's: the suite digest binds the two. With *chain* (a resumed batch's),
+    *receipt* is the chain's union: each predecessor's bindings, archives and evidence
+    files are checked as its own batch's, each reason naming it.
     """
     reasons: list[str] = []
     suite = current.spec
@@ -191,7 +200,8 @@ def qualify(
                 f"({list(receipt.suite.taskIds)} x {receipt.suite.repetitions}, thresholds "
                 f"{receipt.suite.minFirstSuccesses}/{receipt.suite.requiredFinalSuccesses})"
             )
-    reasons += _self_test_rules(receipt, archives, receipt_dir)
+    origins = {r: link.run_dir for r, link in chain.origins.items()} if chain else {}
+    reasons += _self_test_rules(receipt, archives, receipt_dir, origins)
     if suite is not None:
         reasons += _success_rules(receipt, suite)
     reasons += _safety_and_review_rules(receipt)
@@ -202,8 +212,32 @@ def qualify(
         # A self-test batch is rejected as such; which review it matches is moot.
         reasons += _registry_rules(archives, current)
         reasons += _commit_time_rules(receipt, archives, current)
-    reasons += _evidence_file_rules(receipt, receipt_dir)
+    if chain is None:
+        reasons += _evidence_file_rules(receipt, receipt_dir)
+        return reasons
+    for link in chain.links:
+        counted = {r for r, origin in chain.origins.items() if origin is link}
+        superseded = frozenset(r.runId for r in link.receipt.runs) - counted
+        if link.run_dir == receipt_dir:
+            superseded = frozenset()
+        elif (runs := RunDirectory(link.run_dir).runs).is_dir():
+            # A run in flight when the batch died has a directory but no record.
+            superseded |= {p.name for p in runs.iterdir() if p.is_dir() and p.name not in counted}
+        own = _evidence_file_rules(link.receipt, link.run_dir, superseded)
+        if link.run_dir != receipt_dir:
+            own += _binding_rules(
+                link.receipt, link.run_dir, link.archives,
+                RunDirectory(link.run_dir).archives_manifest, current,
+            )  # fmt: skip
+            own += _archive_rules(link.archives, RunDirectory(link.run_dir).archives_manifest)
+            own = [_in_predecessor(reason, link.batch_id) for reason in own]
+        reasons += own
     return reasons
+
+
+def _in_predecessor(reason: str, batch_id: str) -> str:
+    rule, _, text = reason.partition(": ")
+    return f"{rule}: in predecessor {batch_id}: {text}"
 
 
 def self_test(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
@@ -218,13 +252,16 @@ def self_test(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
     return self_test_reasons(names, archives.gateway)
 
 
-def unanswered_attempts(receipt: Receipt, receipt_dir: Path) -> list[str]:
+def unanswered_attempts(
+    receipt: Receipt, receipt_dir: Path, origins: Mapping[str, Path] | None = None
+) -> list[str]:
     """Attempts that ran without a request the provider answered, by the gateway's own record.
 
     An attempt whose runner ran (anything but an infrastructure failure before
     it) must have a gateway.jsonl matching the digest in the receipt, holding at
     least one request the upstream answered with a success: an answer that came
-    from anywhere else came from no model the gateway saw.
+    from anywhere else came from no model the gateway saw. *origins* names the run
+    directory of each run from another batch of a chain.
     """
     missing: list[str] = []
     for run in receipt.runs:
@@ -234,7 +271,8 @@ def unanswered_attempts(receipt: Receipt, receipt_dir: Path) -> list[str]:
                 if attempt.infrastructureStatus != "failed":
                     missing.append(f"{where} has no gateway record")
                 continue
-            path = RunDirectory(receipt_dir).attempt(run.runId, attempt.attempt).gateway_record
+            run_dir = (origins or {}).get(run.runId, receipt_dir)
+            path = RunDirectory(run_dir).attempt(run.runId, attempt.attempt).gateway_record
             try:
                 data = read_bounded(path, what="gateway record", max_bytes=MAX_RECORD_BYTES)
                 records = parse_records(data)
@@ -254,11 +292,13 @@ def unanswered_attempts(receipt: Receipt, receipt_dir: Path) -> list[str]:
     return missing
 
 
-def _self_test_rules(receipt: Receipt, archives: ArchivesManifest, receipt_dir: Path) -> list[str]:
+def _self_test_rules(
+    receipt: Receipt, archives: ArchivesManifest, receipt_dir: Path, origins: Mapping[str, Path]
+) -> list[str]:
     why = self_test(receipt, archives)
     reasons = [f"not-self-test: {'; '.join(why)}; it can never qualify"] if why else []
     if not why:
-        unanswered = unanswered_attempts(receipt, receipt_dir)
+        unanswered = unanswered_attempts(receipt, receipt_dir, origins)
         if unanswered:
             reasons.append(
                 f"not-self-test: {len(unanswered)} attempt(s) show no model behind the gateway "
@@ -551,6 +591,33 @@ def _binding_rules(
             f"but {archives_path} is {actual_archives}"
         )
     reasons += _consumer_lock_rules(receipt, receipt_dir)
+    reasons += _node_rules(receipt, archives)
+    return reasons
+
+
+def _node_rules(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
+    """Every cluster node ran the batch's harness and runner and verifier images, as it
+    proved before its first run; an attempt names only a node the receipt records (a
+    receipt without ``nodes``, of a batch before they were recorded, names none)."""
+    reasons = []
+    for node in receipt.nodes or []:
+        for what, found, bound in (
+            ("harness", node.evaluatorDigest, receipt.evaluatorDigest),
+            ("runner image", node.runnerImageId, archives.runnerImage.imageId),
+            ("verifier image", node.verifierImageId, archives.verifierImage.imageId),
+        ):
+            if found != bound:
+                reasons.append(
+                    f"node-binding: node {node.node} ran {what} {found}, not the batch's {bound}"
+                )
+    recorded = {node.node for node in receipt.nodes or []}
+    strangers = sorted(
+        {a.node for r in receipt.runs for a in r.attempts if a.node is not None} - recorded
+    )
+    if strangers:
+        reasons.append(
+            f"node-binding: attempts name nodes {', '.join(strangers)} the receipt does not record"
+        )
     return reasons
 
 
@@ -600,9 +667,15 @@ _FILE_RULES = {ANALYSIS_FILE: "analysis-integrity"}
 """The reason a changed file of an attempt gives; the others are its logs (log-integrity)."""
 
 
-def _evidence_file_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
+def _evidence_file_rules(
+    receipt: Receipt, receipt_dir: Path, superseded: frozenset[str] = frozenset()
+) -> list[str]:
     """Every file an attempt record accounts for matches its digest, and ``runs/`` holds
-    nothing else: the table is ``AttemptRecord.evidence_files``, as the writer's."""
+    nothing else: the table is ``AttemptRecord.evidence_files``, as the writer's.
+
+    *superseded* are runs of a chain's predecessor that a later batch ran again: what
+    their directories hold beyond their records (left by a run in flight when the
+    batch died) is no part of any decision."""
     reasons = []
     evidence = RunDirectory(receipt_dir)
     accounted: set[str] = set()
@@ -630,7 +703,7 @@ def _evidence_file_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
                         reasons.append(f"{rule}: {where}: {name} was changed")
                     elif name == ANALYSIS_FILE:
                         reasons += _analysis_matches(att, run.taskId, folder.root / name, where)
-    return reasons + _unaccounted(evidence.runs, accounted, solved)
+    return reasons + _unaccounted(evidence.runs, accounted, solved | {f"{r}/" for r in superseded})
 
 
 def _unaccounted(runs: Path, accounted: set[str], solved: set[str]) -> list[str]:

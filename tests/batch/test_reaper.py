@@ -11,8 +11,10 @@ reserved space goes with its lease.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,8 +25,9 @@ from agent_eval.batch.lease import this_process
 from agent_eval.batch.reaper import reap
 from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeRuntime
+from agent_eval.errors import EngineUnavailableError
 from agent_eval.evidence_io import read_model, write_model_atomic
-from agent_eval.models import Lease, Receipt
+from agent_eval.models import Lease, NodeIdentity, Receipt
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -123,3 +126,48 @@ def test_a_batch_killed_before_its_first_receipt_is_closed_and_nothing_stays(
     assert engine.list_containers("old-batch") == []
     # Once closed, a later reaper has nothing to do.
     assert reap(evidence, engine, clock=lambda: NOW) == []
+
+
+def test_a_dead_cluster_batch_is_swept_on_every_node_engine_reachable_and_the_others_listed(
+    tmp_path: Path,
+) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    driver, node_engine = FakeRuntime(), FakeRuntime()
+    node_engine.address = "unix:///node-1/docker.sock"
+    leave_container(node_engine, "old-batch")
+    digest = "sha256:" + "a" * 64
+    nodes = [
+        NodeIdentity(
+            node=name,
+            engine=address,
+            evaluatorDigest=digest,
+            runnerImageId=digest,
+            verifierImageId=digest,
+            gatewayImageId=None,
+        )
+        for name, address in (("node-1", node_engine.address), ("node-2", "unix:///n2.sock"))
+    ]
+    opened = Receipt.opened(batch_id="old-batch", created_at=NOW)
+    write_model_atomic(run_dir / "receipt.json", opened.model_copy(update={"nodes": nodes}))
+    reached: list[str] = []
+
+    @contextlib.contextmanager
+    def connect(address: str) -> Iterator[FakeRuntime]:
+        reached.append(address)
+        if address != node_engine.address:
+            raise EngineUnavailableError(f"no engine answers at {address}")
+        yield node_engine
+
+    (reaped,) = reap(evidence, driver, clock=lambda: NOW, nodes=connect)
+    assert reached == [node_engine.address, "unix:///n2.sock"]
+    assert [c.removed for c in node_engine.containers.values()] == [True]
+    assert len(reaped.containers) == 1 and reaped.problems == []
+    (unreached,) = reaped.unreached
+    assert unreached.startswith(
+        "node node-2: its engine at unix:///n2.sock could not be reached from here (no engine "
+        "answers at unix:///n2.sock)"
+    ), unreached
+    assert "node-2" in reaped.describe()
+    # What could not be reached is listed, not retried forever: the node's own reaper
+    # removes the batch's containers there when the node next prepares for a batch.
+    assert not (run_dir / "lease.json").exists()

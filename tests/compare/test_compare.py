@@ -23,6 +23,7 @@ from tests.evidence_builders import (
     write_batch,
 )
 from tests.paths import EXAMPLE_SUITE
+from tests.verdict.test_chain import LEFT, first_batch, resumed
 
 RUNS = EXAMPLE_SUITE.run_ids()
 
@@ -146,3 +147,20 @@ def test_plan_says_how_many_runs_a_change_needs() -> None:
     assert "6 task(s): 4 runs of each task per side (eval-agent --repetitions 4)" in result.output
     bad = CliRunner().invoke(main, ["plan", "--baseline-rate", "0.9", "--detect", "0.2"])
     assert bad.exit_code == 2 and "is not a rate" in bad.output
+
+
+def test_a_resumed_batch_is_compared_as_its_chains_union_and_a_broken_chain_is_refused(
+    tmp_path: Path,
+) -> None:
+    evidence = tmp_path / "evidence"
+    first = first_batch(evidence)
+    runs = [run(r, [attempt(r, success=False), attempt(r, 2)]) for r in LEFT]
+    last = resumed(evidence, first, runs)
+    baseline = batch(tmp_path / "a").root
+    result = compare_batches([baseline], [last.root], CURRENT)
+    # 9 runs from the first batch, 9 from the resumed one; none counted twice or lost.
+    assert (result.first.candidateSuccesses, result.first.candidateRuns) == (9, 18)
+    assert (result.final.candidateSuccesses, result.final.candidateRuns) == (18, 18)
+    first.edit_receipt(lambda data: data["reasons"].append("edited"))
+    with pytest.raises(EvidenceError, match="chain: batch-b resumes batch-a"):
+        compare_batches([baseline], [last.root], CURRENT)

@@ -19,6 +19,7 @@ from agent_eval.models import ApiCatalog, SharedSummary
 from tests.compare.test_symbols import AFTER, BEFORE, Catalogs, batch_with
 from tests.evidence_builders import CURRENT, receipt, run, write_batch
 from tests.paths import EXAMPLE_SUITE
+from tests.verdict.test_chain import first_batch, resumed
 
 SOLUTION_NAME = "zz_private_module_name.py"
 
@@ -119,3 +120,10 @@ def test_a_summary_names_the_changed_symbols_but_not_why_they_are_unknown(
     assert "not known (the API catalogs could not be compared on the machine" in as_markdown(
         unknown
     )
+
+
+def test_a_resumed_batch_is_summarised_as_its_chains_union(tmp_path: Path) -> None:
+    last = resumed(tmp_path / "evidence", first_batch(tmp_path / "evidence"))
+    shared = share_summary(last.root, CURRENT)
+    assert (shared.firstSuccesses, shared.finalSuccesses, shared.scheduledRuns) == (18, 18, 18)
+    assert shared.qualified and sum(t.runs for t in shared.tasks) == 18
