@@ -13,6 +13,14 @@ Each child makes its own working directory (an unguessable name under the
 scratch directory) once it runs as its UID: the parent needs no CAP_CHOWN,
 and only removes the directory afterwards. Only the parent writes the result
 file.
+
+The solution runs in the child's process and can write its own bytes to the
+pipe this parent reads: nothing on it is trusted. Whatever arrives ends as
+the solution's own failure (a protocol violation, a timeout, a budget spent),
+never as this parent's: decoding is linear in a frame's size, the arguments
+of an effect call are decoded only for an effect the child was given, every
+frame is charged to a per-call and per-scenario budget, and every string of
+the result is made text before it is written.
 """
 
 from __future__ import annotations
