@@ -317,6 +317,19 @@ def test_a_crash_mid_call_reports_the_exit_and_the_tail_of_the_output(
     )
 
 
+def test_an_exception_whose_message_is_not_text_is_still_observed(
+    tmp_path: Path, library: Path
+) -> None:
+    # A lone surrogate cannot cross in a frame: it arrives as U+FFFD, the rest intact.
+    source = CORRECT.replace(
+        "def place_order(order, send):",
+        "def place_order(order, send):\n    raise RuntimeError('bad \\ud800 input')",
+    )
+    result = verify(tmp_path, library, source)
+    assert result.error is not None and result.error.category == "behaviour"
+    assert "place_order raised RuntimeError: bad \ufffd input" in result.error.message
+
+
 def test_a_solution_killed_by_a_signal_without_a_name_fails_itself(
     tmp_path: Path, library: Path
 ) -> None:
