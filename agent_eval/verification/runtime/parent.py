@@ -487,9 +487,13 @@ class ChildProcess:
             or not set(attributes) <= set(EXCEPTION_ATTRIBUTES)
         ):
             return self._fail(self._protocol_violation(what, "a malformed exception report"))
-        return SolutionRaised(
-            function, type_name, [bounded(m, 300) for m in mro], text, dict(attributes)
-        )
+        try:
+            # Plain JSON, bounded in depth like every value the grader is given.
+            copied = decode(attributes)
+        except ValueRefused as exc:
+            detail = f"an exception attribute is refused: {exc}"
+            return self._fail(self._protocol_violation(what, detail))
+        return SolutionRaised(function, type_name, [bounded(m, 300) for m in mro], text, copied)
 
     def _protocol_violation(self, what: str, detail: str) -> SolutionFailed:
         return SolutionFailed("behaviour", f"{what}: the solution broke the protocol ({detail})")

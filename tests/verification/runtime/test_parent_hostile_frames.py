@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_eval.grading import Grader, Session
+from agent_eval.grading import Grader, Session, SolutionRaised
 from agent_eval.grading.results import GradeReport
 from agent_eval.models import BehaviourResult
 from agent_eval.verification.runtime import parent
@@ -54,11 +54,17 @@ class Probe(Grader):
     safety_assertion_ids = ()
 
     def run(self, session: Session) -> None:
+        # A curious grader: it shows whatever it was given (a repr, a note).
         with session.scenario("hostile") as sc:
             send = sc.effect("send", returns="sent")
-            first = sc.call("probe", send)
-            second = sc.call("probe", send)
-            sc.record("answered", first == second == "ok")
+            try:
+                first = sc.call("probe", send)
+                second = sc.call("probe", send)
+            except SolutionRaised as raised:
+                sc.note(f"raised {raised.type}: {raised.message} {raised.attributes!r}")
+                sc.record("answered", False, observed_value=raised.attributes)
+            else:
+                sc.record("answered", first == second == "ok", observed_value=[first, second])
         with session.scenario("echo") as sc:
             sc.record("echoed", sc.call("echo", "hello") == "hello")
 
@@ -216,6 +222,17 @@ def test_a_raise_frame_with_lone_surrogates_everywhere_is_the_solutions_failure(
     report = grade(tmp_path, READY + frame(body))
     result = assert_the_solutions_own_failure(tmp_path, report)
     assert result.error is not None and result.error.category == "behaviour"
+
+
+def test_an_exception_attribute_nested_past_the_bound_breaks_the_protocol(
+    tmp_path: Path,
+) -> None:
+    # Left as it came, a grader's repr of it would exhaust the parent's stack.
+    deep = b"[" * 700 + b"]" * 700
+    raised = b'{"op":"raise","id":1,"type":"E","message":"m","mro":[],"attributes":{"code":'
+    report = grade(tmp_path, READY + frame(raised + deep + b"}}"))
+    result = assert_the_solutions_own_failure(tmp_path, report)
+    assert result.error is not None and "an exception attribute is refused" in result.error.message
 
 
 def test_the_result_file_holds_text_whatever_string_reaches_it(tmp_path: Path) -> None:
