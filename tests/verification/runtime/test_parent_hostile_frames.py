@@ -173,9 +173,6 @@ def assert_the_solutions_own_failure(root: Path, report: GradeReport) -> Behavio
     return result
 
 
-CASES = {"cases": 0}
-
-
 @settings(
     max_examples=300,
     deadline=None,
@@ -186,7 +183,6 @@ CASES = {"cases": 0}
 def test_any_bytes_from_the_child_end_as_the_solutions_failure_with_a_result_written(
     tmp_path_factory: pytest.TempPathFactory, script: bytes, ready_first: bool
 ) -> None:
-    CASES["cases"] += 1
     root = tmp_path_factory.mktemp("case")
     hostile = (READY if ready_first else b"") + script
     report = grade(root, hostile)
