@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import located_project
+from agent_eval.cli.common import EXISTING_DIR, EXISTING_FILE, located_project
 
 __all__ = ["check_command"]
 
@@ -16,18 +16,18 @@ __all__ = ["check_command"]
 @click.option(
     "--receipt",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=EXISTING_FILE,
     help="The batch's receipt.json, in its run directory.",
 )
 @click.option(
     "--archives",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=EXISTING_FILE,
     help="The batch's archives.json, in the same run directory.",
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose current suite the batch must match (default: the current one).",
 )

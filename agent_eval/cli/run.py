@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_eval.cli.common import MAX_REPETITIONS, reported_errors
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    EXISTING_FILE,
+    MAX_REPETITIONS,
+    located_project,
+    reported_errors,
+)
 from agent_eval.cli.progress import MODES, Mode, make_display
 from agent_eval.errors import AgentEvalError
 
@@ -67,12 +73,12 @@ def report_outcome(
     "--runner-config",
     required=True,
     # A path that is not there is a usage error (exit 2) before any evidence is made.
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=EXISTING_FILE,
     help="runner.json: the runner, its identity, images and limits.",
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository to evaluate (default: the current one).",
 )
@@ -146,11 +152,12 @@ def eval_agent_command(
     from agent_eval.batch.run import run_batch
     from agent_eval.batch.signals import stopping_on_signals
     from agent_eval.engine.docker_engine import connect_local_engine
-    from agent_eval.project import find_project
     from agent_eval.verification.container.verifier import batch_verifier_factory
 
+    # A repository that is not there or whose [tool.agent-eval] breaks a rule: not run,
+    # exit 2, and no evidence (where it would go is not known).
+    located = located_project(project)
     with reported_errors():
-        located = find_project(project)
         remote = _remote(executor, ray_address, ray_node_ip)
     display = make_display(progress, sys.stderr, "eval-agent")
     with stopping_on_signals(until_exit=True) as signals:
