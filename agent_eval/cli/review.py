@@ -9,13 +9,13 @@ from typing import Literal, cast
 
 import click
 
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import EXISTING_FILE, reported_errors
 
 __all__ = ["review_command"]
 
 
 @click.command()
-@click.option("--receipt", required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--receipt", required=True, type=EXISTING_FILE)
 @click.option("--run", "run_id", required=True, help="Run id, <task-id>-<n>.")
 @click.option("--attempt", required=True, type=click.IntRange(1, 2))
 @click.option("--reviewer", required=True, help="Who reviewed the exact saved solution.")
