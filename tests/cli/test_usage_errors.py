@@ -229,3 +229,18 @@ def test_an_unknown_reference_runner_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["reference-config", "bogus", "--output", "x.json"])
     assert result.exit_code == 2
     assert "'bogus' is not one of" in result.output
+
+
+@pytest.mark.docker
+def test_the_engine_s_own_socket_passes_runtime_path_and_the_command_runs(
+    tmp_path: Path,
+) -> None:
+    from agent_eval.engine.docker_engine import local_socket_path
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    socket_path = local_socket_path(None, os.environ)
+    result = CliRunner().invoke(
+        main, ["cleanup", "--project", str(tmp_path), "--runtime-path", socket_path]
+    )
+    assert result.exit_code == 0, result.output
+    assert "nothing to clean up" in result.output
