@@ -235,7 +235,7 @@ def test_an_unknown_reference_runner_is_a_usage_error() -> None:
 def test_the_engine_s_own_socket_passes_runtime_path_and_the_command_runs(
     tmp_path: Path,
 ) -> None:
-    from agent_eval.engine.docker_engine import local_socket_path
+    from agent_eval.engine import local_socket_path
 
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     socket_path = local_socket_path(None, os.environ)
