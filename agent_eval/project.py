@@ -249,8 +249,8 @@ def _kind(pyproject: Path, where: str, root: Path, path: Path, *, directory: boo
         return
     if directory and not path.is_dir():
         raise ConfigError(f"{pyproject}: {where}: {path} is not a directory")
-    if not directory and path.is_dir():
-        raise ConfigError(f"{pyproject}: {where}: {path} is a directory, not a file")
+    if not directory and not path.is_file():
+        raise ConfigError(f"{pyproject}: {where}: {path} is not a regular file")
 
 
 def _printable(text: str) -> bool:

@@ -67,7 +67,8 @@ SETTINGS = [
     ("evidence = 3", "[tool.agent-eval].evidence ", "not a integer"),
     ('evidence = ""', "[tool.agent-eval].evidence ", "not empty"),
     ('evidence = "../out"', "[tool.agent-eval].evidence ", "relative path in the repository"),
-    ('registry = "dir"', "[tool.agent-eval].registry: ", "is a directory, not a file"),
+    ('registry = "dir"', "[tool.agent-eval].registry: ", "is not a regular file"),
+    ('registry = "fifo"', "[tool.agent-eval].registry: ", "is not a regular file"),
     ('tasks = "evfile"', "[tool.agent-eval].tasks: ", "is not a directory"),
     ("guides = 1", "[tool.agent-eval].guides ", "must be a table"),
     ('guides = {core = ["x"]}', "[tool.agent-eval].guides.core ", "not a array"),
@@ -85,6 +86,7 @@ def test_a_bad_setting_is_one_line_naming_file_key_and_rule_exit_2_nothing_writt
     pyproject = _pyproject(tmp_path, f"[tool.agent-eval]\n{setting}\n")
     (tmp_path / "evfile").write_text("")
     (tmp_path / "dir").mkdir()
+    os.mkfifo(tmp_path / "fifo")
     before = _tree(tmp_path)
     assert callable(command)
     result = command(tmp_path)
