@@ -196,6 +196,10 @@ class Preflight:
             self.lease.bind_engine(self.engine.address)
         for reaped in reap(self.project.evidence, self.engine, clock=self.clock):
             self.notice(reaped.describe())
+
+    def _guides(self) -> None:
+        # A declared guide that is missing is the repository's setting: not run, not the
+        # harness's failure.
         for warning in self.project.guide_warnings():
             self.notice(warning)
 
@@ -341,6 +345,7 @@ STEPS: tuple[Step, ...] = (
     ("config", Preflight._environment),
     ("engine", Preflight._engine),
     (None, Preflight._reap),
+    ("config", Preflight._guides),
     ("config", Preflight._site),
     ("images", Preflight._images),
     ("--resume", Preflight._resume),

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_eval.cli.common import batch_dir, located_project, output_path
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    EXISTING_FILE,
+    OUTPUT_FILE,
+    batch_dir,
+    located_project,
+)
 
 if TYPE_CHECKING:
     from agent_eval.models import Receipt
@@ -20,19 +26,19 @@ __all__ = ["check_command"]
 @click.argument("batch", required=False, metavar="[RUN]")
 @click.option(
     "--receipt",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=EXISTING_FILE,
     default=None,
     help="The batch's receipt.json, in its run directory (instead of RUN).",
 )
 @click.option(
     "--archives",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=EXISTING_FILE,
     default=None,
     help="The batch's archives.json, in the same run directory (with --receipt).",
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose current suite the batch must match (default: the current one).",
 )
@@ -54,7 +60,7 @@ __all__ = ["check_command"]
 @click.option(
     "--junit",
     "junit_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the batch and its decision as JUnit XML here (one test case per run, "
     "one for the decision), for a CI system's test page.",
@@ -85,12 +91,12 @@ def check_command(
       check-agent-eval --receipt evidence/RUN/receipt.json \\
                        --archives evidence/RUN/archives.json
     """
+    located = located_project(project)
     receipt, archives = _batch_files(batch, receipt, archives, project)
-    junit = output_path(junit_path, "--junit") if junit_path is not None else None
+    junit = junit_path
     from agent_eval.models import QualificationResult
     from agent_eval.verdict.qualification import current_anchors, qualify_files
 
-    located = located_project(project)
     anchors = current_anchors(located)
     result = qualify_files(receipt, archives, anchors)
     if reverify:  # its engine, verifier and consumer code is imported only when asked for

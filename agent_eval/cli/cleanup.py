@@ -10,9 +10,8 @@ from pathlib import Path
 import click
 
 from agent_eval.batch.reaper import reap
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import EXISTING_DIR, SOCKET, located_project, reported_errors
 from agent_eval.cli.compose import local_engine
-from agent_eval.project import find_project
 
 __all__ = ["cleanup_command"]
 
@@ -20,12 +19,13 @@ __all__ = ["cleanup_command"]
 @click.command()
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose evidence directory is swept (default: the current one).",
 )
 @click.option(
     "--runtime-path",
+    type=SOCKET,
     default=None,
     metavar="SOCKET",
     help="The engine's Unix socket (default: DOCKER_HOST if unix://, else /var/run/docker.sock).",
@@ -38,12 +38,9 @@ def cleanup_command(project: Path | None, runtime_path: str | None) -> None:
     others listed. Prints one JSON object per batch reaped; exit 0 when everything
     was cleaned, 1 when something could not be.
     """
-    with reported_errors():
-        located = find_project(project)
-        with local_engine(runtime_path) as engine:
-            reaped = reap(
-                located.evidence, engine, clock=lambda: datetime.now(UTC), nodes=local_engine
-            )
+    located = located_project(project, "evidence")
+    with reported_errors(), local_engine(runtime_path) as engine:
+        reaped = reap(located.evidence, engine, clock=lambda: datetime.now(UTC), nodes=local_engine)
     if not reaped:
         click.echo(
             f"agent-eval: nothing to clean up in {located.evidence}: no batch there was left "

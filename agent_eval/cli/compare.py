@@ -7,7 +7,13 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import batch_dir, located_project, reported_errors
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    OUTPUT_FILE,
+    batch_dir,
+    located_project,
+    reported_errors,
+)
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
 from agent_eval.compare.page import write_comparison_page
 from agent_eval.compare.share import as_markdown, share_summary
@@ -33,14 +39,14 @@ def _dirs(value: str) -> list[Path]:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the comparison as JSON here.",
 )
 @click.option(
     "--html",
     "html_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the comparison as a self-contained HTML page here.",
 )
@@ -54,7 +60,7 @@ def _dirs(value: str) -> list[Path]:
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository the batches belong to (default: the current one).",
 )
@@ -173,13 +179,13 @@ def _task_count() -> int:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the summary as JSON here.",
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository the batch belongs to (default: the current one).",
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import batch_dir, reported_errors
+from agent_eval.cli.common import EXISTING_DIR, batch_dir, reported_errors
 
 __all__ = ["export_command"]
 
@@ -23,13 +23,13 @@ __all__ = ["export_command"]
 )
 @click.option(
     "--output",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
-    help="The directory to write into (default: RUN/atif); made when missing.",
+    help="An existing directory to write into (default: RUN/atif, made when missing).",
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository the batch belongs to (default: the current one); the task prompts "
     "come from its suite when it is the batch's.",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import batch_dir, located_project, reported_errors
+from agent_eval.cli.common import EXISTING_DIR, batch_dir, located_project, reported_errors
 
 __all__ = ["list_command", "show_command"]
 
@@ -16,7 +16,7 @@ __all__ = ["list_command", "show_command"]
 @click.command("list")
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose batches to list (default: the current one).",
 )
@@ -54,7 +54,7 @@ def list_command(project: Path | None, as_json: bool, limit: int, no_decide: boo
 @click.argument("batch", metavar="RUN")
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository the batch belongs to (default: the current one).",
 )

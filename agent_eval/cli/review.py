@@ -9,7 +9,13 @@ from typing import Literal, cast
 
 import click
 
-from agent_eval.cli.common import batch_dir, reported_errors
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    EXISTING_FILE,
+    batch_dir,
+    located_project,
+    reported_errors,
+)
 
 __all__ = ["review_command"]
 
@@ -18,7 +24,7 @@ __all__ = ["review_command"]
 @click.argument("batch", required=False, metavar="[RUN]")
 @click.option(
     "--receipt",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=EXISTING_FILE,
     default=None,
     help="The batch's receipt.json (instead of RUN).",
 )
@@ -28,7 +34,7 @@ __all__ = ["review_command"]
 @click.option("--decision", required=True, type=click.Choice(["accept", "reject"]))
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose batches RUN is found in (default: the current one).",
 )
@@ -48,6 +54,8 @@ def review_command(
     """
     from agent_eval.verdict.review import record_review
 
+    if project is not None:
+        located_project(project)  # named, it must be a repository
     if (batch is None) == (receipt is None):
         raise click.UsageError("name the batch: RUN, or --receipt (one of them)")
     if receipt is None:

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_eval.cli.common import MAX_REPETITIONS, output_path, reported_errors
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    EXISTING_FILE,
+    MAX_REPETITIONS,
+    OUTPUT_FILE,
+    located_project,
+    reported_errors,
+)
 from agent_eval.cli.progress import MODES, Mode, make_display
 from agent_eval.errors import AgentEvalError
 
@@ -95,12 +102,12 @@ def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str],
     "--runner-config",
     required=True,
     # A path that is not there is a usage error (exit 2) before any evidence is made.
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=EXISTING_FILE,
     help="runner.json: the runner, its identity, images and limits.",
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository to evaluate (default: the current one).",
 )
@@ -163,7 +170,7 @@ def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str],
 @click.option(
     "--junit",
     "junit_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the batch and check-agent-eval's decision as JUnit XML here.",
 )
@@ -192,14 +199,15 @@ def eval_agent_command(
     from agent_eval.batch.run import run_batch
     from agent_eval.batch.signals import stopping_on_signals
     from agent_eval.engine.docker_engine import connect_local_engine
-    from agent_eval.project import find_project
     from agent_eval.verification.container.verifier import batch_verifier_factory
 
-    junit = output_path(junit_path, "--junit") if junit_path is not None else None
+    junit = junit_path
     if resume is not None and (only or repetitions is not None):
         raise click.UsageError("--resume takes its schedule from the batch it resumes")
+    # A repository that is not there or whose [tool.agent-eval] breaks a rule: not run,
+    # exit 2, and no evidence (where it would go is not known).
+    located = located_project(project)
     with reported_errors():
-        located = find_project(project)
         remote = _remote(executor, ray_address, ray_node_ip)
     display = make_display(progress, sys.stderr, "eval-agent")
     with stopping_on_signals(until_exit=True) as signals:

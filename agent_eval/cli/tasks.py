@@ -7,9 +7,8 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import EXIT_FAILURE, reported_errors
+from agent_eval.cli.common import EXISTING_DIR, EXIT_FAILURE, located_project, reported_errors
 from agent_eval.cli.compose import local_engine
-from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import source_verifiers
 from agent_eval.verification.fixture_check import format_report, verify_tasks
 from agent_eval.verification.local import LocalVerifier
@@ -63,7 +62,7 @@ def _deprecated_engine(ctx: click.Context, param: click.Parameter, value: str | 
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository holding tasks/, fixtures/ and packages/ (default: the current one).",
 )
@@ -94,8 +93,8 @@ def verify_command(
     chosen = verifier or alias or "local"
     if verifier_image is not None and chosen != "docker":
         raise click.UsageError("--verifier-image needs --verifier docker")
+    layout = located_project(project, "tasks")
     with reported_errors():
-        layout = find_project(project)
         if chosen == "docker":
             with (
                 local_engine() as engine,
