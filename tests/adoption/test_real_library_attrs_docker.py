@@ -40,8 +40,8 @@ pytestmark = [
     pytest.mark.docker,
     pytest.mark.slow,
     pytest.mark.xfail(
-        reason="the API catalog does not read star re-exports or PEP 562 names yet "
-        "(attrs.__all__ lists __author__, served by __getattr__)",
+        reason="init and the API catalog do not read star re-exports or PEP 562 names yet "
+        "(to_bool is a star re-export; attrs.__all__ lists __author__, served by __getattr__)",
         strict=True,
     ),
 ]
