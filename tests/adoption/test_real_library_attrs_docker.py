@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import tarfile
 import time
@@ -34,7 +33,7 @@ from agent_eval.digests import file_sha256
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.models import FixtureReport, Receipt
 from tests.batches import BIN
-from tests.paths import DATA
+from tests.sdists import published_sdist
 
 pytestmark = [
     pytest.mark.docker,
@@ -47,7 +46,6 @@ pytestmark = [
 ]
 
 LIBRARY, VERSION = "attrs", "26.1.0"
-PINS = DATA / "real-library-sdists.txt"
 
 RE_EXPORTED_SPELLING = (
     '"""Correct, as attrs documents it: the converter through the attrs namespace."""\n\n'
@@ -56,18 +54,6 @@ RE_EXPORTED_SPELLING = (
     "def to_bool(val: Any) -> bool:\n"
     "    return attrs.converters.to_bool(val)\n"
 )
-
-
-def sdist() -> Path:
-    """The published sdist scripts/setup downloaded, checked against its pinned hash."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = cache / "agent-eval" / "sdists" / f"{LIBRARY}-{VERSION}.tar.gz"
-    assert path.is_file(), f"{path} is missing: run scripts/setup (it downloads {PINS.name})"
-    pinned = re.search(rf"^{LIBRARY}=={VERSION} --hash=sha256:(\w+)$", PINS.read_text(), re.M)
-    assert pinned is not None
-    done = subprocess.run(["sha256sum", str(path)], capture_output=True, text=True, check=True)
-    assert done.stdout.split()[0] == pinned.group(1), f"{path} is not the pinned sdist"
-    return path
 
 
 def files_of(directory: Path) -> dict[str, str]:
@@ -108,7 +94,7 @@ def test_attrs_adopts_the_harness_with_no_edit_to_its_source(
 
     root = tmp_path / "attrs-repo"
     (root / "packages").mkdir(parents=True)
-    with tarfile.open(sdist()) as archive:
+    with tarfile.open(published_sdist(LIBRARY, VERSION)) as archive:
         archive.extractall(root / "packages", filter="data")
     library = root / "packages" / LIBRARY
     (root / "packages" / f"{LIBRARY}-{VERSION}").rename(library)
