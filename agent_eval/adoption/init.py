@@ -199,10 +199,10 @@ def _parse(path: Path) -> ast.Module:
 
 
 def _find_definition(
-    src: Path, module: str, qualname: str, spec: str
+    src: Path, module: str, qualname: str, spec: str, depth: int = 0
 ) -> ast.FunctionDef | ast.AsyncFunctionDef:
     outer, _, inner = qualname.partition(".")
-    for _ in range(_MAX_REEXPORTS):
+    for _ in range(_MAX_REEXPORTS - depth):
         path = _module_file(src, module)
         if path is None:
             raise ConfigError(f"--function {spec!r}: no module {module} under {src}")
@@ -221,9 +221,55 @@ def _find_definition(
             raise ConfigError(f"--function {spec!r}: {module}.{qualname} is not a function")
         reexport = _imported_from(tree, module, path, outer)
         if reexport is None:
-            raise ConfigError(f"--function {spec!r}: {path} defines no {outer}")
+            found = _through_star(src, tree, module, path, qualname, spec, depth)
+            if found is None:
+                raise ConfigError(f"--function {spec!r}: {path} defines no {outer}")
+            return found
         module = reexport
+        depth += 1
     raise ConfigError(f"--function {spec!r}: more than {_MAX_REEXPORTS} re-exports")
+
+
+def _through_star(
+    src: Path, tree: ast.Module, module: str, path: Path, qualname: str, spec: str, depth: int
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The definition a ``from x import *`` of *tree* brings in, as the catalog follows it.
+
+    ``x`` exports the name when its ``__all__`` lists it, or (without ``__all__``) when
+    the name is public and ``x`` defines or re-exports it; the last star import wins.
+    """
+    outer = qualname.partition(".")[0]
+    if depth >= _MAX_REEXPORTS or (_declares_all(tree) and outer not in _all_names(tree)):
+        return None  # an __all__ that leaves the name out does not export it
+    for source in reversed(_star_sources(tree, module, path)):
+        source_path = _module_file(src, source)
+        if source_path is None:
+            continue  # outside this distribution: not the library's to describe
+        source_tree = _parse(source_path)
+        if _declares_all(source_tree):
+            if outer not in _all_names(source_tree):
+                continue
+        elif outer.startswith("_"):
+            continue
+        try:
+            return _find_definition(src, source, qualname, spec, depth + 1)
+        except ConfigError as exc:
+            if "defines no" not in str(exc):
+                raise
+    return None
+
+
+def _star_sources(tree: ast.Module, module: str, path: Path) -> list[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    sources = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            source = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            sources.append(source)
+    return sources
 
 
 def _imported_from(tree: ast.Module, module: str, path: Path, name: str) -> str | None:
@@ -255,6 +301,17 @@ def _imported_from(tree: ast.Module, module: str, path: Path, name: str) -> str 
                 )
             return source
     return None
+
+
+def _declares_all(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+        and any(
+            isinstance(target, ast.Name) and target.id == "__all__"
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+        for node in tree.body
+    )
 
 
 def _all_names(tree: ast.Module) -> set[str]:

@@ -106,6 +106,35 @@ def test_a_classmethod_loses_cls_and_a_library_type_is_any_in_the_contract(
     )
 
 
+STAR_CHAIN = {
+    # converters <- * _chain (no __all__) <- * _impl (__all__ lists to_bool only)
+    "converters.py": '"""Converters."""\n\nfrom ._chain import *  # noqa: F403\n',
+    "_chain.py": "from daydate._impl import *  # noqa: F403\n",
+    "_impl.py": (
+        '__all__ = ["to_bool"]\n\n\n'
+        "def to_bool(value: str, default: bool = False) -> bool:\n"
+        "    return value == 'yes' or default\n\n\n"
+        "def not_listed() -> int:\n"
+        "    return 0\n"
+    ),
+}
+
+
+def test_a_function_reached_through_a_chain_of_star_imports_is_read(tmp_path: Path) -> None:
+    packages = library_repository(tmp_path) / "packages"
+    for name, text in STAR_CHAIN.items():
+        (packages / "daydate" / "src" / "daydate" / name).write_text(text)
+    fn = read_function(packages, "daydate.converters:to_bool")
+    assert (fn.symbol, fn.parameters, fn.returns) == (
+        "daydate.converters.to_bool",
+        ("value: str", "default: bool = ..."),
+        "bool",
+    )
+    # The chain's first __all__ leaves not_listed out: neither import * nor mypy exports it.
+    with pytest.raises(ConfigError, match="defines no not_listed"):
+        read_function(packages, "daydate.converters:not_listed")
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
