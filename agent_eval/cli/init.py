@@ -70,7 +70,8 @@ def init_command(
     """Write [tool.agent-eval], tasks/suite.json, a task for FUNCTION and its fixtures.
 
     A file that exists with other content is named and nothing is written (exit 2); a
-    second run with the same answers writes nothing.
+    second run with the same answers writes nothing; a second task (--task) is added to
+    tasks/suite.json.
     """
     root = project.resolve()
     if function is None and ci is None:

@@ -30,7 +30,7 @@ from agent_eval.models.compare import (
     TaskComparison,
 )
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
-from agent_eval.models.fixture import CorrectCase, NegativeCase
+from agent_eval.models.fixture import CorrectCase, FixtureCaseRow, FixtureReport, NegativeCase
 from agent_eval.models.gateway import (
     GatewayRecord,
     GatewaySettings,
@@ -99,6 +99,8 @@ __all__ = [
     "Diagnostic",
     "DiagnosticCategory",
     "FailureCategory",
+    "FixtureCaseRow",
+    "FixtureReport",
     "GatewayOptions",
     "GatewayRecord",
     "GatewaySettings",

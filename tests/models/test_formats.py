@@ -18,6 +18,17 @@ ALL_MODELS: list[type[BaseModel]] = [
 ]
 
 FIELD_SETS: dict[str, set[str]] = {
+    "FixtureCaseRow": {
+        "taskId",
+        "case",
+        "expected",
+        "observed",
+        "ok",
+        "infrastructure",
+        "detail",
+        "explanations",
+    },
+    "FixtureReport": {"schemaVersion", "verifier", "seconds", "ok", "rows"},
     "Comparison": {
         "schemaVersion",
         "baseline",
@@ -338,6 +349,7 @@ FIELD_SETS: dict[str, set[str]] = {
 }
 
 DOCUMENTS = {
+    "FixtureReport",
     "Comparison",
     "SharedSummary",
     "TaskSpec",
