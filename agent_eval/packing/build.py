@@ -376,6 +376,4 @@ def rebuild_archives(
 
 
 def _git_bytes(repository: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["git", "-C", str(repository), *args], capture_output=True, timeout=120, check=False
-    )
+    return run_group(["git", "-C", str(repository), *args], timeout=120)
