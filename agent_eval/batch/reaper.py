@@ -5,8 +5,9 @@ receipt saying ``running``, perhaps containers and a work directory. The next
 ``eval-agent``, and ``agent-eval cleanup``, find every lease whose owner is
 no longer alive, mark such a receipt ``abandoned`` with the reason (every
 finished run stays as recorded), remove the batch's containers by label and
-its work directory, and give the lease up once all of that is confirmed. A
-batch whose owner is alive is never touched.
+its work directory and the temp files a killed atomic write left in its run
+directory, and give the lease up once all of that is confirmed. A batch whose
+owner is alive is never touched.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from pathlib import Path
 from agent_eval.batch.lease import owner_alive, read_lease
 from agent_eval.engine import ContainerRuntime, remove_leftovers
 from agent_eval.errors import AgentEvalError
-from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, read_model, write_model_atomic
+from agent_eval.evidence_io import (
+    MAX_EVIDENCE_BYTES,
+    read_model,
+    remove_atomic_temp_files,
+    write_model_atomic,
+)
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease, Receipt
 
@@ -43,6 +49,8 @@ class Reaped:
     containers: list[str] = field(default_factory=list)
     """Containers of the batch it removed."""
     work_dir_removed: bool = False
+    temp_files: list[str] = field(default_factory=list)
+    """Half-written evidence files it removed (their writer was killed before renaming them)."""
     problems: list[str] = field(default_factory=list)
     """What could not be done (the lease is kept, so a later run tries again)."""
     unreached: list[str] = field(default_factory=list)
@@ -58,6 +66,8 @@ class Reaped:
             done.append(f"removed {len(self.containers)} container(s)")
         if self.work_dir_removed:
             done.append("removed its work directory")
+        if self.temp_files:
+            done.append(f"removed {len(self.temp_files)} half-written temp file(s)")
         text = f"reaped batch {self.batch_id}: " + (", ".join(done) or "nothing was left")
         if self.problems:
             text += "; not done: " + "; ".join(self.problems)
@@ -116,6 +126,12 @@ def _reap_one(
     problems: list[str] = []
     evidence = RunDirectory(run_dir)
     abandoned = False
+    # Its owner is gone, so no write of its is under way: what a kill left half-written goes.
+    try:
+        temp_files = [p.relative_to(run_dir).as_posix() for p in remove_atomic_temp_files(run_dir)]
+    except OSError as exc:
+        temp_files = []
+        problems.append(f"cannot remove its half-written temp files: {exc.strerror or exc}")
     receipt: Receipt | None
     if not evidence.receipt.exists() and not evidence.receipt.is_symlink():
         # Killed before its first receipt: it is closed with one that says just that.
@@ -187,6 +203,7 @@ def _reap_one(
         abandoned,
         containers=containers,
         work_dir_removed=had_work and not work.exists(),
+        temp_files=temp_files,
         problems=problems,
         unreached=unreached,
     )

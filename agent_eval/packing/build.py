@@ -62,6 +62,7 @@ from agent_eval.packing.lock import (
     read_build_lock,
 )
 from agent_eval.packing.sources import SourceDistribution, find_distributions
+from agent_eval.processes import run_group
 
 __all__ = [
     "BuildCache",
@@ -100,10 +101,7 @@ class BuildCache:
 
 
 def _git(repository: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-C", str(repository), *args],
-        capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False,
-    )  # fmt: skip
+    return run_group(["git", "-C", str(repository), *args], text=True, timeout=_GIT_TIMEOUT_S)
 
 
 def git_version(repository: Path, revision: str, dist: SourceDistribution) -> str:
@@ -160,9 +158,9 @@ class _Hooks:
         extra_environ: Mapping[str, str] | None = None,
     ) -> None:
         try:
-            done = subprocess.run(
-                cmd, cwd=cwd, env={**self._env, **(extra_environ or {})}, capture_output=True,
-                text=True, timeout=_BUILD_TIMEOUT_S, check=False,
+            done = run_group(
+                cmd, cwd=cwd, env={**self._env, **(extra_environ or {})}, text=True,
+                timeout=_BUILD_TIMEOUT_S,
             )  # fmt: skip
         except subprocess.TimeoutExpired as exc:
             raise InfrastructureError(
@@ -421,6 +419,4 @@ def rebuild_archives(
 
 
 def _git_bytes(repository: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["git", "-C", str(repository), *args], capture_output=True, timeout=120, check=False
-    )
+    return run_group(["git", "-C", str(repository), *args], timeout=120)

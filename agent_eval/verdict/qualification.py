@@ -15,6 +15,7 @@ and harness must equal the checkout's.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import tempfile
@@ -102,7 +103,10 @@ def current_anchors(
     Args:
         project: The checkout the batch must match; None when none was found.
         problem: Why no project was found, if so.
-        cache: Where the rebuild keeps and finds its wheels (default: the user's cache).
+        cache: The wheelhouse and build environments the rebuild uses (default: the
+            user's); both are held to the commit's build lock on every use. Its wheel
+            cache is never used: a batch's packing writes it, so the wheels a release
+            gate compares with are always built here.
     """
     problems = [problem] if problem else []
     suite: str | None = None
@@ -117,12 +121,13 @@ def current_anchors(
         except AgentEvalError as exc:
             problems.append(str(exc))
         packages = project.packages.relative_to(project.root).as_posix()
+        own = dataclasses.replace(cache or BuildCache.default(), built=None)
 
         @functools.cache
         def rebuilt_at(commit: str) -> tuple[ArchiveEntry, ...]:
             with tempfile.TemporaryDirectory(prefix="agent-eval-rebuild-") as work:
                 return tuple(
-                    rebuild_archives(project.root, packages, commit, Path(work), cache=cache)
+                    rebuild_archives(project.root, packages, commit, Path(work), cache=own)
                 )
 
         def rebuild_here(commit: str) -> list[ArchiveEntry]:
