@@ -261,6 +261,7 @@ def test_a_released_library_goes_from_an_empty_directory_to_a_judged_oracle_batc
         lap(f"verify-{verifier}")
 
     config = root / ".verification" / "agent-eval" / "runner.json"
+    config.parent.mkdir(parents=True, exist_ok=True)  # --output never makes directories
     made = run(bin_dir, root, "agent-eval", "reference-config", "oracle", "--output", str(config))
     assert made.returncode == 0, made.stderr
     batch = run(bin_dir, root, "eval-agent", "--runner-config", str(config))
