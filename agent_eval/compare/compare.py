@@ -21,6 +21,7 @@ from typing import Any
 
 from agent_eval.compare import statistics as stats
 from agent_eval.compare.symbols import CatalogOfWheels, symbol_changes
+from agent_eval.digests import DigestError, file_sha256
 from agent_eval.errors import AgentEvalError, ConfigError, EvidenceError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
@@ -34,7 +35,7 @@ from agent_eval.models.compare import (
     SideSummary,
     TaskComparison,
 )
-from agent_eval.verdict.qualification import Anchors, qualify_files
+from agent_eval.verdict.qualification import Anchors, evidence_reasons
 
 __all__ = [
     "ALLOWABLE",
@@ -44,18 +45,6 @@ __all__ = [
     "batch_identity",
     "compare_batches",
 ]
-
-EVIDENCE_RULES = frozenset(
-    {
-        "receipt-readable", "archives-readable", "archive-integrity", "archives-digest",
-        "archives-rebuild", "consumer-lock", "solution-integrity", "analysis-integrity",
-        "log-integrity", "evidence-integrity", "self-test-flag", "runner-identity",
-        "model-identity",
-    }
-)  # fmt: skip
-"""The checker's rules about whether the evidence is what it says: a batch failing one
-cannot be compared. (Rules about whether it qualifies, such as self-test, the thresholds
-or a partial schedule, do not matter to a comparison.)"""
 
 LIBRARY = frozenset({"archives", "apiCatalogDigest", "sourceCommit"})
 """What a comparison compares: the library under evaluation."""
@@ -85,8 +74,7 @@ def _load(run_dir: Path, current: Anchors) -> _Batch:
     run = RunDirectory(run_dir)
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: not a run directory")
-    decision = qualify_files(run.receipt, run.archives_manifest, current)
-    broken = [r for r in decision.reasons if r.split(":", 1)[0] in EVIDENCE_RULES]
+    broken = evidence_reasons(run.receipt, run.archives_manifest, current)
     if broken:
         raise EvidenceError(
             f"{run_dir} fails the checker's evidence rules, so it cannot be compared: "
@@ -126,6 +114,27 @@ def _identity(batch: _Batch) -> dict[str, Any]:
         "apiCatalogDigest": archives.apiCatalogDigest,
         "sourceCommit": archives.source.commit,
     }
+
+
+def _once(baseline: Sequence[_Batch], candidate: Sequence[_Batch]) -> None:
+    """Refuse a batch named twice across both sides: by its id, or by its receipt's bytes
+    (a copy at another path). Counted twice, its runs would look like twice the evidence."""
+    seen: dict[str, tuple[str, Path]] = {}
+    named = [("baseline", b) for b in baseline] + [("candidate", b) for b in candidate]
+    for side, batch in named:
+        try:
+            content = file_sha256(RunDirectory(batch.root).receipt)
+        except DigestError as exc:
+            raise EvidenceError(f"{batch.root}: {exc}") from exc
+        for key in (f"id {batch.receipt.batchId}", f"receipt {content}"):
+            if key in seen:
+                first_side, first = seen[key]
+                where = "on both sides" if first_side != side else f"twice in the {side}"
+                raise ConfigError(
+                    f"{batch.root} is the same batch as {first} ({key}), named {where}: a "
+                    "batch may be named once across both sides, or its runs count twice"
+                )
+            seen[key] = (side, batch.root)
 
 
 def _side(dirs: Sequence[Path], current: Anchors, name: str) -> tuple[list[_Batch], dict[str, Any]]:
@@ -356,6 +365,7 @@ def compare_batches(
     allowed = set(LIBRARY).union(*(ALLOWABLE[n] for n in allowed_names))
     base_batches, base_id = _side(baseline, current, "baseline")
     cand_batches, cand_id = _side(candidate, current, "candidate")
+    _once(base_batches, cand_batches)
     differences = [
         IdentityDifference(
             field=k, baseline=base_id[k], candidate=cand_id[k], expected=k in allowed

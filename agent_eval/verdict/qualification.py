@@ -15,6 +15,7 @@ and harness must equal the checkout's.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import tempfile
@@ -59,7 +60,15 @@ from agent_eval.verdict.registry import (
     registry_changed,
 )
 
-__all__ = ["Anchors", "current_anchors", "qualify", "qualify_files", "self_test"]
+__all__ = [
+    "EVIDENCE_RULES",
+    "Anchors",
+    "current_anchors",
+    "evidence_reasons",
+    "qualify",
+    "qualify_files",
+    "self_test",
+]
 
 
 Rebuild = Callable[[str], list[ArchiveEntry]]
@@ -162,6 +171,41 @@ def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> 
         return QualificationResult(qualified=False, reasons=reasons)
     reasons.extend(qualify(receipt, receipt_path.parent, archives, archives_path, current))
     return QualificationResult(qualified=not reasons, reasons=reasons)
+
+
+EVIDENCE_RULES = frozenset(
+    {
+        "receipt-readable", "archives-readable", "archive-integrity", "archives-digest",
+        "archives-rebuild", "consumer-lock", "solution-integrity", "analysis-integrity",
+        "log-integrity", "evidence-integrity", "self-test-flag", "runner-identity",
+        "model-identity", "runner-image", "verifier-image", "suite-digest", "evaluator-digest",
+    }
+)  # fmt: skip
+"""The rules about whether a batch's evidence is what it says (every file against its
+digest, the receipt against archives.json, the archives against the commit): a batch
+failing one is no evidence of anything. The others decide whether it qualifies (self-test,
+the thresholds, the schedule, safety, staleness against the checkout now)."""
+
+
+def evidence_reasons(receipt_path: Path, archives_path: Path, current: Anchors) -> list[str]:
+    """The reasons of :data:`EVIDENCE_RULES` a batch fails, by the checker's own rules.
+
+    The suite and harness are held to what the receipt recorded rather than to the
+    checkout now, so evidence made under another suite or harness is not called broken
+    for that alone (whether it is stale is a qualifying question), while a receipt that
+    disagrees with its archives.json still is.
+    """
+    try:
+        receipt = read_model(receipt_path, Receipt, what="receipt")
+    except EvidenceError as exc:
+        return [f"receipt-readable: {exc}"]
+    anchored = dataclasses.replace(
+        current,
+        suite=receipt.suiteDigest or current.suite,
+        evaluator=receipt.evaluatorDigest or current.evaluator,
+    )
+    decision = qualify_files(receipt_path, archives_path, anchored)
+    return [r for r in decision.reasons if r.split(":", 1)[0] in EVIDENCE_RULES]
 
 
 def qualify(

@@ -4,6 +4,7 @@ library, pooled per side, judged per task and stratified overall."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ def batch(root: Path, failing_first: int = 0, **overrides: Any) -> Batch:
         run(r, [attempt(r, success=False), attempt(r, 2)]) if i < failing_first else run(r)
         for i, r in enumerate(RUNS)
     ]
+    overrides.setdefault("batchId", f"batch-{root.name}")
     return write_batch(root, receipt(runs, **overrides))
 
 
@@ -79,7 +81,7 @@ def test_a_difference_beyond_the_library_is_refused_unless_allowed_and_then_said
     a = batch(tmp_path / "a")
     b = write_batch(
         tmp_path / "b",
-        receipt(model=other_model),
+        receipt(batchId="b", model=other_model),
         lambda manifest: manifest.update(model=other_model),
     )
     with pytest.raises(ConfigError, match="--allow-different model"):
@@ -98,7 +100,7 @@ def test_batches_of_one_side_are_pooled_and_must_share_every_identity(tmp_path: 
     other_model = {"id": "another-model", "settings": {}}
     odd = write_batch(
         tmp_path / "odd",
-        receipt(model=other_model),
+        receipt(batchId="odd", model=other_model),
         lambda manifest: manifest.update(model=other_model),
     )
     with pytest.raises(ConfigError, match="cannot be pooled"):
@@ -112,7 +114,7 @@ def test_infrastructure_failures_count_on_neither_side(tmp_path: Path) -> None:
                   assertions=[], safetyPassed=None, submitted=False, solutionFiles=[],
                   solutionDigest=None)  # fmt: skip
     runs[0] = run(RUNS[0], [broken])
-    b = write_batch(tmp_path / "b", receipt(runs, status="infrastructure-failure"))
+    b = write_batch(tmp_path / "b", receipt(runs, batchId="b", status="infrastructure-failure"))
     result = compare_batches([batch(tmp_path / "a").root], [b.root], CURRENT)
     assert (result.first.candidateSuccesses, result.first.candidateRuns) == (17, 17)
     task = next(t for t in result.tasks if t.taskId == RUNS[0].rsplit("-", 1)[0])
@@ -146,3 +148,43 @@ def test_plan_says_how_many_runs_a_change_needs() -> None:
     assert "6 task(s): 4 runs of each task per side (eval-agent --repetitions 4)" in result.output
     bad = CliRunner().invoke(main, ["plan", "--baseline-rate", "0.9", "--detect", "0.2"])
     assert bad.exit_code == 2 and "is not a rate" in bad.output
+
+
+def test_a_batch_named_twice_on_one_side_is_refused(tmp_path: Path) -> None:
+    a, b = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=3)
+    with pytest.raises(ConfigError, match="twice in the baseline"):
+        compare_batches([a.root, a.root], [b.root], CURRENT)
+
+
+def test_a_copy_of_a_batch_at_another_path_is_the_same_batch(tmp_path: Path) -> None:
+    a, b = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=3)
+    shutil.copytree(a.root, tmp_path / "copy")
+    with pytest.raises(ConfigError, match="same batch"):
+        compare_batches([a.root, tmp_path / "copy"], [b.root], CURRENT)
+    with pytest.raises(ConfigError, match="on both sides"):
+        compare_batches([a.root], [tmp_path / "copy"], CURRENT)
+
+
+def test_the_command_refuses_one_batch_listed_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_eval.cli.compare as command
+
+    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    a, b = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=3)
+    result = CliRunner().invoke(main, ["compare", f"{a.root},{a.root}", str(b.root)])
+    assert result.exit_code == 1 and "twice in the baseline" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("field", ["suiteDigest", "evaluatorDigest"])
+def test_a_receipt_whose_suite_or_harness_digest_alone_was_edited_is_refused(
+    tmp_path: Path, field: str
+) -> None:
+    a, b = batch(tmp_path / "a"), batch(tmp_path / "b")
+    path = b.root / "receipt.json"
+    data = json.loads(path.read_text())
+    data[field] = "sha256:" + "0" * 64
+    path.write_text(json.dumps(data))
+    with pytest.raises(EvidenceError, match=r"receipt and archives\.json disagree"):
+        compare_batches([a.root], [b.root], CURRENT)

@@ -95,7 +95,7 @@ def hostile_sides(tmp_path: Path) -> Comparison:
     before = batch_with(tmp_path / "a", BEFORE)
     after = write_batch(
         tmp_path / "b",
-        receipt(runner=HOSTILE_RUNNER, model=HOSTILE_MODEL),
+        receipt(batchId="batch-b", runner=HOSTILE_RUNNER, model=HOSTILE_MODEL),
         lambda m: (hostile(m), m.update(apiCatalogDigest=AFTER.digest())),
     )
     catalogs = Catalogs({before.root: BEFORE, after.root: AFTER})

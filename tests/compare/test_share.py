@@ -68,7 +68,7 @@ def test_no_byte_of_a_solution_log_transcript_or_path_is_in_the_summary(
 ) -> None:
     secret = f"canary{word}"
     root = leaky_batch(tmp_path_factory.mktemp("leak"), secret)
-    other = write_batch(tmp_path_factory.mktemp("base"), receipt()).root
+    other = write_batch(tmp_path_factory.mktemp("base"), receipt(batchId="base")).root
     shared = share_summary(root, CURRENT, compare_with=other)
     assert shared.qualified and shared.comparison is not None
     damaged = root / "runs" / EXAMPLE_SUITE.run_ids()[0] / "attempt-1" / "solution"
