@@ -204,38 +204,68 @@ def _percent(x: float) -> str:
 
 
 def _rate(counts: Sequence[tuple[int, int, int, int]], what: str) -> RateComparison:
-    """One rate pooled over *counts* (k1, n1, k2, n2 per task), with test and verdict."""
-    k1, n1 = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    k2, n2 = sum(c[2] for c in counts), sum(c[3] for c in counts)
-    if n1 == 0 or n2 == 0:
+    """One rate pooled over *counts* (k1, n1, k2, n2 per task), with test and verdict.
+
+    A task without a graded run on a side says nothing about a difference, so it is left
+    out of every figure alike (the counts, the estimate, the interval, the test and what
+    could be detected). The verdict's direction is the stratified estimate's, the one the
+    test weighs, never the crude pooled difference's (which a task only one side finds
+    easy can turn around)."""
+    kept = [c for c in counts if c[1] and c[3]]
+    left_out = len(counts) - len(kept)
+    k1, n1 = sum(c[0] for c in kept), sum(c[1] for c in kept)
+    k2, n2 = sum(c[2] for c in kept), sum(c[3] for c in kept)
+    note = (
+        f" ({left_out} task{'s' if left_out != 1 else ''} without a graded run on a side left out)"
+        if left_out
+        else ""
+    )
+    if not kept:
         return RateComparison(
             baselineSuccesses=k1, baselineRuns=n1, candidateSuccesses=k2, candidateRuns=n2,
             difference=None, low=None, high=None, pValue=None, detectable=None,
             verdict="not-measured",
-            sentence=f"{what}: not measured (a side has no graded run)",
+            sentence=f"{what}: not measured (no task has a graded run on both sides){note}",
         )  # fmt: skip
-    strata = [stats.Stratum(*c) for c in counts if c[1] and c[3]]
-    p = stats.stratified_exact(strata) if strata else 1.0
+    strata = [stats.Stratum(*c) for c in kept]
+    p = stats.stratified_exact(strata)
+    estimate = stats.stratified_difference(strata)
     d = stats.difference_interval(k1, n1, k2, n2)
-    assert d is not None
-    detectable = stats.detectable_difference(n1, n2, k1 / n1)
-    said = f"{what}: {k1}/{n1} -> {k2}/{n2} ({_percent(d.estimate)}, 95 % interval "
+    assert d is not None and estimate is not None
+    said = f"{what}: {k1}/{n1} -> {k2}/{n2}{note} ({_percent(estimate)}"
+    said += f"{', stratified by task' if len(kept) > 1 else ''}; 95 % interval "
     said += f"{d.low * 100:+.0f} to {d.high * 100:+.0f})"
-    if p < stats.ALPHA:
-        verdict = "better" if d.estimate > 0 else "worse"
+    detectable: float | None = None
+    if p < stats.ALPHA and estimate != 0:
+        verdict = "better" if estimate > 0 else "worse"
         sentence = f"{verdict}: {said}; a difference this large arises by chance with p={p:.3g}"
+    elif d.low > 0 or d.high < 0:
+        # The interval and the exact test disagree (they are different methods): say so
+        # rather than "no detectable difference" beside an interval that excludes none.
+        verdict = "no-detectable-difference"
+        sentence = (
+            f"not established: {said}; the interval excludes no change, but the exact test "
+            f"does not find the difference (p={p:.3g})"
+        )
     else:
         verdict = "no-detectable-difference"
-        could = (
-            f"these runs could detect only a change of about {detectable * 100:.0f} points "
-            "(80 % power)"
-            if detectable is not None
-            else "these runs could detect no change from this rate"
-        )
+        sizes = [(c[1], c[3]) for c in kept]
+        try:
+            detectable = stats.detectable_difference(n1, n2, k1 / n1, sizes=sizes)
+        except ValueError as exc:
+            could = f"how small a change these runs could detect is not computed ({exc})"
+        else:
+            test = "the stratified test" if len(kept) > 1 else "Fisher's test"
+            could = (
+                f"these runs could detect only a change of about {detectable * 100:.0f} points "
+                f"(80 % power, {test})"
+                if detectable is not None
+                else "these runs could detect no change from this rate"
+            )
         sentence = f"no detectable difference: {said}; {could}"
     return RateComparison(
         baselineSuccesses=k1, baselineRuns=n1, candidateSuccesses=k2, candidateRuns=n2,
-        difference=d.estimate, low=d.low, high=d.high, pValue=p, detectable=detectable,
+        difference=estimate, low=d.low, high=d.high, pValue=p, detectable=detectable,
         verdict=verdict, sentence=sentence,
     )  # fmt: skip
 
@@ -331,10 +361,13 @@ def _api_changes(base: _Batch, cand: _Batch, catalogs: CatalogOfWheels | None) -
 
 METHOD = (
     "Rates count graded runs only (an infrastructure failure is nobody's). Differences are "
-    "the candidate's rate minus the baseline's, with Newcombe's hybrid score 95 % interval. "
-    "Per task the test is Fisher's exact test (two-sided); pooled, the exact conditional test "
-    "stratified by task. A difference is called only at p < 0.05; otherwise the smallest "
-    "change these runs detect with 80 % power (Fisher's test, exact) is given."
+    "the candidate's rate minus the baseline's (pooled: the Mantel-Haenszel difference, "
+    "stratified by task), with Newcombe's hybrid score 95 % interval of the pooled counts. "
+    "A task without a graded run on a side is left out of every pooled figure. Per task the "
+    "test is Fisher's exact test (two-sided); pooled, the exact conditional test stratified "
+    "by task. A difference is called only at p < 0.05, in the direction of the stratified "
+    "estimate; otherwise the smallest change the same test detects with 80 % power (exact, "
+    "one rate per side across the tasks) is given."
 )
 
 

@@ -26,12 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from math import comb, sqrt
+from math import comb, exp, lgamma, log, sqrt
 
 from agent_eval.report.statistics import wilson_interval
 
 __all__ = [
     "ALPHA",
+    "MAX_POWER_RUNS",
     "Difference",
     "Stratum",
     "detectable_difference",
@@ -39,7 +40,9 @@ __all__ = [
     "fisher_exact",
     "power",
     "runs_needed",
+    "stratified_difference",
     "stratified_exact",
+    "stratified_power",
 ]
 
 ALPHA = 0.05
@@ -47,6 +50,14 @@ ALPHA = 0.05
 POWER = 0.8
 """The power a detectable difference is quoted at."""
 _TIES = 1 + 1e-7
+_EXACT = 1000
+"""Up to this many runs the probabilities are ratios of exact integers (correctly rounded);
+beyond, they are computed in log space (no overflow; relative error about 1e-12)."""
+MAX_POWER_RUNS = 600
+"""The most runs (both sides, all tasks) whose exact power is computed: the sum over every
+outcome grows with the square of the runs."""
+_MAX_STATES = 5000
+"""The most distinct sets of task margins the stratified power enumerates."""
 """Outcomes within this factor of the observed one's probability count as no likelier."""
 
 
@@ -78,8 +89,17 @@ class Difference:
 def _hypergeometric(n1: int, n2: int, t: int) -> tuple[int, tuple[float, ...]]:
     """P(X = x) for the baseline's successes X given t successes in all: (first x, pmf)."""
     low, high = max(0, t - n2), min(n1, t)
-    total = comb(n1 + n2, t)
-    return low, tuple(comb(n1, x) * comb(n2, t - x) / total for x in range(low, high + 1))
+    if n1 + n2 <= _EXACT:
+        total = comb(n1 + n2, t)
+        return low, tuple(comb(n1, x) * comb(n2, t - x) / total for x in range(low, high + 1))
+    base = _log_comb(n1 + n2, t)
+    return low, tuple(
+        exp(_log_comb(n1, x) + _log_comb(n2, t - x) - base) for x in range(low, high + 1)
+    )
+
+
+def _log_comb(n: int, k: int) -> float:
+    return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)
 
 
 def _two_sided(pmf: Sequence[float], observed: float) -> float:
@@ -127,7 +147,28 @@ def difference_interval(k1: int, n1: int, k2: int, n2: int) -> Difference | None
 
 
 def _binomial(n: int, p: float) -> list[float]:
-    return [comb(n, x) * p**x * (1 - p) ** (n - x) for x in range(n + 1)]
+    if n <= _EXACT:
+        return [comb(n, x) * p**x * (1 - p) ** (n - x) for x in range(n + 1)]
+    if p in (0.0, 1.0):
+        return [float(x == round(p * n)) for x in range(n + 1)]
+    lp, lq = log(p), log(1 - p)
+    return [exp(_log_comb(n, x) + x * lp + (n - x) * lq) for x in range(n + 1)]
+
+
+def stratified_difference(strata: Sequence[Stratum]) -> float | None:
+    """The Mantel-Haenszel difference of rates (candidate minus baseline) over *strata*:
+    each task's difference weighted by n1*n2/(n1+n2). Its sign is the stratified test's
+    direction (the baseline's expected successes given the margins minus its observed
+    ones), so a verdict word taken from it speaks like the test. None: no stratum has
+    runs on both sides."""
+    weights = [s.n1 * s.n2 / (s.n1 + s.n2) for s in strata if s.n1 and s.n2]
+    if not weights:
+        return None
+    total = sum(
+        w * (s.k2 / s.n2 - s.k1 / s.n1)
+        for w, s in zip(weights, [s for s in strata if s.n1 and s.n2], strict=True)
+    )
+    return total / sum(weights)
 
 
 @lru_cache(maxsize=256)
@@ -153,19 +194,107 @@ def power(n1: int, n2: int, p1: float, p2: float, alpha: float = ALPHA) -> float
     return min(1.0, sum(b1[k1] * b2[k2] for k1, k2 in _rejected(n1, n2, alpha)))
 
 
+def stratified_power(
+    sizes: Sequence[tuple[int, int]], p1: float, p2: float, alpha: float = ALPHA
+) -> float | None:
+    """The chance the stratified exact test at *alpha* finds a difference when every task
+    (runs *sizes*: n1, n2 each) has the true rates p1 and p2 (exact: summed over every
+    outcome); None when the sets of margins to sum over exceed a bound.
+
+    The outcomes are grouped by the multiset of the tasks' margins (the test's null
+    distribution depends on nothing else): for each, the chance of every baseline total
+    under the rates, and whether the test rejects it.
+    """
+    sizes = [(a, b) for a, b in sizes if a and b]
+    if not sizes:
+        return 0.0
+    if len(sizes) == 1:
+        return power(*sizes[0], p1, p2, alpha)
+    states: dict[tuple[tuple[int, int, int], ...], list[float]] = {(): [1.0]}
+    for n1, n2 in sorted(sizes):
+        b1, b2 = _binomial(n1, p1), _binomial(n2, p2)
+        joint = [[b1[k] * b2[t - k] if 0 <= t - k <= n2 else 0.0 for k in range(n1 + 1)]
+                 for t in range(n1 + n2 + 1)]  # fmt: skip
+        grown: dict[tuple[tuple[int, int, int], ...], list[float]] = {}
+        for key, alt in states.items():
+            for t, q in enumerate(joint):
+                new_key = tuple(sorted((*key, (n1, n2, t))))
+                row = grown.setdefault(new_key, [0.0] * (len(alt) + n1))
+                for i, a in enumerate(alt):
+                    if a:
+                        for k, b in enumerate(q):
+                            row[i + k] += a * b
+        if len(grown) > _MAX_STATES:
+            return None
+        states = grown
+    total = 0.0
+    for key, alt in states.items():
+        rejected = _stratified_rejected(key, alpha)
+        total += sum(alt[x] for x in rejected)
+    return min(1.0, total)
+
+
+@lru_cache(maxsize=8192)
+def _stratified_rejected(key: tuple[tuple[int, int, int], ...], alpha: float) -> tuple[int, ...]:
+    """The baseline totals the stratified test rejects given the margins *key*."""
+    distribution = [1.0]
+    offset = 0
+    for n1, n2, t in key:
+        low, pmf = _hypergeometric(n1, n2, t)
+        combined = [0.0] * (len(distribution) + len(pmf) - 1)
+        for i, a in enumerate(distribution):
+            if a:
+                for j, b in enumerate(pmf):
+                    combined[i + j] += a * b
+        distribution, offset = combined, offset + low
+    ordered = sorted(distribution)
+    below = list(accumulate(ordered, initial=0.0))
+    return tuple(
+        offset + i
+        for i, p in enumerate(distribution)
+        if below[bisect_right(ordered, p * _TIES)] < alpha
+    )
+
+
 def detectable_difference(
-    n1: int, n2: int, baseline: float, alpha: float = ALPHA, target: float = POWER
+    n1: int,
+    n2: int,
+    baseline: float,
+    alpha: float = ALPHA,
+    target: float = POWER,
+    sizes: Sequence[tuple[int, int]] | None = None,
 ) -> float | None:
     """The smallest difference from *baseline* (toward the side with more room, in steps
-    of 0.01) Fisher's test finds with *target* power; None when none up to the bound is."""
+    of 0.01) the test finds with *target* power; None when none up to the bound is.
+
+    The test is Fisher's on n1 and n2 runs, or, given the tasks' *sizes* (n1, n2 each),
+    the stratified test over them at one rate per side. The power grows with the
+    difference (the tests' rejection regions are convex), so the step is found by
+    bisection. Raises ValueError when the runs are too many for an exact power.
+    """
+    strata = [(a, b) for a, b in sizes or [(n1, n2)] if a and b]
+    if sum(a + b for a, b in strata) > MAX_POWER_RUNS:
+        raise ValueError(f"more than {MAX_POWER_RUNS} runs: no exact power is computed")
     direction = -1.0 if baseline >= 0.5 else 1.0
     room = baseline if direction < 0 else 1.0 - baseline
-    steps = round(room * 100)
-    for step in range(1, steps + 1):
-        d = step / 100
-        if power(n1, n2, baseline, baseline + direction * d, alpha) >= target:
-            return d
-    return None
+
+    def found(step: int) -> bool:
+        other = min(1.0, max(0.0, baseline + direction * step / 100))
+        p = stratified_power(strata, baseline, other, alpha)
+        if p is None:
+            raise ValueError("too many sets of task margins for an exact power")
+        return p >= target
+
+    low, high = 0, round(room * 100)
+    if high == 0 or not found(high):
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if found(middle):
+            high = middle
+        else:
+            low = middle
+    return high / 100
 
 
 def runs_needed(

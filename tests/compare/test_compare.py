@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.compare.compare import as_text, compare_batches
+from agent_eval.compare.compare import _rate, as_text, compare_batches
 from agent_eval.errors import ConfigError, EvidenceError
 from agent_eval.models.compare import Comparison
 from tests.evidence_builders import (
@@ -45,7 +45,7 @@ def test_a_change_that_breaks_first_attempts_everywhere_is_worse(tmp_path: Path)
     assert result.first.pValue < 1e-6
     assert (result.first.baselineSuccesses, result.first.candidateSuccesses) == (18, 0)
     assert result.final.verdict == "no-detectable-difference"
-    assert "could detect only a change of about 35 points" in result.final.sentence
+    assert "could detect only a change of about 40 points" in result.final.sentence
     forms = next(t for t in result.tasks if t.taskId == "forms")
     assert forms.first.verdict == "no-detectable-difference"  # 3 runs a task show nothing
     assert forms.candidateCells == ["repaired"] * 3 and forms.repairs == (0, 3)
@@ -57,7 +57,9 @@ def test_the_same_results_are_no_detectable_difference_with_what_could_be_detect
 ) -> None:
     result = compare_batches([batch(tmp_path / "a").root], [batch(tmp_path / "b").root], CURRENT)
     assert result.first.verdict == "no-detectable-difference"
-    assert result.first.detectable == pytest.approx(0.35)
+    assert result.first.detectable == pytest.approx(
+        0.40
+    )  # the stratified test's, not Fisher's 0.35
     text = as_text(result)
     assert text.splitlines()[0].startswith("no detectable difference: first attempt")
     assert "nothing: the same library" in text
@@ -188,3 +190,30 @@ def test_a_receipt_whose_suite_or_harness_digest_alone_was_edited_is_refused(
     path.write_text(json.dumps(data))
     with pytest.raises(EvidenceError, match=r"receipt and archives\.json disagree"):
         compare_batches([a.root], [b.root], CURRENT)
+
+
+def test_the_verdict_word_follows_the_stratified_test_and_not_the_crude_pool() -> None:
+    # The first task has no graded run on the candidate's side: it is left out of every
+    # figure; the only task tested went 0/10 -> 7/10.
+    rate = _rate([(30, 30, 0, 0), (0, 10, 7, 10)], "first attempt, all tasks")
+    assert rate.verdict == "better" and rate.difference == pytest.approx(0.7)
+    assert (rate.baselineSuccesses, rate.baselineRuns) == (0, 10)
+    assert (rate.candidateSuccesses, rate.candidateRuns) == (7, 10)
+    assert rate.sentence.startswith("better: first attempt, all tasks: 0/10 -> 7/10 (1 task")
+    assert rate.low is not None and rate.low > 0
+
+
+def test_no_sentence_pairs_no_detectable_difference_with_an_interval_that_excludes_zero(
+    tmp_path: Path,
+) -> None:
+    before, after = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=18)
+    result = compare_batches([before.root], [after.root], CURRENT)
+    forms = next(t for t in result.tasks if t.taskId == "forms")
+    assert forms.first.high is not None and forms.first.high < 0  # 3/3 -> 0/3
+    assert forms.first.sentence.startswith("not established: forms, first attempt: 3/3 -> 0/3")
+    for rate in [result.first, result.final] + [
+        r for t in result.tasks for r in (t.first, t.final)
+    ]:
+        if rate.sentence.startswith("no detectable difference"):
+            assert rate.low is not None and rate.high is not None
+            assert rate.low <= 0 <= rate.high, rate.sentence
