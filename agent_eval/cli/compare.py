@@ -11,7 +11,7 @@ from agent_eval.cli.common import located_project, reported_errors
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
 from agent_eval.compare.page import write_comparison_page
 from agent_eval.compare.share import as_markdown, share_summary
-from agent_eval.compare.statistics import runs_needed
+from agent_eval.compare.statistics import BeyondPlanning, runs_needed
 from agent_eval.consumer.wheels import catalog_of_wheels
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_model_atomic
@@ -126,14 +126,20 @@ def plan_command(baseline_rate: float, detect: float) -> None:
             f"--detect: {baseline_rate} + {detect} = {other:g} is not a rate in [0, 1] "
             "other than the baseline's"
         )
-    needed = runs_needed(baseline_rate, detect)
-    tasks = _task_count()
-    if needed is None:
-        click.echo(
-            f"more than 400 runs per side would be needed to detect {baseline_rate:g} -> "
-            f"{other:g}; look for a larger change, or measure it otherwise"
+    try:
+        needed = runs_needed(baseline_rate, detect)
+    except BeyondPlanning as beyond:
+        smallest = (
+            f"the smallest change it plans for from {baseline_rate:g} is "
+            f"{beyond.smallest * 100:.0f} points"
+            if beyond.smallest is not None
+            else f"it plans for no change from {baseline_rate:g}"
         )
-        return
+        raise click.UsageError(
+            f"--detect: {baseline_rate:g} -> {other:g} needs more than {beyond.limit} runs per "
+            f"side, more than plan computes; {smallest}"
+        ) from None
+    tasks = _task_count()
     said = (
         f"{needed} runs per side detect {baseline_rate:g} -> {other:g} with 80 % power at the "
         "5 % level (Fisher's exact test)"

@@ -33,6 +33,7 @@ from agent_eval.report.statistics import wilson_interval
 __all__ = [
     "ALPHA",
     "MAX_POWER_RUNS",
+    "BeyondPlanning",
     "Difference",
     "Stratum",
     "detectable_difference",
@@ -171,16 +172,40 @@ def stratified_difference(strata: Sequence[Stratum]) -> float | None:
     return total / sum(weights)
 
 
-@lru_cache(maxsize=256)
+def _ratio_pmf(n1: int, n2: int, t: int) -> tuple[int, list[float]]:
+    """The hypergeometric pmf of :func:`_hypergeometric` in floats, by the ratio of
+    neighbours (rescaled before it can overflow): linear in its length, for the many
+    tables a power sums over."""
+    low, high = max(0, t - n2), min(n1, t)
+    values = [1.0]
+    v = 1.0
+    for x in range(low, high):
+        v *= (n1 - x) * (t - x) / ((x + 1) * (n2 - t + x + 1))
+        if v > 1e250:
+            values = [u / v for u in values]
+            v = 1.0
+        values.append(v)
+    total = sum(values)
+    return low, [u / total for u in values]
+
+
+@lru_cache(maxsize=64)
 def _rejected(n1: int, n2: int, alpha: float) -> tuple[tuple[int, int], ...]:
     """Every outcome (k1, k2) Fisher's test rejects at *alpha*."""
     out = []
     for t in range(n1 + n2 + 1):
-        low, pmf = _hypergeometric(n1, n2, t)
+        low, pmf = _hypergeometric(n1, n2, t) if n1 + n2 <= 200 else _ratio_pmf(n1, n2, t)
         ordered = sorted(pmf)
         below = list(accumulate(ordered, initial=0.0))
-        for i, p in enumerate(pmf):
-            if below[bisect_right(ordered, p * _TIES)] < alpha:
+        # The pmf is unimodal: the rejected outcomes are its two tails, so the walk from
+        # each end stops at the first outcome kept.
+        ends = (range(len(pmf)), range(len(pmf) - 1, -1, -1))
+        taken: set[int] = set()
+        for walk in ends:
+            for i in walk:
+                if i in taken or below[bisect_right(ordered, pmf[i] * _TIES)] >= alpha:
+                    break
+                taken.add(i)
                 out.append((low + i, t - low - i))
     return tuple(out)
 
@@ -263,6 +288,7 @@ def detectable_difference(
     alpha: float = ALPHA,
     target: float = POWER,
     sizes: Sequence[tuple[int, int]] | None = None,
+    limit: int | None = MAX_POWER_RUNS,
 ) -> float | None:
     """The smallest difference from *baseline* (toward the side with more room, in steps
     of 0.01) the test finds with *target* power; None when none up to the bound is.
@@ -273,8 +299,8 @@ def detectable_difference(
     bisection. Raises ValueError when the runs are too many for an exact power.
     """
     strata = [(a, b) for a, b in sizes or [(n1, n2)] if a and b]
-    if sum(a + b for a, b in strata) > MAX_POWER_RUNS:
-        raise ValueError(f"more than {MAX_POWER_RUNS} runs: no exact power is computed")
+    if limit is not None and sum(a + b for a, b in strata) > limit:
+        raise ValueError(f"more than {limit} runs: no exact power is computed")
     direction = -1.0 if baseline >= 0.5 else 1.0
     room = baseline if direction < 0 else 1.0 - baseline
 
@@ -297,27 +323,50 @@ def detectable_difference(
     return high / 100
 
 
+class BeyondPlanning(ValueError):
+    """More runs than planned for would be needed; *smallest* is the smallest change from
+    the baseline (toward the side with more room) the most runs planned for detect (None:
+    none)."""
+
+    def __init__(self, limit: int, smallest: float | None) -> None:
+        super().__init__(f"more than {limit} runs per side would be needed")
+        self.limit = limit
+        self.smallest = smallest
+
+
 def runs_needed(
     baseline: float,
     difference: float,
     alpha: float = ALPHA,
     target: float = POWER,
     limit: int = 400,
-) -> int | None:
+) -> int:
     """The fewest runs per side (equal sides) for Fisher's test to find a change of
-    *difference* from *baseline* with *target* power; None when more than *limit* are."""
+    *difference* from *baseline* with *target* power.
+
+    Raises:
+        ValueError: The rates are not in [0, 1], or the difference is 0.
+        BeyondPlanning: More than *limit* runs per side would be needed.
+    """
     other = baseline + difference
     if not 0 <= baseline <= 1 or not 0 <= other <= 1 or difference == 0:
         raise ValueError(
             f"need rates in [0, 1] and a non-zero difference, got {baseline} and {other}"
         )
-    # The exact power is not monotone in n (a saw-tooth): find the first n that reaches the
-    # target and stays there for the next few, by doubling then a linear scan.
-    high = 2
-    while high <= limit and power(high, high, baseline, other, alpha) < target:
-        high *= 2
-    start = max(1, high // 2)
-    for n in range(start, min(high, limit) + 1):
-        if all(power(m, m, baseline, other, alpha) >= target for m in (n, n + 1, n + 2)):
-            return n
-    return None
+    if power(limit, limit, baseline, other, alpha) < target:
+        smallest = detectable_difference(limit, limit, baseline, alpha, target, limit=None)
+        raise BeyondPlanning(limit, smallest)
+
+    # The exact power is not monotone in n (a saw-tooth): bisect for the first n that
+    # reaches the target and stays there for the next two, a handful of exact powers.
+    def holds(n: int) -> bool:
+        return all(power(m, m, baseline, other, alpha) >= target for m in (n, n + 1, n + 2))
+
+    low, high = 0, limit
+    while high - low > 1:
+        middle = (low + high) // 2
+        if holds(middle):
+            high = middle
+        else:
+            low = middle
+    return high

@@ -217,3 +217,16 @@ def test_no_sentence_pairs_no_detectable_difference_with_an_interval_that_exclud
         if rate.sentence.startswith("no detectable difference"):
             assert rate.low is not None and rate.high is not None
             assert rate.low <= 0 <= rate.high, rate.sentence
+
+
+@pytest.mark.parametrize(
+    ("rate", "detect"), [("0.5", "1e-9"), ("0", "1e-9"), ("1", "-1e-9"), ("0.99", "0.01")]
+)
+def test_plan_refuses_a_change_beyond_its_reach_with_the_smallest_it_plans_for(
+    rate: str, detect: str
+) -> None:
+    result = CliRunner().invoke(main, ["plan", "--baseline-rate", rate, "--detect", detect])
+    assert result.exit_code == 2, result.output
+    assert "more than 400 runs per side" in result.output
+    assert "the smallest change it plans for" in result.output and "points" in result.output
+    assert "Traceback" not in result.output

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_eval.compare.statistics import (
+    BeyondPlanning,
     Stratum,
     detectable_difference,
     difference_interval,
@@ -67,6 +68,10 @@ def test_what_a_batch_can_detect_and_how_many_runs_a_change_needs() -> None:
     assert runs_needed(0.8, 0.1) == 214
     with pytest.raises(ValueError, match="non-zero"):
         runs_needed(0.5, 0.0)
+    with pytest.raises(BeyondPlanning) as beyond:
+        runs_needed(0.5, 1e-9)
+    # 400 a side detect 11 points from one half (normal approximation: about 10).
+    assert beyond.value.smallest == pytest.approx(0.11)
 
 
 @given(st.integers(0, 12), st.integers(1, 12), st.integers(0, 12), st.integers(1, 12))
