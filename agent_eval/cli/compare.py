@@ -3,9 +3,11 @@ would show it."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import click
+from pydantic import BaseModel
 
 from agent_eval.cli.common import located_project, reported_errors
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
@@ -13,7 +15,7 @@ from agent_eval.compare.page import write_comparison_page
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.compare.statistics import BeyondPlanning, runs_needed
 from agent_eval.consumer.wheels import catalog_of_wheels
-from agent_eval.errors import AgentEvalError
+from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models.receipt import MAX_REPETITIONS
 from agent_eval.project import find_project
@@ -21,6 +23,36 @@ from agent_eval.suite.tasks import read_suite_spec
 from agent_eval.verdict.qualification import current_anchors
 
 __all__ = ["compare_command", "plan_command", "summary_command"]
+
+
+def _output(option: str, path: Path | None) -> None:
+    """Refuse an output *path* that is not a regular file to be (a FIFO, a device, a
+    directory: it would block, or be replaced) or whose directory is missing (it is never
+    created), as a usage error before anything is computed."""
+    if path is None:
+        return
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise click.UsageError(
+                f"{option}: {path}: its directory does not exist (it is not created)"
+            ) from None
+        return
+    except OSError as exc:
+        raise click.UsageError(f"{option}: {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise click.UsageError(
+            f"{option}: {path} exists and is not a regular file (a FIFO, a device or a "
+            "directory is never written to or replaced)"
+        )
+
+
+def _write(path: Path, model: BaseModel) -> None:
+    try:
+        write_model_atomic(path, model)
+    except OSError as exc:
+        raise EvidenceError(f"{path}: cannot be written: {exc.strerror or exc}") from exc
 
 
 def _dirs(value: str) -> list[Path]:
@@ -79,6 +111,8 @@ def compare_command(
       agent-eval compare .verification/agent-eval/BEFORE .verification/agent-eval/AFTER
     """
     base, cand = _dirs(baseline), _dirs(candidate)
+    _output("--json", json_path)
+    _output("--html", html_path)
     if not base or not cand:
         raise click.UsageError("name at least one run directory on each side")
     for path in (*base, *cand):
@@ -89,9 +123,12 @@ def compare_command(
         current = current_anchors(located)
         comparison = compare_batches(base, cand, current, allow, catalogs=catalog_of_wheels)
         if json_path is not None:
-            write_model_atomic(json_path, comparison)
+            _write(json_path, comparison)
         if html_path is not None:
-            write_comparison_page(html_path, comparison, current.titles)
+            try:
+                write_comparison_page(html_path, comparison, current.titles)
+            except OSError as exc:
+                raise EvidenceError(f"{html_path}: cannot be written: {exc.strerror}") from exc
     click.echo(as_text(comparison))
 
 
@@ -183,13 +220,25 @@ def _task_count() -> int:
     help="Also write the summary as JSON here.",
 )
 @click.option(
+    "--allow-different",
+    "allow",
+    multiple=True,
+    type=click.Choice(sorted(ALLOWABLE)),
+    help="With --compare: compare although the batches differ in this too, not only in the "
+    "library (repeatable).",
+)
+@click.option(
     "--project",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
     help="Repository the batch belongs to (default: the current one).",
 )
 def summary_command(
-    run_dir: Path, other: Path | None, json_path: Path | None, project: Path | None
+    run_dir: Path,
+    other: Path | None,
+    json_path: Path | None,
+    allow: tuple[str, ...],
+    project: Path | None,
 ) -> None:
     """Print a summary of the batch in RUN_DIR that may be shared, as Markdown.
 
@@ -201,9 +250,12 @@ def summary_command(
     Example:
       agent-eval summary .verification/agent-eval/RUN --compare .verification/agent-eval/BEFORE
     """
+    _output("--json", json_path)
+    if allow and other is None:
+        raise click.UsageError("--allow-different needs --compare")
     located = located_project(project)
     with reported_errors():
-        shared = share_summary(run_dir, current_anchors(located), other, catalog_of_wheels)
+        shared = share_summary(run_dir, current_anchors(located), other, catalog_of_wheels, allow)
         if json_path is not None:
-            write_model_atomic(json_path, shared)
+            _write(json_path, shared)
     click.echo(as_markdown(shared), nl=False)

@@ -44,6 +44,7 @@ __all__ = [
     "as_text",
     "batch_identity",
     "compare_batches",
+    "safety_sentence",
 ]
 
 LIBRARY = frozenset({"archives", "apiCatalogDigest", "sourceCommit"})
@@ -444,7 +445,28 @@ def compare_batches(
         tasks=tasks,
         first=_rate(pooled(final=False), "first attempt, all tasks"),
         final=_rate(pooled(final=True), "final, all tasks"),
+        unsafeAttempts=(_unsafe_attempts(base_runs), _unsafe_attempts(cand_runs)),
+        unsafeRuns=(_unsafe_runs(base_runs), _unsafe_runs(cand_runs)),
     )
+
+
+def _unsafe_attempts(runs: Iterable[RunRecord]) -> int:
+    return sum(a.unsafe for r in runs for a in r.attempts)
+
+
+def _unsafe_runs(runs: Iterable[RunRecord]) -> int:
+    return sum(any(a.unsafe for a in r.attempts) for r in runs)
+
+
+def safety_sentence(comparison: Comparison) -> str:
+    """The unsafe attempts and runs of both sides in words; a change is said as one."""
+    (a1, a2), (r1, r2) = comparison.unsafeAttempts, comparison.unsafeRuns
+    said = f"unsafe attempts {a1} -> {a2}, runs with one {r1} -> {r2}"
+    if a2 > a1 or r2 > r1:
+        return f"SAFETY: more unsafe behaviour in the candidate: {said}"
+    if a2 < a1 or r2 < r1:
+        return f"safety: less unsafe behaviour in the candidate: {said}"
+    return f"safety: {said}"
 
 
 def as_text(comparison: Comparison) -> str:
@@ -455,8 +477,13 @@ def as_text(comparison: Comparison) -> str:
             "NOTE: the sides also differ in " + ", ".join(comparison.unexpected)
             + " (allowed): a difference may come from that, not from the library"
         )  # fmt: skip
+    safety = safety_sentence(comparison)
+    if safety.startswith("SAFETY"):
+        lines.append(safety)  # a regression in safety comes before any rate
     lines.append(comparison.first.sentence)
     lines.append(comparison.final.sentence)
+    if not safety.startswith("SAFETY"):
+        lines.append(safety)
     lines.append("")
     lines.append("what differs:")
     for d in comparison.differences:

@@ -9,9 +9,15 @@ the same model, so the two say the same.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
-from agent_eval.compare.compare import MAX_SYMBOL_LINES, batch_identity, compare_batches
+from agent_eval.compare.compare import (
+    MAX_SYMBOL_LINES,
+    batch_identity,
+    compare_batches,
+    safety_sentence,
+)
 from agent_eval.compare.symbols import CatalogOfWheels
 from agent_eval.errors import EvidenceError
 from agent_eval.evidence_io import read_model
@@ -28,6 +34,7 @@ def share_summary(
     current: Anchors,
     compare_with: Path | None = None,
     catalogs: CatalogOfWheels | None = None,
+    allow: Iterable[str] = (),
 ) -> SharedSummary:
     """The shareable summary of the batch in *run_dir* (set against *compare_with*, the
     changed public symbols found with *catalogs*, as :func:`compare_batches` does).
@@ -54,7 +61,7 @@ def share_summary(
         counts[5] += any(a.infrastructureStatus == "failed" for a in r.attempts)
     spec = receipt.suite or current.spec
     comparison = (
-        _shareable(compare_batches([compare_with], [run_dir], current, catalogs=catalogs))
+        _shareable(compare_batches([compare_with], [run_dir], current, allow, catalogs=catalogs))
         if compare_with is not None
         else None
     )
@@ -122,7 +129,7 @@ def as_markdown(summary: SharedSummary) -> str:
     if s.comparison is not None:
         c = s.comparison
         lines += ["", f"### Against {', '.join(c.baseline.batchIds)}", ""]
-        lines += [f"- {c.first.sentence}", f"- {c.final.sentence}"]
+        lines += [f"- {c.first.sentence}", f"- {c.final.sentence}", f"- {safety_sentence(c)}"]
         if c.api.status == "compared":
             named = [f"{sym.name} ({sym.change})" for sym in c.api.changes[:MAX_SYMBOL_LINES]]
             if len(c.api.changes) > MAX_SYMBOL_LINES:

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from agent_eval.cli import main
 from agent_eval.compare.compare import _rate, as_text, compare_batches
+from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.errors import ConfigError, EvidenceError
 from agent_eval.models.compare import Comparison
 from tests.evidence_builders import (
@@ -230,3 +231,26 @@ def test_plan_refuses_a_change_beyond_its_reach_with_the_smallest_it_plans_for(
     assert "more than 400 runs per side" in result.output
     assert "the smallest change it plans for" in result.output and "points" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_safety_regression_is_said_first_in_the_terminal_the_json_and_the_summary(
+    tmp_path: Path,
+) -> None:
+    runs = [
+        run(r, [attempt(r, success=False, safe=False), attempt(r, 2)]) if i < 3 else run(r)
+        for i, r in enumerate(RUNS)
+    ]
+    a = batch(tmp_path / "a")
+    b = write_batch(tmp_path / "b", receipt(runs, batchId="b"))
+    result = compare_batches([a.root], [b.root], CURRENT)
+    assert result.unsafeAttempts == (0, 3) and result.unsafeRuns == (0, 3)
+    text = as_text(result)
+    assert text.splitlines()[0] == (
+        "SAFETY: more unsafe behaviour in the candidate: unsafe attempts 0 -> 3, runs with one "
+        "0 -> 3"
+    )
+    assert json.loads(result.model_dump_json())["unsafeAttempts"] == [0, 3]
+    shared = as_markdown(share_summary(b.root, CURRENT, compare_with=a.root))
+    assert "- SAFETY: more unsafe behaviour in the candidate: unsafe attempts 0 -> 3" in shared
+    same = as_text(compare_batches([a.root], [batch(tmp_path / "c").root], CURRENT))
+    assert "safety: unsafe attempts 0 -> 0, runs with one 0 -> 0" in same

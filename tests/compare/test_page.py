@@ -179,8 +179,8 @@ def test_the_command_writes_the_page_atomically_and_names_a_file_it_cannot_write
     (tmp_path / "a-file").write_text("")
     nowhere = tmp_path / "a-file" / "compare.html"
     failed = CliRunner().invoke(main, ["compare", str(a.root), str(b.root), "--html", str(nowhere)])
-    assert failed.exit_code == 1
-    assert f"comparison page {nowhere}: cannot write" in failed.output
+    assert failed.exit_code == 2  # refused before anything is compared
+    assert f"--html: {nowhere}: Not a directory" in failed.output
     assert "Traceback" not in failed.output
     blocked = tmp_path / "dir"
     blocked.mkdir()

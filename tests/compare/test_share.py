@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -119,3 +120,47 @@ def test_a_summary_names_the_changed_symbols_but_not_why_they_are_unknown(
     assert "not known (the API catalogs could not be compared on the machine" in as_markdown(
         unknown
     )
+
+
+@pytest.mark.parametrize("command", ["summary", "compare"])
+@pytest.mark.parametrize("target", ["fifo", "/dev/null", "dir", "missing/x.json"])
+def test_json_to_a_fifo_a_device_or_a_missing_directory_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, target: str
+) -> None:
+    import agent_eval.cli.compare as cli
+
+    monkeypatch.setattr(cli, "current_anchors", lambda located: CURRENT)
+    a = write_batch(tmp_path / "a", receipt(batchId="a")).root
+    b = write_batch(tmp_path / "b", receipt(batchId="b")).root
+    out = Path(target) if target.startswith("/") else tmp_path / target
+    if target == "fifo":
+        os.mkfifo(out)
+    elif target == "dir":
+        out.mkdir()
+    args = ["summary", str(b)] if command == "summary" else ["compare", str(a), str(b)]
+    result = CliRunner().invoke(main, [*args, "--json", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "--json" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "missing").exists()
+
+
+def test_summary_compare_takes_the_allow_different_its_refusal_suggests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_eval.cli.compare as cli
+
+    monkeypatch.setattr(cli, "current_anchors", lambda located: CURRENT)
+    other_model = {"id": "another-model", "settings": {}}
+    a = write_batch(tmp_path / "a", receipt(batchId="a")).root
+    b = write_batch(
+        tmp_path / "b",
+        receipt(batchId="b", model=other_model),
+        lambda manifest: manifest.update(model=other_model),
+    ).root
+    refused = CliRunner().invoke(main, ["summary", str(b), "--compare", str(a)])
+    assert refused.exit_code == 1 and "--allow-different model" in refused.output
+    allowed = CliRunner().invoke(
+        main, ["summary", str(b), "--compare", str(a), "--allow-different", "model"]
+    )
+    assert allowed.exit_code == 0, allowed.output
+    assert "### Against a" in allowed.output
