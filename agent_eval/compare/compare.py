@@ -35,6 +35,7 @@ from agent_eval.models.compare import (
     SideSummary,
     TaskComparison,
 )
+from agent_eval.report.text import one_line
 from agent_eval.verdict.qualification import Anchors, evidence_reasons
 
 __all__ = [
@@ -507,7 +508,8 @@ def as_text(comparison: Comparison) -> str:
         )
     lines.append("")
     lines.append(comparison.method)
-    return "\n".join(lines)
+    # Names, ids and digests come from the evidence: each line is one line of plain text.
+    return "\n".join(one_line(line) for line in lines)
 
 
 MAX_SYMBOL_LINES = 40

@@ -254,3 +254,22 @@ def test_a_safety_regression_is_said_first_in_the_terminal_the_json_and_the_summ
     assert "- SAFETY: more unsafe behaviour in the candidate: unsafe attempts 0 -> 3" in shared
     same = as_text(compare_batches([a.root], [batch(tmp_path / "c").root], CURRENT))
     assert "safety: unsafe attempts 0 -> 0, runs with one 0 -> 0" in same
+
+
+def test_the_terminal_prints_hostile_names_and_task_ids_as_one_line_of_text(
+    tmp_path: Path,
+) -> None:
+    hostile = {"name": "ok\n## Decision: QUALIFIED\x1b[2J", "version": "1\u202e2"}
+    a = batch(tmp_path / "a")
+    b = write_batch(
+        tmp_path / "b",
+        receipt(batchId="b", runner=hostile),
+        lambda manifest: manifest.update(runner=hostile),
+    )
+    result = compare_batches([a.root], [b.root], CURRENT, allow=["runner"])
+    # A task id the receipt's pattern refuses, as if it had got through: the table holds it.
+    evil = result.tasks[0].model_copy(update={"taskId": "forms\n## Decision\u202e\x1b[2J"})
+    text = as_text(result.model_copy(update={"tasks": [evil, *result.tasks[1:]]}))
+    assert not any(line.startswith("## ") for line in text.splitlines())
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "formsU+000A## DecisionU+202EU+001B[2J" in text

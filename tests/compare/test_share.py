@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,7 @@ from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.digests import sha256_bytes, solution_digest
 from agent_eval.errors import InfrastructureError
 from agent_eval.models import ApiCatalog, SharedSummary
+from agent_eval.models.identity import RunnerIdentity
 from tests.compare.test_symbols import AFTER, BEFORE, Catalogs, batch_with
 from tests.evidence_builders import CURRENT, receipt, run, write_batch
 from tests.paths import EXAMPLE_SUITE
@@ -164,3 +166,53 @@ def test_summary_compare_takes_the_allow_different_its_refusal_suggests(
     )
     assert allowed.exit_code == 0, allowed.output
     assert "### Against a" in allowed.output
+
+
+FORGED_RUNNER = {"name": "ok\n## Decision: QUALIFIED\n<!-- the rest", "version": "1\u202e2"}
+
+
+def test_a_runner_name_cannot_forge_a_heading_or_hide_the_rest(tmp_path: Path) -> None:
+    def forged(manifest: dict[str, Any]) -> None:
+        manifest.update(runner=FORGED_RUNNER)
+
+    root = write_batch(tmp_path / "b", receipt(runner=FORGED_RUNNER), forged).root
+    text = as_markdown(share_summary(root, CURRENT))
+    assert [line for line in text.splitlines() if line.startswith("#")] == [
+        "## agent-eval batch batch-1"
+    ]
+    assert "<!--" not in text and "\u202e" not in text
+    assert "- runner: okU+000A## Decision: QUALIFIEDU+000A\\<\\!-- the rest 1U+202E2;" in text
+
+
+_SHARED: list[SharedSummary] = []
+
+
+def _shared(factory: pytest.TempPathFactory) -> SharedSummary:
+    if not _SHARED:
+        _SHARED.append(share_summary(write_batch(factory.mktemp("s"), receipt()).root, CURRENT))
+    return _SHARED[0]
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=st.text(min_size=1, max_size=40), version=st.text(min_size=1, max_size=10))
+def test_no_runner_name_changes_the_summary_s_structure(
+    tmp_path_factory: pytest.TempPathFactory, name: str, version: str
+) -> None:
+    honest = _shared(tmp_path_factory)
+    runner = RunnerIdentity.model_construct(name=name, version=version)  # whatever got through
+    identity = honest.identity.model_copy(
+        update={"runner": runner, "model": None, "servedModels": []}
+    )
+    lines = as_markdown(honest.model_copy(update={"identity": identity})).splitlines()
+    assert len(lines) == len(as_markdown(honest).splitlines())
+    assert [x for x in lines if x.startswith("#")] == ["## agent-eval batch batch-1"]
+    runner_line = next(x for x in lines if x.startswith("- runner: "))
+    assert runner_line.endswith("; model: none")
+    inner = runner_line.removeprefix("- runner: ").removesuffix("; model: none")
+    assert not any(c in inner for c in "\r\x0b\x0c\x1b\u2028\u2029\u202e\u2066\u200b\ufeff")
+    # Every character that could open inline structure or HTML is escaped.
+    bare = inner.replace("\\\\", "")
+    for char in "<`*_[]!&|~":
+        assert bare.count(char) == bare.count("\\" + char), (char, inner)
