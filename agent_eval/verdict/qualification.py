@@ -61,7 +61,15 @@ from agent_eval.verdict.registry import (
     registry_changed,
 )
 
-__all__ = ["Anchors", "current_anchors", "qualify", "qualify_files", "self_test"]
+__all__ = [
+    "EVIDENCE_RULES",
+    "Anchors",
+    "current_anchors",
+    "evidence_reasons",
+    "qualify",
+    "qualify_files",
+    "self_test",
+]
 
 
 Rebuild = Callable[[str], list[ArchiveEntry]]
@@ -173,6 +181,42 @@ def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> 
     reasons += chain.problems
     reasons += qualify(chain.union, receipt_path.parent, archives, archives_path, current, chain)
     return QualificationResult(qualified=not reasons, reasons=reasons, chain=chain.summary())
+
+
+EVIDENCE_RULES = frozenset(
+    {
+        "receipt-readable", "archives-readable", "archive-integrity", "archives-digest",
+        "archives-rebuild", "consumer-lock", "solution-integrity", "analysis-integrity",
+        "log-integrity", "evidence-integrity", "self-test-flag", "runner-identity",
+        "model-identity", "runner-image", "verifier-image", "suite-digest", "evaluator-digest",
+        "chain", "node-binding",
+    }
+)  # fmt: skip
+"""The rules about whether a batch's evidence is what it says (every file against its
+digest, the receipt against archives.json, the archives against the commit): a batch
+failing one is no evidence of anything. The others decide whether it qualifies (self-test,
+the thresholds, the schedule, safety, staleness against the checkout now)."""
+
+
+def evidence_reasons(receipt_path: Path, archives_path: Path, current: Anchors) -> list[str]:
+    """The reasons of :data:`EVIDENCE_RULES` a batch fails, by the checker's own rules.
+
+    The suite and harness are held to what the receipt recorded rather than to the
+    checkout now, so evidence made under another suite or harness is not called broken
+    for that alone (whether it is stale is a qualifying question), while a receipt that
+    disagrees with its archives.json still is.
+    """
+    try:
+        receipt = read_model(receipt_path, Receipt, what="receipt")
+    except EvidenceError as exc:
+        return [f"receipt-readable: {exc}"]
+    anchored = dataclasses.replace(
+        current,
+        suite=receipt.suiteDigest or current.suite,
+        evaluator=receipt.evaluatorDigest or current.evaluator,
+    )
+    decision = qualify_files(receipt_path, archives_path, anchored)
+    return [r for r in decision.reasons if r.split(":", 1)[0] in EVIDENCE_RULES]
 
 
 def qualify(
