@@ -38,6 +38,8 @@ FIELD_SETS: dict[str, set[str]] = {
         "api",
         "method",
         "tasks",
+        "unsafeAttempts",
+        "unsafeRuns",
         "first",
         "final",
     },
