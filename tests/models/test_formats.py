@@ -142,6 +142,8 @@ FIELD_SETS: dict[str, set[str]] = {
     },
     "RunRecord": {"runId", "taskId", "repetition", "firstSuccess", "finalSuccess", "attempts"},
     "AttemptRecord": {
+        "infrastructureTries",
+        "leftFiles",
         "attempt",
         "startedAt",
         "durationMs",
