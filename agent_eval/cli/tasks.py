@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from agent_eval.cli.common import EXIT_FAILURE, reported_errors
 from agent_eval.cli.compose import local_engine
+from agent_eval.errors import InfrastructureError
 from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import source_verifiers
 from agent_eval.verification.fixture_check import format_report, verify_tasks
@@ -86,7 +89,8 @@ def verify_command(
     """Validate the suite, then verify every fixture case and print a table.
 
     Exit status: 0 every case matches its expectation, 1 a mismatch (or an
-    invalid suite), 2 a usage error.
+    invalid suite), 2 a usage error, 4 undecided: the infrastructure (the
+    engine, the analysis warm-up, a verifier) failed and no case mismatched.
     """
     alias = ctx.meta.get("tasks.verifier")
     if verifier is not None and alias is not None and alias != verifier:
@@ -96,6 +100,7 @@ def verify_command(
         raise click.UsageError("--verifier-image needs --verifier docker")
     with reported_errors():
         layout = find_project(project)
+    with reported_errors(), _undecided_on_infrastructure():
         if chosen == "docker":
             with (
                 local_engine() as engine,
@@ -117,4 +122,19 @@ def verify_command(
 
             report = verify_tasks(layout, build, concurrency=concurrency, repeat=repeat)
     click.echo(format_report(report), nl=False)
-    sys.exit(0 if report.ok else EXIT_FAILURE)
+    undecided = all(row.ok or row.observed == "infrastructure failure" for row in report.rows)
+    sys.exit(0 if report.ok else EXIT_UNDECIDED if undecided else EXIT_FAILURE)
+
+
+EXIT_UNDECIDED = 4
+"""``tasks verify`` could not decide: only the infrastructure failed (run it again)."""
+
+
+@contextlib.contextmanager
+def _undecided_on_infrastructure() -> Iterator[None]:
+    """An infrastructure error (an engine, a warm-up) exits 4, never 1 (a mismatch)."""
+    try:
+        yield
+    except InfrastructureError as exc:
+        click.echo(f"error: could not decide: {exc}", err=True)
+        raise SystemExit(EXIT_UNDECIDED) from exc

@@ -357,3 +357,39 @@ def test_repeats_that_agree_pass_and_a_verdict_that_changes_between_repeats_is_f
     assert not flaky.ok and flaky.observed == "flaky"
     assert "repeat 2 of 3 differs from the first" in flaky.detail
     assert "typed-values-parsed" in flaky.detail
+
+
+@pytest.mark.parametrize(
+    ("rows", "code"),
+    [
+        ((("infrastructure failure", False), ("pass", True)), 4),
+        ((("infrastructure failure", False), ("fail: works", False)), 1),
+        ((("pass", True),), 0),
+    ],
+)
+def test_tasks_verify_exits_4_when_only_the_infrastructure_failed(
+    monkeypatch: pytest.MonkeyPatch, rows: tuple[tuple[str, bool], ...], code: int
+) -> None:
+    """Undecided (the machine failed) is not a fixture mismatch (exit 1)."""
+    from agent_eval.cli import tasks
+
+    report = VerifyReport(
+        "fake", tuple(CaseResult("t", f"c{n}", "pass", seen, ok=ok) for n, (seen, ok) in
+                      enumerate(rows)), 0.0
+    )  # fmt: skip
+    monkeypatch.setattr(tasks, "verify_tasks", lambda *_a, **_k: report)
+    result = CliRunner().invoke(main, ["tasks", "verify"])
+    assert result.exit_code == code, result.output
+
+
+def test_tasks_verify_exits_4_when_the_verifier_could_not_be_prepared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent_eval.cli import tasks
+
+    def warm_up_failed(*_a: object, **_k: object) -> VerifyReport:
+        raise InfrastructureError("warming the analysis cache failed (exit 137, timed out)")
+
+    monkeypatch.setattr(tasks, "verify_tasks", warm_up_failed)
+    result = CliRunner().invoke(main, ["tasks", "verify"])
+    assert result.exit_code == 4 and "could not decide" in result.output
