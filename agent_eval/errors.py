@@ -2,6 +2,7 @@
 
     AgentEvalError                  every error the harness raises on purpose
     ├── ConfigError                 a user-supplied config or task file is invalid
+    │   └── ProjectNotFoundError    no pyproject.toml here or above (project.py)
     ├── EvidenceError               an evidence file is missing, unreadable or inconsistent
     ├── ReviewError                 a review decision was refused
     ├── SuiteError                  the task suite is inconsistent
@@ -16,8 +17,9 @@
         └── MypyError               the type checker could not run
                                     (verification/analysis/typecheck.py)
 
-The four defined elsewhere live beside the stdlib-only code that raises them,
-which runs inside containers without the rest of the harness.
+The four defined elsewhere in ``consumer/``, ``suite/`` and ``verification/`` live
+beside the stdlib-only code that raises them, which runs inside containers without
+the rest of the harness; ProjectNotFoundError lives beside ``find_project``.
 
 Each message says what failed, where (file, field, task or run id) and, when it
 is not obvious, how to fix it.

@@ -43,6 +43,7 @@ __all__ = [
     "read_bounded",
     "read_model",
     "refuse_duplicates",
+    "remove_atomic_temp_files",
     "write_bytes_atomic",
     "write_model_atomic",
 ]
@@ -58,6 +59,8 @@ _MAX_MESSAGE_CHARS = 300
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+_ATOMIC_TEMP = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp", re.DOTALL)
+"""The name :func:`write_bytes_atomic` gives its temp file (``mkstemp``'s eight characters)."""
 
 
 def read_bounded(path: Path, *, what: str, max_bytes: int, follow_symlinks: bool = True) -> bytes:
@@ -264,3 +267,27 @@ def write_model_atomic(path: Path, model: BaseModel) -> None:
     """Write *model* as indented JSON (by alias) atomically."""
     text = model.model_dump_json(by_alias=True, indent=2) + "\n"
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def remove_atomic_temp_files(directory: Path) -> list[Path]:
+    """Remove the temp files :func:`write_bytes_atomic` left anywhere under *directory*.
+
+    A writer killed between creating its temp file and renaming it (SIGKILL, a
+    lost machine) leaves one behind. Only the caller knows that no writer is
+    alive: a batch's directory is swept once its lease's owner is gone. Links are
+    never followed and only regular files with that exact name are removed.
+
+    Returns:
+        The files removed.
+    """
+    removed: list[Path] = []
+    for root, _dirs, files in os.walk(directory, followlinks=False):
+        for name in files:
+            if not _ATOMIC_TEMP.fullmatch(name):
+                continue
+            path = Path(root) / name
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    path.unlink()
+                    removed.append(path)
+    return removed

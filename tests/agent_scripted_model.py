@@ -32,6 +32,7 @@ from agent_eval.consumer.archives import PreparedConsumer, prepare_consumer
 from agent_eval.digests import sha256_bytes, solution_digest, solution_files
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.docker_engine import connect_local_engine
+from agent_eval.export.atif import export_atif
 from agent_eval.gateway.host import BatchGateway, Route, parse_records
 from agent_eval.images.build import image_for_checkout
 from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT
@@ -44,6 +45,7 @@ from agent_eval.models import (
     RunnerConfig,
     RunnerIdentity,
 )
+from agent_eval.models.atif import Trajectory
 from agent_eval.packing import build_archives
 from agent_eval.project import find_project
 from agent_eval.reference.config import reference_config
@@ -378,6 +380,23 @@ def solutions() -> dict[str, str]:
 
 
 AGENTS_DATA = DATA / "agents"
+
+
+def exported_trajectory(result: RunResult, shape: str, attempt: int = 1) -> Trajectory:
+    """``agent-eval export --format atif`` of the attempt: valid, read as *shape*'s events,
+    holding an agent step, the gateway's totals, and neither the credential nor a token."""
+    out = result.batch_dir.parent / f"atif-{result.batch_dir.name}"
+    export_atif(result.batch_dir, out)
+    path = out / f"{TASK}-1" / f"attempt-{attempt}" / "trajectory.json"
+    data = path.read_bytes()
+    assert result.canary.encode() not in data and b"ae-" not in data
+    made = Trajectory.model_validate_json(data)
+    assert made.notes is not None and f"({shape} shape)" in made.notes, made.notes
+    assert any(step.source == "agent" for step in made.steps)
+    use = result.receipt.runs[0].attempts[attempt - 1].gateway
+    assert made.final_metrics is not None and use is not None
+    assert made.final_metrics.total_prompt_tokens == use.inputTokens
+    return made
 
 
 def kept_transcript(result: RunResult, attempt: int = 1) -> list[dict[str, Any]]:

@@ -145,6 +145,62 @@ def test_a_hatch_vcs_version_comes_from_the_packed_commit_and_is_reproducible(
     assert [e.sha256 for e in rebuilt] == [e.sha256 for e in later]
 
 
+def test_an_sdist_s_pkg_info_never_outvotes_the_version_computed_from_git(
+    tmp_path: Path, cache: BuildCache
+) -> None:
+    """An sdist unpacked into packages/ holds PKG-INFO, which hatchling prefers to its
+    version source: two commits would build the sdist's version with different bytes."""
+    repo = tmp_path / "repo"
+    packages = packages_with_lock(repo, HATCH_LOCK)
+    source = hatch_vcs_distribution(packages)
+    (source / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: vcslib\nVersion: 9.9.9\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "packages")
+    git(repo, "commit", "-qm", "vcslib from its sdist")
+    head = git(repo, "rev-parse", "HEAD")
+    [entry] = build_archives(packages, tmp_path / "a", cache=cache)
+    assert entry.version == f"0.1.dev1+g{head[:12]}"
+    assert entry.filename == f"vcslib-0.1.dev1+g{head[:12]}-py2.py3-none-any.whl"
+    metadata = zipfile.ZipFile(tmp_path / "a" / entry.filename).read(
+        f"vcslib-{entry.version}.dist-info/METADATA"
+    )
+    assert f"\nVersion: {entry.version}\n".encode() in metadata
+    assert (source / "PKG-INFO").is_file()
+    rebuilt = rebuild_archives(repo, "packages", head, tmp_path / "rebuild", cache=cache)
+    assert [e.sha256 for e in rebuilt] == [entry.sha256]
+
+
+def test_a_wheel_of_another_version_than_packing_s_is_refused_naming_each_version(
+    tmp_path: Path, cache: BuildCache
+) -> None:
+    packages = packages_with_lock(tmp_path)
+    source = tiny_distribution(packages)
+    (source / "_build").mkdir()
+    (source / "_build" / "backend.py").write_text(
+        "import os\n"
+        "from setuptools.build_meta import *  # noqa\n"
+        "from setuptools import build_meta as _meta\n"
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        "    name = _meta.build_wheel(wheel_directory, config_settings, metadata_directory)\n"
+        "    other = name.replace('-1.0-', '-2.0-')\n"
+        "    os.rename(os.path.join(wheel_directory, name), os.path.join(wheel_directory, other))\n"
+        "    return other\n"
+    )
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'build-backend = "setuptools.build_meta"',
+            'build-backend = "backend"\nbackend-path = ["_build"]',
+        )
+    )
+    with pytest.raises(ConfigError) as refused:
+        build_archives(packages, tmp_path / "out", cache=cache)
+    message = str(refused.value)
+    assert "tinylib-2.0-py3-none-any.whl is not of the version packing computed" in message
+    assert "its file name says '2.0', its METADATA says '1.0', packing says '1.0'" in message
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
 def test_a_build_sees_git_s_modes_so_a_checkout_s_umask_never_reaches_a_wheel(
     tmp_path: Path, cache: BuildCache
 ) -> None:

@@ -13,11 +13,18 @@ Invariants:
   source with :mod:`ast` (following ``from … import`` re-exports); the grader
   calls the real function only when a verifier grades.
 * **Green as written.** The generated task passes ``agent-eval tasks verify``
-  for a function whose examples' arguments and results are JSON.
+  for a function whose examples' arguments and results are JSON. A function
+  annotated to return something else is refused saying why; an unannotated one
+  whose answer is not JSON makes the grader say so (``GraderError``). The grader
+  reaches the library as one aliased module, so no name of it shadows the
+  grader's own imports.
 * **Idempotent, never destructive.** Every file is compared first: one that
   exists with other bytes is named and nothing at all is written; a second run
   with the same answers writes nothing and says so. ``pyproject.toml`` and
-  ``.gitignore`` are only appended to.
+  ``.gitignore`` are only appended to; a second task is added to an existing
+  ``tasks/suite.json`` (its runs and required successes grown by its
+  repetitions). A path init reads that is not a regular file (a directory, a
+  FIFO) is refused before anything is opened.
 """
 
 from __future__ import annotations
@@ -25,13 +32,17 @@ from __future__ import annotations
 import ast
 import json
 import re
+import stat
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent_eval.errors import ConfigError
+from agent_eval.models import SuiteSpec
 from agent_eval.packing import BUILD_LOCK, SourceDistribution, find_distributions
 from agent_eval.project import find_project
 
@@ -71,6 +82,11 @@ _PLAIN_TYPES = frozenset(
     {"str", "int", "float", "bool", "None", "bytes", "list", "dict", "tuple", "set", "object"}
 )
 _MAX_REEXPORTS = 8
+# What the written grader can compare: a value that round-trips through JSON.
+_JSON_TYPES = frozenset(
+    {"str", "int", "float", "bool", "None", "list", "dict", "tuple", "Any", "Optional", "Union",
+     "List", "Dict", "Tuple", "typing", "Sequence", "Mapping"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -155,6 +171,7 @@ def read_function(packages: Path, spec: str) -> LibraryFunction:
                           f"packages there: {known}")  # fmt: skip
     node = _find_definition(owner.src, module, qualname, spec)
     parameters, defined, forwarded = _parameters(node, spec, method="." in qualname)
+    _returns_json(node, spec)
     return LibraryFunction(
         module=module,
         qualname=qualname,
@@ -182,10 +199,10 @@ def _parse(path: Path) -> ast.Module:
 
 
 def _find_definition(
-    src: Path, module: str, qualname: str, spec: str
+    src: Path, module: str, qualname: str, spec: str, depth: int = 0
 ) -> ast.FunctionDef | ast.AsyncFunctionDef:
     outer, _, inner = qualname.partition(".")
-    for _ in range(_MAX_REEXPORTS):
+    for _ in range(_MAX_REEXPORTS - depth):
         path = _module_file(src, module)
         if path is None:
             raise ConfigError(f"--function {spec!r}: no module {module} under {src}")
@@ -204,9 +221,55 @@ def _find_definition(
             raise ConfigError(f"--function {spec!r}: {module}.{qualname} is not a function")
         reexport = _imported_from(tree, module, path, outer)
         if reexport is None:
-            raise ConfigError(f"--function {spec!r}: {path} defines no {outer}")
+            found = _through_star(src, tree, module, path, qualname, spec, depth)
+            if found is None:
+                raise ConfigError(f"--function {spec!r}: {path} defines no {outer}")
+            return found
         module = reexport
+        depth += 1
     raise ConfigError(f"--function {spec!r}: more than {_MAX_REEXPORTS} re-exports")
+
+
+def _through_star(
+    src: Path, tree: ast.Module, module: str, path: Path, qualname: str, spec: str, depth: int
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The definition a ``from x import *`` of *tree* brings in, as the catalog follows it.
+
+    ``x`` exports the name when its ``__all__`` lists it, or (without ``__all__``) when
+    the name is public and ``x`` defines or re-exports it; the last star import wins.
+    """
+    outer = qualname.partition(".")[0]
+    if depth >= _MAX_REEXPORTS or (_declares_all(tree) and outer not in _all_names(tree)):
+        return None  # an __all__ that leaves the name out does not export it
+    for source in reversed(_star_sources(tree, module, path)):
+        source_path = _module_file(src, source)
+        if source_path is None:
+            continue  # outside this distribution: not the library's to describe
+        source_tree = _parse(source_path)
+        if _declares_all(source_tree):
+            if outer not in _all_names(source_tree):
+                continue
+        elif outer.startswith("_"):
+            continue
+        try:
+            return _find_definition(src, source, qualname, spec, depth + 1)
+        except ConfigError as exc:
+            if "defines no" not in str(exc):
+                raise
+    return None
+
+
+def _star_sources(tree: ast.Module, module: str, path: Path) -> list[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    sources = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            source = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            sources.append(source)
+    return sources
 
 
 def _imported_from(tree: ast.Module, module: str, path: Path, name: str) -> str | None:
@@ -238,6 +301,17 @@ def _imported_from(tree: ast.Module, module: str, path: Path, name: str) -> str 
                 )
             return source
     return None
+
+
+def _declares_all(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+        and any(
+            isinstance(target, ast.Name) and target.id == "__all__"
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+        for node in tree.body
+    )
 
 
 def _all_names(tree: ast.Module) -> set[str]:
@@ -275,6 +349,33 @@ def _default(node: ast.expr, spec: str, name: str) -> str:
                           f"({ast.unparse(node)}); choose a function with literal defaults"
                           ) from None  # fmt: skip
     return ast.unparse(node)
+
+
+def _returns_json(node: ast.FunctionDef | ast.AsyncFunctionDef, spec: str) -> None:
+    """Refuse a function whose return annotation names a type that is not JSON: the grader
+    init writes compares the library's answer with the solution's as JSON values."""
+    if node.returns is None:
+        return  # unknown: the grader says so when the library's answer is not JSON
+    annotation = node.returns
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return
+    names = {
+        part.id if isinstance(part, ast.Name) else part.attr
+        for part in ast.walk(annotation)
+        if isinstance(part, ast.Name | ast.Attribute)
+    }
+    other = sorted(names - _JSON_TYPES)
+    if other:
+        raise ConfigError(
+            f"--function {spec!r}: it returns {ast.unparse(node.returns)}, and {other[0]} is "
+            "not a JSON value; the grader init writes compares JSON values (values beyond JSON "
+            "cross only as types a grader declares in value_types): choose a function that "
+            "returns str, int, float, bool, None, lists or dicts of them, or write this task's "
+            "grader by hand (docs/adopting.md)"
+        )
 
 
 def _parameters(
@@ -351,7 +452,6 @@ def _solution(fn: LibraryFunction, body: str, doc: str) -> str:
 
 
 def _grader(fn: LibraryFunction, task_id: str, examples: Sequence[Sequence[Any]]) -> str:
-    owner = fn.qualname.partition(".")[0]
     cls = "".join(part.capitalize() for part in task_id.split("-")) + "Grader"
     return f'''"""Grader of {task_id}: {fn.name} answers as {fn.symbol} does.
 
@@ -364,7 +464,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_eval.grading import Grader, Session, SolutionRaised
+from agent_eval.grading import Grader, GraderError, Session, SolutionRaised
 
 EXAMPLES: list[list[Any]] = json.loads({json.dumps(json.dumps(list(map(list, examples))))})
 """Each example: the positional arguments of one call."""
@@ -373,12 +473,21 @@ EXAMPLES: list[list[Any]] = json.loads({json.dumps(json.dumps(list(map(list, exa
 def library_answer(args: list[Any]) -> tuple[str, Any]:
     """What the library gives for *args*: its JSON value, or the name of what it raised."""
     # Imported here: the suite reads the grader's declarations where the library is absent.
-    from {fn.module} import {owner}
+    # As one aliased module, so that no name of the library shadows the grader's own.
+    import {fn.module} as _library
 
     try:
-        return "value", json.loads(json.dumps({fn.qualname}(*args)))
+        answer = _library.{fn.qualname}(*args)
     except Exception as raised:  # the library's own refusal is an answer too
         return "raises", type(raised).__name__
+    try:
+        return "value", json.loads(json.dumps(answer))
+    except (TypeError, ValueError) as exc:
+        raise GraderError(
+            f"{fn.symbol}{{tuple(args)}} returned a {{type(answer).__name__}}, not a JSON "
+            "value: this grader compares JSON values; declare its type in value_types and "
+            "compare it, or choose another function"
+        ) from exc
 
 
 class {cls}(Grader):
@@ -510,12 +619,48 @@ def _ignores(gitignore: Path) -> bool:
     return bool(lines & {_IGNORED, "/" + _IGNORED, ".verification", "/.verification"})
 
 
-def _listed(suite: Path) -> list[str]:
+def _regular(path: Path, root: Path) -> bool:
+    """Whether *path* exists, refusing anything but a regular file without opening it (a FIFO
+    would block a read; a directory cannot be read or appended to)."""
     try:
-        ids = json.loads(suite.read_bytes()).get("taskIds", [])
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ConfigError(f"{suite}: cannot read its taskIds: {exc}") from None
-    return [str(i) for i in ids] if isinstance(ids, list) else []
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise ConfigError(f"{path.relative_to(root)}: cannot be read: {exc}") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(
+            f"{path.relative_to(root)} is not a regular file (init reads and writes only "
+            "regular files); move it away and run init again"
+        )
+    return True
+
+
+def _suite_with(suite: Path, root: Path, task: str) -> str | None:
+    """The suite with *task* added (its runs and required successes grown by its
+    repetitions), or None when it already lists it."""
+    where = suite.relative_to(root)
+    try:
+        spec = SuiteSpec.model_validate_json(suite.read_bytes())
+    except (OSError, ValidationError) as exc:
+        raise ConfigError(f"{where}: cannot read it as a suite: {exc}") from None
+    if task in spec.taskIds:
+        return None
+    grown = spec.model_copy(
+        update={
+            "taskIds": (*spec.taskIds, task),
+            "scheduledRuns": spec.scheduledRuns + spec.repetitions,
+            "requiredFinalSuccesses": spec.requiredFinalSuccesses + spec.repetitions,
+        }
+    )
+    document = json.loads(grown.model_dump_json(exclude_unset=True))
+    try:
+        SuiteSpec.model_validate(document)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"{where}: adding {task} to taskIds leaves an invalid suite ({exc}); add it by hand"
+        ) from None
+    return _json(document)
 
 
 def _appended(path: Path, text: str) -> str:
@@ -541,6 +686,8 @@ def init_repository(
     if not examples:
         raise ConfigError("--example: give at least one argument list, e.g. '[\"1.2.3\"]'")
     pyproject = root / "pyproject.toml"
+    for path in (pyproject, root / ".gitignore"):
+        _regular(path, root)
     add_section = not _has_section(pyproject)
     project = find_project(root) if not add_section else None
     packages = project.packages if project else root / "packages"
@@ -557,18 +704,16 @@ def init_repository(
         kind, _, rest = rel.partition("/")
         wanted[bases[kind] / rest] = text
     suite = tasks / "suite.json"
-    if not suite.exists():
+    grown_suite = None
+    if not _regular(suite, root):
         wanted[suite] = _suite(task)
-    elif task not in _listed(suite):
-        raise ConfigError(
-            f"{suite.relative_to(root)} does not list {task}: add it to taskIds (and "
-            "scheduledRuns, requiredFinalSuccesses), or give the --task it lists"
-        )
+    else:
+        grown_suite = _suite_with(suite, root, task)
     if not graders.exists():
         wanted[graders / "__init__.py"] = '"""Helpers the task graders share."""\n'
     differing = [
         path for path, text in wanted.items()
-        if path.exists() and path.read_bytes() != text.encode("utf-8")
+        if _regular(path, root) and path.read_bytes() != text.encode("utf-8")
     ]  # fmt: skip
     if differing:
         names = ", ".join(str(p.relative_to(root)) for p in differing)
@@ -577,7 +722,12 @@ def init_repository(
             "another --task"
         )
     written: list[Path] = []
-    unchanged = [p for p in wanted if p.exists()] + ([suite] if suite not in wanted else [])
+    unchanged = [p for p in wanted if p.exists()]
+    if grown_suite is not None:
+        suite.write_text(grown_suite, encoding="utf-8")
+        written.append(suite)
+    elif suite not in wanted:
+        unchanged.append(suite)
     if add_section:
         pyproject.write_text(_appended(pyproject, _SECTION.lstrip("\n")), encoding="utf-8")
         written.append(pyproject)

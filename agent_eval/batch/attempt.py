@@ -382,6 +382,15 @@ class Attempts:
         if seen.identity_problem is None and (why := unmeasured(records)) is not None:
             seen.identity_problem = why
             schedule.rule_stop = f"identity mismatch: {why}"
+        reflected = [r for r in records if r.failure == "credential-reflected"]
+        if reflected:
+            # The gateway refused the answer, so nothing reached the runner; an upstream
+            # that hands the credential back is not one a batch goes on with.
+            schedule.rule_stop = schedule.rule_stop or (
+                f"credential reflected: {reflected[0].upstream} answered "
+                f"{reflected[0].method} {reflected[0].path} with the model credential in it; "
+                "the gateway refused the answer and the batch stops"
+            )
         spent = schedule.spend(seen.gateway.inputTokens + seen.gateway.outputTokens)
         budget = schedule.plan.token_budget
         if "budget" in seen.gateway.failures or (budget is not None and spent >= budget):

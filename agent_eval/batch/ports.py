@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from agent_eval.batch.progress import Phase, ProgressEvent
 from agent_eval.models import (
     ArchiveEntry,
+    NodeIdentity,
     Receipt,
     RunnerConfig,
     RunnerRequest,
@@ -193,6 +194,9 @@ class RemoteContext:
     """The receipt as opened."""
     notice: Callable[[str], None]
     progress: Callable[[ProgressEvent], None]
+    nodes: Callable[[list[NodeIdentity]], None] = lambda _nodes: None
+    """Hears the nodes the runs will execute on, as each proved itself (the receipt
+    records them)."""
 
 
 StartPhase = Callable[[Phase, str], None]

@@ -26,6 +26,7 @@ from agent_eval.batch.ports import Placement, RemoteContext
 from agent_eval.batch.progress import Phase, ProgressEvent
 from agent_eval.batch.reaper import reap
 from agent_eval.batch.receipt_book import describe_failure
+from agent_eval.batch.resume import Resumption, open_resumption, runner_config_digest
 from agent_eval.batch.schedule import BatchPlan, ExecutorFactory
 from agent_eval.batch.station import NotReady, Site, StationImages, batch_plan, default_slots, step
 from agent_eval.consumer.archives import PreparedConsumer
@@ -40,10 +41,12 @@ from agent_eval.models import (
     ArchivesManifest,
     GatewaySettings,
     ImageRecord,
+    NodeIdentity,
     Receipt,
     RunnerConfig,
     Toolchain,
 )
+from agent_eval.models.chain import binding_differences
 from agent_eval.models.suite import SuiteSpec
 from agent_eval.packing import build_archives
 from agent_eval.project import Project, evaluator_digest, source_identity
@@ -111,6 +114,7 @@ class Preflight:
         lease: HeldLease | None,
         only: Sequence[str] = (),
         repetitions: int | None = None,
+        resume: Path | None = None,
     ) -> None:
         self.project, self.config_path, self.placement = project, config_path, placement
         self.batch_id, self.started, self.work_dir = batch_id, started, work_dir
@@ -118,6 +122,8 @@ class Preflight:
         self.connect, self.environ, self.clock = connect, environ, clock
         self.progress, self.notice, self.phase = progress, notice, phase
         self.lease, self.only, self.repetitions = lease, tuple(only), repetitions
+        self.resume = resume
+        self.resumption: Resumption | None = None
 
     def run(self) -> Prepared:
         """Every step in order.
@@ -141,7 +147,10 @@ class Preflight:
 
     @property
     def receipt_run_ids(self) -> list[str]:
-        return self.suite.spec.run_ids() if self.selected is None else self.selected
+        scheduled = self.suite.spec.run_ids() if self.selected is None else self.selected
+        if self.resumption is not None:
+            return self.resumption.remaining(scheduled)
+        return scheduled
 
     def _free_space(self) -> None:
         self.phase("preflight", "checking the config, engine, images and suite")
@@ -187,6 +196,10 @@ class Preflight:
             self.lease.bind_engine(self.engine.address)
         for reaped in reap(self.project.evidence, self.engine, clock=self.clock):
             self.notice(reaped.describe())
+
+    def _guides(self) -> None:
+        # A declared guide that is missing is the repository's setting: not run, not the
+        # harness's failure.
         for warning in self.project.guide_warnings():
             self.notice(warning)
 
@@ -203,6 +216,23 @@ class Preflight:
             self.settings = gateway_settings(self.config, images.gateway.image_id)
         else:
             self.settings = None
+
+    def _resume(self) -> None:
+        """The batch resumed (after the reaper closed whatever its owner left): its schedule
+        (repetitions, selection) is the predecessor's."""
+        if self.resume is None:
+            return
+        self.resumption = open_resumption(self.resume, self.project.evidence)
+        before = self.resumption.receipt
+        self.repetitions = before.repetitions
+        self.only = tuple(before.selection or ())
+
+    def _remaining(self) -> None:
+        if self.resumption is not None and not self.receipt_run_ids:
+            raise ConfigError(
+                f"every run of batch {self.resumption.receipt.batchId} has a valid final "
+                "verdict: there is nothing to resume"
+            )
 
     def _suite(self) -> None:
         self.suite = load_suite(self.project.tasks, graders_dir=self.project.graders)
@@ -256,13 +286,35 @@ class Preflight:
             runner_image=self.config.runnerImage,
             verifier_image=self.config.verifierImage,
             scheduled_runs=len(run_ids),
-            selection=None if self.selected is None else run_ids,
+            selection=self.selected,
             suite=self.declared,
             repetitions=self.repetitions,
-        ).model_copy(update={"updatedAt": self.clock()})
+        ).model_copy(
+            update={
+                "updatedAt": self.clock(),
+                "runnerConfigDigest": runner_config_digest(self.config),
+                "predecessor": self.resumption.predecessor if self.resumption else None,
+            }
+        )
+
+    def _bound_to_predecessor(self) -> None:
+        """A resumed batch has exactly its predecessor's identities, or runs nothing."""
+        if (resumption := self.resumption) is None:
+            return
+        archives = read_model(self.evidence.archives_manifest, ArchivesManifest, what="archives")
+        differ = binding_differences(
+            resumption.receipt, resumption.archives, self.receipt, archives
+        )
+        if differ:
+            raise ConfigError(
+                f"the batch is not bound to what its predecessor {resumption.receipt.batchId} "
+                f"was: {', '.join(differ)} differ(s); resume with the same checkout, images "
+                "and runner config, or start a new batch"
+            )
 
     def _executor(self) -> None:
         images = self.images
+        nodes: list[NodeIdentity] = []
         context = RemoteContext(
             project=self.project,
             config=self.config,
@@ -278,8 +330,11 @@ class Preflight:
             receipt=self.receipt,
             notice=self.notice,
             progress=self.progress,
+            nodes=nodes.extend,
         )
         self.executor = self.placement.executor(context, self.phase)
+        if nodes:
+            self.receipt = self.receipt.model_copy(update={"nodes": nodes})
 
 
 Step = tuple[str | None, Callable[[Preflight], None]]
@@ -290,16 +345,20 @@ STEPS: tuple[Step, ...] = (
     ("config", Preflight._environment),
     ("engine", Preflight._engine),
     (None, Preflight._reap),
+    ("config", Preflight._guides),
     ("config", Preflight._site),
     ("images", Preflight._images),
+    ("--resume", Preflight._resume),
     ("suite", Preflight._suite),
     ("--only", Preflight._selection),
+    ("--resume", Preflight._remaining),
     ("placement", Preflight._join),
     ("packing", Preflight._pack),
     ("consumer", Preflight._consumer),
     ("placement", Preflight._equip),
     (None, Preflight._bindings),
     (None, Preflight._receipt),
+    ("--resume", Preflight._bound_to_predecessor),
     ("placement", Preflight._executor),
 )
 """The preparation, in order: (the stage its refusals are said under, the action)."""

@@ -120,7 +120,12 @@ def run_outcome(record: RunRecord) -> tuple[RunState, str]:
         return "infrastructure", "failed: infrastructure"
     unsafe = [a.attempt for a in record.attempts if a.unsafe]
     if record.finalSuccess:
-        words = "passed on first attempt" if record.firstSuccess else "passed on repair"
+        words = "passed on first attempt"
+        if not record.firstSuccess:
+            first = record.attempts[0].failureCategory
+            words = "passed on repair" + (
+                f" (attempt 1: {FAILURE_WORDS[first]})" if first is not None else ""
+            )
         if unsafe:
             return "unsafe", f"{words}, but attempt {unsafe[0]} was unsafe"
         return "passed", words

@@ -5,14 +5,16 @@ receipt saying ``running``, perhaps containers and a work directory. The next
 ``eval-agent``, and ``agent-eval cleanup``, find every lease whose owner is
 no longer alive, mark such a receipt ``abandoned`` with the reason (every
 finished run stays as recorded), remove the batch's containers by label and
-its work directory, and give the lease up once all of that is confirmed. A
-batch whose owner is alive is never touched.
+its work directory and the temp files a killed atomic write left in its run
+directory, and give the lease up once all of that is confirmed. A batch whose
+owner is alive is never touched.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,11 +22,20 @@ from pathlib import Path
 from agent_eval.batch.lease import owner_alive, read_lease
 from agent_eval.engine import ContainerRuntime, remove_leftovers
 from agent_eval.errors import AgentEvalError
-from agent_eval.evidence_io import MAX_EVIDENCE_BYTES, read_model, write_model_atomic
+from agent_eval.evidence_io import (
+    MAX_EVIDENCE_BYTES,
+    read_model,
+    remove_atomic_temp_files,
+    write_model_atomic,
+)
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease, Receipt
 
-__all__ = ["Reaped", "reap"]
+__all__ = ["NodeEngines", "Reaped", "reap"]
+
+NodeEngines = Callable[[str], AbstractContextManager[ContainerRuntime]]
+"""Connects to a cluster node's engine by its address, as the receipt's ``nodes`` records it
+(and closes it on exit)."""
 
 
 @dataclass(frozen=True)
@@ -38,8 +49,13 @@ class Reaped:
     containers: list[str] = field(default_factory=list)
     """Containers of the batch it removed."""
     work_dir_removed: bool = False
+    temp_files: list[str] = field(default_factory=list)
+    """Half-written evidence files it removed (their writer was killed before renaming them)."""
     problems: list[str] = field(default_factory=list)
     """What could not be done (the lease is kept, so a later run tries again)."""
+    unreached: list[str] = field(default_factory=list)
+    """Cluster nodes whose engines could not be reached from here: their own reapers remove
+    the batch's containers there when they next prepare for a batch."""
 
     def describe(self) -> str:
         """One line for the operator."""
@@ -50,16 +66,28 @@ class Reaped:
             done.append(f"removed {len(self.containers)} container(s)")
         if self.work_dir_removed:
             done.append("removed its work directory")
+        if self.temp_files:
+            done.append(f"removed {len(self.temp_files)} half-written temp file(s)")
         text = f"reaped batch {self.batch_id}: " + (", ".join(done) or "nothing was left")
         if self.problems:
             text += "; not done: " + "; ".join(self.problems)
+        if self.unreached:
+            text += "; not reached: " + "; ".join(self.unreached)
         return text
 
 
 def reap(
-    evidence_dir: Path, engine: ContainerRuntime, *, clock: Callable[[], datetime]
+    evidence_dir: Path,
+    engine: ContainerRuntime,
+    *,
+    clock: Callable[[], datetime],
+    nodes: NodeEngines | None = None,
 ) -> list[Reaped]:
-    """Close every batch under *evidence_dir* whose lease's owner is no longer alive."""
+    """Close every batch under *evidence_dir* whose lease's owner is no longer alive.
+
+    A cluster batch's containers are on its nodes' engines too (the receipt's
+    ``nodes``): each is swept through *nodes* where it can be reached from here,
+    and listed in ``unreached`` where it cannot (or without *nodes*)."""
     reaped: list[Reaped] = []
     if not evidence_dir.is_dir():
         return reaped
@@ -83,16 +111,27 @@ def reap(
             )
             reaped.append(Reaped(run_dir.name, run_dir, False, problems=[problem]))
             continue
-        reaped.append(_reap_one(evidence_dir, run_dir, lease, engine, clock()))
+        reaped.append(_reap_one(evidence_dir, run_dir, lease, engine, clock(), nodes))
     return reaped
 
 
 def _reap_one(
-    evidence_dir: Path, run_dir: Path, lease: Lease, engine: ContainerRuntime, now: datetime
+    evidence_dir: Path,
+    run_dir: Path,
+    lease: Lease,
+    engine: ContainerRuntime,
+    now: datetime,
+    nodes: NodeEngines | None,
 ) -> Reaped:
     problems: list[str] = []
     evidence = RunDirectory(run_dir)
     abandoned = False
+    # Its owner is gone, so no write of its is under way: what a kill left half-written goes.
+    try:
+        temp_files = [p.relative_to(run_dir).as_posix() for p in remove_atomic_temp_files(run_dir)]
+    except OSError as exc:
+        temp_files = []
+        problems.append(f"cannot remove its half-written temp files: {exc.strerror or exc}")
     receipt: Receipt | None
     if not evidence.receipt.exists() and not evidence.receipt.is_symlink():
         # Killed before its first receipt: it is closed with one that says just that.
@@ -131,6 +170,22 @@ def _reap_one(
             containers = remove_leftovers(engine, lease.batchId)
         except AgentEvalError as exc:
             problems.append(str(exc))
+    unreached: list[str] = []
+    for node in (receipt.nodes or []) if receipt is not None else []:
+        if node.engine == engine.address:
+            continue  # swept above
+        try:
+            if nodes is None:
+                raise AgentEvalError("no way to reach a node's engine was given")
+            with nodes(node.engine) as there:
+                containers += remove_leftovers(there, lease.batchId)
+        except AgentEvalError as exc:
+            unreached.append(
+                f"node {node.node}: its engine at {node.engine} could not be reached from "
+                f"here ({exc}); its reaper removes the batch's containers when the node next "
+                f"prepares for a batch, or run agent-eval cleanup --runtime-path {node.engine} "
+                "on it"
+            )
     work = evidence_dir / ".work" / run_dir.name
     had_work = work.exists() or work.is_symlink()
     if work.is_symlink():
@@ -148,5 +203,7 @@ def _reap_one(
         abandoned,
         containers=containers,
         work_dir_removed=had_work and not work.exists(),
+        temp_files=temp_files,
         problems=problems,
+        unreached=unreached,
     )

@@ -86,13 +86,16 @@ def run_batch(
     only: Sequence[str] = (),
     remote: Placement | None = None,
     repetitions: int | None = None,
+    resume: Path | None = None,
 ) -> BatchOutcome:
     """Run one whole batch and return where its receipt is; it never ends ``running``.
 
     With *only* (task ids or run ids), just those runs run: the receipt
     records the selection and the batch can never qualify. With *repetitions*, each
     task runs that many times instead of as the suite declares: a measurement batch,
-    which can be compared but never qualifies. With *remote* (a cluster's
+    which can be compared but never qualifies. With *resume* (a finished batch's run
+    directory), only the runs its chain left without a valid final verdict run, in a new
+    batch bound to the same identities (:mod:`agent_eval.batch.resume`). With *remote* (a cluster's
     placement), the runs execute on its nodes, prepared after the driver's own
     preflight, and a node that cannot be prepared ends the batch ``not-run``;
     without, on this machine, the driver's engine equipped with a verifier
@@ -126,6 +129,7 @@ def run_batch(
         placement=remote or LocalPlacement(verifier_factory),
         only=tuple(only),
         repetitions=repetitions,
+        resume=resume,
     )
     batch.evidence.root.mkdir(parents=True, exist_ok=False)
     with held(batch.evidence.root, batch_id, clock) as lease:
@@ -168,6 +172,8 @@ class _Batch:
     """The runs asked for (``--only``); empty: the whole schedule."""
     repetitions: int | None = None
     """Runs per task of a measurement batch (None: as the suite declares)."""
+    resume: Path | None = None
+    """The run directory of the batch this one resumes (``--resume``)."""
     engine: ContainerEngine | None = None
     lease: HeldLease | None = None
     phases: dict[str, float] = field(default_factory=dict)
@@ -236,7 +242,7 @@ class _Batch:
             started=self.started, work_dir=self.work_dir, placement=self.placement,
             connect=ports.connect, environ=ports.environ, clock=ports.clock,
             progress=ports.progress, notice=ports.notice, phase=self.phase, lease=self.lease,
-            only=self.only, repetitions=self.repetitions,
+            only=self.only, repetitions=self.repetitions, resume=self.resume,
         )  # fmt: skip
         try:
             with self.steps:

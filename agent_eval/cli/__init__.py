@@ -44,6 +44,18 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "agent_eval.cli.compare", "plan_command",
         "Say how many runs a comparison needs.",
     ),
+    "list": (
+        "agent_eval.cli.listing", "list_command",
+        "List the repository's batches, newest first, with their decisions.",
+    ),
+    "show": (
+        "agent_eval.cli.listing", "show_command",
+        "Show one batch on one screen: its decision, failed runs and report.",
+    ),
+    "export": (
+        "agent_eval.cli.export", "export_command",
+        "Write a batch's attempts as ATIF trajectories.",
+    ),
     "images": (
         "agent_eval.cli.images", "images_group",
         "Build, lock and verify the offline images.",

@@ -4,30 +4,41 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from agent_eval.cli.common import located_project
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    EXISTING_FILE,
+    OUTPUT_FILE,
+    batch_dir,
+    located_project,
+)
+
+if TYPE_CHECKING:
+    from agent_eval.models import Receipt
 
 __all__ = ["check_command"]
 
 
 @click.command()
+@click.argument("batch", required=False, metavar="[RUN]")
 @click.option(
     "--receipt",
-    required=True,
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="The batch's receipt.json, in its run directory.",
+    type=EXISTING_FILE,
+    default=None,
+    help="The batch's receipt.json, in its run directory (instead of RUN).",
 )
 @click.option(
     "--archives",
-    required=True,
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="The batch's archives.json, in the same run directory.",
+    type=EXISTING_FILE,
+    default=None,
+    help="The batch's archives.json, in the same run directory (with --receipt).",
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose current suite the batch must match (default: the current one).",
 )
@@ -37,24 +48,55 @@ __all__ = ["check_command"]
     help="Also run the recorded verifier image on every saved solution and require the "
     "recorded verdicts (needs the local container engine).",
 )
-def check_command(receipt: Path, archives: Path, project: Path | None, reverify: bool) -> None:
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["auto", "json", "text"]),
+    default="auto",
+    show_default=True,
+    help="What stdout gets: the JSON line, the decision with one reason a line, or (auto) "
+    "the JSON line and, on a terminal, the lines after it.",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=OUTPUT_FILE,
+    default=None,
+    help="Also write the batch and its decision as JUnit XML here (one test case per run, "
+    "one for the decision), for a CI system's test page.",
+)
+def check_command(
+    batch: str | None,
+    receipt: Path | None,
+    archives: Path | None,
+    project: Path | None,
+    reverify: bool,
+    output_format: str,
+    junit_path: Path | None,
+) -> None:
     """Qualify a saved batch or reject it with reasons.
 
-    Prints {"qualified": bool, "reasons": [...]} and exits 0 when the batch
-    qualifies, 1 when it is rejected, 2 on a usage error (a file that is not
-    there, no repository to hold the batch against). Under --reverify,
+    RUN is the batch's run directory, a unique prefix of its id, or latest; or
+    name its files with --receipt and --archives. Prints {"qualified": bool,
+    "reasons": [...]} and exits 0 when the batch qualifies, 1 when it is
+    rejected, 2 on a usage error (a file that is not there, no repository to
+    hold the batch against, a name that finds no batch). Under --reverify,
     SIGINT, SIGTERM or SIGHUP stop it with no verdict (exit 128 + the
     signal's number) once the verifications under way have ended.
 
     \b
-    Example:
+    Examples:
+      check-agent-eval latest
+      check-agent-eval 3f2a --junit results.xml
       check-agent-eval --receipt evidence/RUN/receipt.json \\
                        --archives evidence/RUN/archives.json
     """
+    located = located_project(project)
+    receipt, archives = _batch_files(batch, receipt, archives, project)
+    junit = junit_path
     from agent_eval.models import QualificationResult
     from agent_eval.verdict.qualification import current_anchors, qualify_files
 
-    located = located_project(project)
     anchors = current_anchors(located)
     result = qualify_files(receipt, archives, anchors)
     if reverify:  # its engine, verifier and consumer code is imported only when asked for
@@ -80,6 +122,55 @@ def check_command(receipt: Path, archives: Path, project: Path | None, reverify:
             )
             sys.exit(128 + stop.signum)
         reasons = [*result.reasons, *again]
-        result = QualificationResult(qualified=not reasons, reasons=reasons)
-    click.echo(result.model_dump_json())
+        result = QualificationResult(qualified=not reasons, reasons=reasons, chain=result.chain)
+    recorded = _recorded(receipt) if junit is not None or output_format != "json" else None
+    if junit is not None:
+        from agent_eval.evidence_io import write_bytes_atomic
+        from agent_eval.verdict.junit import junit_xml
+
+        try:
+            write_bytes_atomic(junit, junit_xml(recorded, result))
+        except OSError as exc:
+            click.echo(f"check-agent-eval: cannot write {junit}: {exc.strerror}", err=True)
+            sys.exit(2)
+    if output_format != "text":
+        click.echo(result.model_dump_json(exclude_none=True))
+    if output_format == "text" or (output_format == "auto" and sys.stdout.isatty()):
+        from agent_eval.verdict.words import decision_lines
+
+        for line in decision_lines(result, recorded):
+            click.echo(line)
     sys.exit(0 if result.qualified else 1)
+
+
+def _recorded(receipt: Path) -> Receipt | None:
+    """The receipt as recorded, for the words and the XML; None when it cannot be read
+    (the decision already says why, and the XML then holds the decision alone)."""
+    from agent_eval.errors import AgentEvalError
+    from agent_eval.evidence_io import read_model
+    from agent_eval.models import Receipt
+
+    try:
+        return read_model(receipt, Receipt, what="receipt")
+    except AgentEvalError:
+        return None
+
+
+def _batch_files(
+    batch: str | None, receipt: Path | None, archives: Path | None, project: Path | None
+) -> tuple[Path, Path]:
+    if batch is not None:
+        if receipt is not None or archives is not None:
+            raise click.UsageError("give RUN, or --receipt and --archives, not both")
+        run_dir = batch_dir(batch, project)
+        found = run_dir / "receipt.json", run_dir / "archives.json"
+        for path in found:
+            if not path.is_file():
+                raise click.UsageError(f"{run_dir} holds no {path.name}: is it a run directory?")
+        return found
+    if receipt is None or archives is None:
+        raise click.UsageError(
+            "name the batch: RUN (its run directory, an id prefix, or latest), or both "
+            "--receipt and --archives"
+        )
+    return receipt, archives

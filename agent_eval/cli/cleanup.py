@@ -10,9 +10,8 @@ from pathlib import Path
 import click
 
 from agent_eval.batch.reaper import reap
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import EXISTING_DIR, SOCKET, located_project, reported_errors
 from agent_eval.cli.compose import local_engine
-from agent_eval.project import find_project
 
 __all__ = ["cleanup_command"]
 
@@ -20,12 +19,13 @@ __all__ = ["cleanup_command"]
 @click.command()
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose evidence directory is swept (default: the current one).",
 )
 @click.option(
     "--runtime-path",
+    type=SOCKET,
     default=None,
     metavar="SOCKET",
     help="The engine's Unix socket (default: DOCKER_HOST if unix://, else /var/run/docker.sock).",
@@ -33,13 +33,14 @@ __all__ = ["cleanup_command"]
 def cleanup_command(project: Path | None, runtime_path: str | None) -> None:
     """Mark abandoned every batch whose owner died; remove its containers and work directory.
 
-    A batch whose process is alive is never touched. Prints one JSON object per
-    batch reaped; exit 0 when everything was cleaned, 1 when something could not be.
+    A batch whose process is alive is never touched; a cluster batch's containers
+    are removed from each node's engine that can be reached from here, and the
+    others listed. Prints one JSON object per batch reaped; exit 0 when everything
+    was cleaned, 1 when something could not be.
     """
-    with reported_errors():
-        located = find_project(project)
-        with local_engine(runtime_path) as engine:
-            reaped = reap(located.evidence, engine, clock=lambda: datetime.now(UTC))
+    located = located_project(project, "evidence")
+    with reported_errors(), local_engine(runtime_path) as engine:
+        reaped = reap(located.evidence, engine, clock=lambda: datetime.now(UTC), nodes=local_engine)
     if not reaped:
         click.echo(
             f"agent-eval: nothing to clean up in {located.evidence}: no batch there was left "
@@ -56,7 +57,8 @@ def cleanup_command(project: Path | None, runtime_path: str | None) -> None:
                     "containersRemoved": item.containers,
                     "workDirectoryRemoved": item.work_dir_removed,
                     "problems": item.problems,
+                    "nodesNotReached": item.unreached,
                 }
             )
         )
-    sys.exit(1 if any(item.problems for item in reaped) else 0)
+    sys.exit(1 if any(item.problems or item.unreached for item in reaped) else 0)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,24 +21,107 @@ MAX_REPETITIONS = 20
 (``agent_eval.models.receipt.MAX_REPETITIONS``, a test keeps them equal), spelled here so
 the command's options need no model imported."""
 
-__all__ = ["EXIT_FAILURE", "located_project", "reported_errors"]
+__all__ = [
+    "BATCH_HELP",
+    "EXISTING_DIR",
+    "EXISTING_FILE",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "OUTPUT_FILE",
+    "SOCKET",
+    "batch_dir",
+    "located_project",
+    "output_path",
+    "project_option",
+    "reported_errors",
+]
 
 EXIT_FAILURE = 1
+EXIT_USAGE = 2
+"""click's own exit code for a usage error: a path or setting that is not there or not
+allowed, refused before anything is done or written."""
+
+# Every path a command takes is one of these: a name that is not there (or not of the
+# kind asked for) is a usage error, exit 2, before the command does anything.
+EXISTING_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
+"""A directory that must be there (a repository, a run directory)."""
+EXISTING_FILE = click.Path(path_type=Path, dir_okay=False, exists=True)
+"""A file that must be there (a receipt, a config)."""
+
+
+class _OutputFile(click.Path):
+    """A file to write whose directory is already there: a typo in it is refused, never
+    created on the way."""
+
+    name = "output file"
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path, dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        parent = Path(os.path.abspath(os.fsdecode(path))).parent
+        if not parent.is_dir():
+            self.fail(f"{parent} is not a directory (it is not created)", param, ctx)
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return path
+        except OSError as exc:
+            self.fail(f"{os.fsdecode(path)!r}: {exc.strerror}", param, ctx)
+        if not stat.S_ISREG(mode):
+            # A FIFO would block the write, a device or a link would take it elsewhere.
+            self.fail(f"{os.fsdecode(path)!r} is there and is not a regular file", param, ctx)
+        return path
+
+
+OUTPUT_FILE = _OutputFile()
+"""A file a command writes, in a directory that is there."""
+
+
+class _Socket(click.ParamType[str]):
+    """The engine's Unix socket: an absolute path to a socket that is there."""
+
+    name = "socket"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value)
+        if not text.startswith("/") or "\x00" in text:
+            self.fail(f"{text!r} is not an absolute path", param, ctx)
+        try:
+            mode = os.stat(text).st_mode
+        except OSError as exc:
+            self.fail(f"{text!r}: {exc.strerror}", param, ctx)
+        if not stat.S_ISSOCK(mode):
+            self.fail(f"{text!r} is not a Unix socket", param, ctx)
+        return text
+
+
+SOCKET = _Socket()
+"""``--runtime-path``: the engine's socket, there when the command starts."""
+
+
+def project_option(help_text: str) -> Any:
+    """``--project``: a repository directory that is there."""
+    return click.option("--project", type=EXISTING_DIR, default=None, help=help_text)
 
 
 def located_project(project: Path | None, what: str = "batch") -> Project:
-    """The repository a saved batch is held against; none found is a usage error (exit 2).
+    """The repository a command works in; none found, or one whose ``[tool.agent-eval]``
+    breaks a rule, is a usage error (exit 2) before anything is done.
 
     Without the repository every rule that needs it would reject: a typo, not a verdict.
     """
-    from agent_eval.project import find_project
+    from agent_eval.project import ProjectNotFoundError, find_project
 
     try:
         return find_project(project)
-    except AgentEvalError as exc:
+    except ProjectNotFoundError as exc:
         raise click.UsageError(
             f"{exc}, or name the repository the {what} belongs to with --project"
         ) from None
+    except AgentEvalError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @contextmanager
@@ -47,3 +132,44 @@ def reported_errors(exit_code: int = EXIT_FAILURE) -> Iterator[None]:
     except AgentEvalError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(exit_code) from exc
+
+
+BATCH_HELP = (
+    "The batch: its run directory, a unique prefix of its id (as agent-eval list shows "
+    "it), or latest."
+)
+
+
+def batch_dir(spec: str, project: Path | None) -> Path:
+    """The run directory *spec* names (a path, an id prefix, or ``latest``); a name that
+    finds no batch, or several, is a usage error (exit 2) saying which."""
+    from agent_eval.report.batches import UnknownBatch, find_batch, names_a_path
+
+    if names_a_path(spec):
+        return Path(spec)
+    located = located_project(project)
+    try:
+        return find_batch(spec, located.evidence)
+    except UnknownBatch as exc:
+        raise click.BadParameter(str(exc), param_hint="RUN") from None
+
+
+def output_path(path: Path, option: str) -> Path:
+    """*path* as a file a command may write: its directory exists, and it is a regular
+    file or nothing yet (a directory, a FIFO or a device is a usage error, never written
+    to or waited on); the directory is never created."""
+    import stat
+
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint=option) from None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise click.BadParameter(f"{path} is not a regular file", param_hint=option)
+    if not path.parent.is_dir():
+        raise click.BadParameter(
+            f"{path.parent} is not a directory (it is never created)", param_hint=option
+        )
+    return path

@@ -3,17 +3,25 @@ would show it."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import click
+from pydantic import BaseModel
 
-from agent_eval.cli.common import located_project, reported_errors
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    OUTPUT_FILE,
+    batch_dir,
+    located_project,
+    reported_errors,
+)
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
 from agent_eval.compare.page import write_comparison_page
 from agent_eval.compare.share import as_markdown, share_summary
-from agent_eval.compare.statistics import runs_needed
+from agent_eval.compare.statistics import BeyondPlanning, runs_needed
 from agent_eval.consumer.wheels import catalog_of_wheels
-from agent_eval.errors import AgentEvalError
+from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models.receipt import MAX_REPETITIONS
 from agent_eval.project import find_project
@@ -21,6 +29,36 @@ from agent_eval.suite.tasks import read_suite_spec
 from agent_eval.verdict.qualification import current_anchors
 
 __all__ = ["compare_command", "plan_command", "summary_command"]
+
+
+def _output(option: str, path: Path | None) -> None:
+    """Refuse an output *path* that is not a regular file to be (a FIFO, a device, a
+    directory: it would block, or be replaced) or whose directory is missing (it is never
+    created), as a usage error before anything is computed."""
+    if path is None:
+        return
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise click.UsageError(
+                f"{option}: {path}: its directory does not exist (it is not created)"
+            ) from None
+        return
+    except OSError as exc:
+        raise click.UsageError(f"{option}: {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise click.UsageError(
+            f"{option}: {path} exists and is not a regular file (a FIFO, a device or a "
+            "directory is never written to or replaced)"
+        )
+
+
+def _write(path: Path, model: BaseModel) -> None:
+    try:
+        write_model_atomic(path, model)
+    except OSError as exc:
+        raise EvidenceError(f"{path}: cannot be written: {exc.strerror or exc}") from exc
 
 
 def _dirs(value: str) -> list[Path]:
@@ -33,14 +71,14 @@ def _dirs(value: str) -> list[Path]:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the comparison as JSON here.",
 )
 @click.option(
     "--html",
     "html_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the comparison as a self-contained HTML page here.",
 )
@@ -54,7 +92,7 @@ def _dirs(value: str) -> list[Path]:
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository the batches belong to (default: the current one).",
 )
@@ -64,7 +102,8 @@ def compare_command(
 ) -> None:  # fmt: skip
     """Compare the run directories of a baseline with a candidate's, task by task.
 
-    Each side is one run directory, or several joined by commas, pooled (they must
+    Each side is one batch (a run directory, a unique prefix of a batch id, or latest),
+    or several joined by commas, pooled (they must
     share every identity: a measurement batch of `eval-agent --repetitions N` pools
     with others of its kind). Every batch must pass the checker's evidence rules.
     Prints what differs (with the library's public symbols added, removed or changed,
@@ -78,7 +117,10 @@ def compare_command(
     Example:
       agent-eval compare .verification/agent-eval/BEFORE .verification/agent-eval/AFTER
     """
-    base, cand = _dirs(baseline), _dirs(candidate)
+    base = [batch_dir(str(p), project) for p in _dirs(baseline)]
+    cand = [batch_dir(str(p), project) for p in _dirs(candidate)]
+    _output("--json", json_path)
+    _output("--html", html_path)
     if not base or not cand:
         raise click.UsageError("name at least one run directory on each side")
     for path in (*base, *cand):
@@ -89,9 +131,12 @@ def compare_command(
         current = current_anchors(located)
         comparison = compare_batches(base, cand, current, allow, catalogs=catalog_of_wheels)
         if json_path is not None:
-            write_model_atomic(json_path, comparison)
+            _write(json_path, comparison)
         if html_path is not None:
-            write_comparison_page(html_path, comparison, current.titles)
+            try:
+                write_comparison_page(html_path, comparison, current.titles)
+            except OSError as exc:
+                raise EvidenceError(f"{html_path}: cannot be written: {exc.strerror}") from exc
     click.echo(as_text(comparison))
 
 
@@ -126,14 +171,20 @@ def plan_command(baseline_rate: float, detect: float) -> None:
             f"--detect: {baseline_rate} + {detect} = {other:g} is not a rate in [0, 1] "
             "other than the baseline's"
         )
-    needed = runs_needed(baseline_rate, detect)
-    tasks = _task_count()
-    if needed is None:
-        click.echo(
-            f"more than 400 runs per side would be needed to detect {baseline_rate:g} -> "
-            f"{other:g}; look for a larger change, or measure it otherwise"
+    try:
+        needed = runs_needed(baseline_rate, detect)
+    except BeyondPlanning as beyond:
+        smallest = (
+            f"the smallest change it plans for from {baseline_rate:g} is "
+            f"{beyond.smallest * 100:.0f} points"
+            if beyond.smallest is not None
+            else f"it plans for no change from {baseline_rate:g}"
         )
-        return
+        raise click.UsageError(
+            f"--detect: {baseline_rate:g} -> {other:g} needs more than {beyond.limit} runs per "
+            f"side, more than plan computes; {smallest}"
+        ) from None
+    tasks = _task_count()
     said = (
         f"{needed} runs per side detect {baseline_rate:g} -> {other:g} with 80 % power at the "
         "5 % level (Fisher's exact test)"
@@ -160,32 +211,45 @@ def _task_count() -> int:
 
 
 @click.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("batch", metavar="RUN")
 @click.option(
     "--compare",
-    "other",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    "other_batch",
     default=None,
-    metavar="BASELINE_RUN_DIR",
+    metavar="BASELINE",
     help="Also set the batch against this baseline batch.",
 )
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=None,
     help="Also write the summary as JSON here.",
 )
 @click.option(
+    "--allow-different",
+    "allow",
+    multiple=True,
+    type=click.Choice(sorted(ALLOWABLE)),
+    help="With --compare: compare although the batches differ in this too, not only in the "
+    "library (repeatable).",
+)
+@click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository the batch belongs to (default: the current one).",
 )
 def summary_command(
-    run_dir: Path, other: Path | None, json_path: Path | None, project: Path | None
+    batch: str,
+    other_batch: str | None,
+    json_path: Path | None,
+    allow: tuple[str, ...],
+    project: Path | None,
 ) -> None:
-    """Print a summary of the batch in RUN_DIR that may be shared, as Markdown.
+    """Print a summary of the batch RUN that may be shared, as Markdown.
+
+    RUN (and BASELINE) is a run directory, a unique prefix of a batch id, or latest.
 
     Counts with their denominators, each task's results, the identities by digest and
     the names of the rules the decision rests on; never a solution, transcript, log,
@@ -195,9 +259,17 @@ def summary_command(
     Example:
       agent-eval summary .verification/agent-eval/RUN --compare .verification/agent-eval/BEFORE
     """
+    run_dir = batch_dir(batch, project)
+    other = batch_dir(other_batch, project) if other_batch is not None else None
+    for path in (run_dir, *([other] if other is not None else [])):
+        if not path.is_dir():
+            raise click.UsageError(f"{path}: no such run directory")
+    _output("--json", json_path)
+    if allow and other is None:
+        raise click.UsageError("--allow-different needs --compare")
     located = located_project(project)
     with reported_errors():
-        shared = share_summary(run_dir, current_anchors(located), other, catalog_of_wheels)
+        shared = share_summary(run_dir, current_anchors(located), other, catalog_of_wheels, allow)
         if json_path is not None:
-            write_model_atomic(json_path, shared)
+            _write(json_path, shared)
     click.echo(as_markdown(shared), nl=False)

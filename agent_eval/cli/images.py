@@ -7,13 +7,12 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import EXISTING_DIR, SOCKET, located_project, reported_errors
 from agent_eval.cli.compose import local_engine
 from agent_eval.errors import ConfigError
 from agent_eval.images.build import build_images, check_loopback_registry
 from agent_eval.images.lock import lock_runner
 from agent_eval.images.provenance import verify_image
-from agent_eval.project import find_project
 
 __all__ = ["images_group"]
 
@@ -21,12 +20,13 @@ EXIT_USAGE = 2
 
 _PROJECT = click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository holding images/ (default: the current one).",
 )
 _RUNTIME = click.option(
     "--runtime-path",
+    type=SOCKET,
     default=None,
     metavar="SOCKET",
     help="The engine's Unix socket (default: DOCKER_HOST if unix://, else /var/run/docker.sock).",
@@ -77,10 +77,11 @@ def build_command(
             check_loopback_registry(registry)
         except ConfigError as exc:
             raise click.BadParameter(str(exc), param_hint="--registry") from None
+    root = located_project(project, "images").root
     with reported_errors(), local_engine(runtime_path) as engine:
         built = build_images(
             engine,
-            find_project(project).root,
+            root,
             runners=runners,
             registry=registry,
             mirror=debian_mirror,
@@ -100,8 +101,8 @@ def lock_command(agent: str | None, gateway: bool, project: Path | None) -> None
     """
     if (agent is None) == (not gateway) or (agent and gateway):
         raise click.UsageError("give exactly one of --runner AGENT and --gateway")
+    root = located_project(project, "images").root
     with reported_errors():
-        root = find_project(project).root
         written = lock_runner(root, agent or "gateway", log=_log)
     for path in written:
         click.echo(str(path))
@@ -118,8 +119,9 @@ def verify_command(image: str, runtime_path: str | None, project: Path | None) -
     is printed), 2 when it cannot be verified here (no such image, no recipe
     labels, a commit or base that is not present, another builder).
     """
+    root = located_project(project, "images").root
     with reported_errors(EXIT_USAGE), local_engine(runtime_path) as engine:
-        result = verify_image(engine, find_project(project).root, image, log=_log)
+        result = verify_image(engine, root, image, log=_log)
     click.echo(json.dumps(result.to_json(), sort_keys=True))
     if not result.same:
         for line in result.differences:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import EXISTING_DIR, EXISTING_FILE, located_project, reported_errors
 
 __all__ = ["fetch_build_wheels_command", "lock_build_command"]
 
@@ -15,14 +15,14 @@ __all__ = ["fetch_build_wheels_command", "lock_build_command"]
 @click.command()
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose packages/build-requirements.lock is fetched (default: the current one).",
 )
 @click.option(
     "--lock",
     "lock_path",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=EXISTING_FILE,
     default=None,
     help="Another build lock (for example an earlier commit's, to check its batches).",
 )
@@ -33,10 +33,9 @@ def fetch_build_wheels_command(project: Path | None, lock_path: Path | None) -> 
     environment; they never reach a package index themselves. Prints each wheel's path.
     """
     from agent_eval.packing import BUILD_LOCK, BuildCache, fetch_build_wheels
-    from agent_eval.project import find_project
 
+    lock = lock_path or located_project(project, "build lock").packages / BUILD_LOCK
     with reported_errors():
-        lock = lock_path or find_project(project).packages / BUILD_LOCK
         wheels = fetch_build_wheels(lock, BuildCache.default().wheelhouse)
     for wheel in wheels:
         click.echo(str(wheel))
@@ -45,7 +44,7 @@ def fetch_build_wheels_command(project: Path | None, lock_path: Path | None) -> 
 @click.command(name="lock-build")
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose packages/ are locked (default: the current one).",
 )
@@ -62,10 +61,10 @@ def lock_build_command(project: Path | None, force: bool) -> None:
     that exists and pins something else is named and kept, unless --force.
     """
     from agent_eval.packing import lock_build_requirements
-    from agent_eval.project import find_project
 
+    packages = located_project(project, "packages").packages
     with reported_errors():
-        done = lock_build_requirements(find_project(project).packages, force=force)
+        done = lock_build_requirements(packages, force=force)
     for wheel in done.wheels:
         click.echo(f"{wheel.name}=={wheel.version}")
     state = "wrote" if done.changed else "unchanged:"

@@ -8,7 +8,8 @@ The bar is one line redrawn in place: the open preparing phase with its own
 timer, then the runs done, the successes so far, the elapsed time, an
 estimate of what remains and one mark per run of each task. It is laid out
 again at each redraw for the terminal's width then (parts are dropped, least
-important first, and what is left is cut, so it never wraps: a wrapped line
+important first: the task names, then the marks, then the counts; what is left is
+cut, so it never wraps: a wrapped line
 cannot be redrawn in place), and a ticker thread redraws it twice a second so
 the clock moves when no event arrives. Lines carry a UTC timestamp each.
 Events arrive from the schedule's threads, so every display takes a lock.
@@ -44,6 +45,9 @@ MARKS: dict[RunState | None, str] = {
     "infrastructure": "!",
 }
 """One mark per run: waiting, its runner, its verification, its repair, and how it ended."""
+
+IN_FLIGHT: frozenset[RunState | None] = frozenset({"running", "verifying", "repairing"})
+"""The states of a run that has started and not ended."""
 
 TICK_S = 0.5
 """How often the bar is redrawn without an event (so its clock never stands still)."""
@@ -152,18 +156,19 @@ def _variants(screen: Screen) -> Iterator[str]:
     for marks in (named, short, bare):
         yield f"{head} " + " · ".join([*stats, marks])
     yield " · ".join([*stats, bare])
-    # The successes can be told from the marks, roughly; the time cannot.
-    yield " · ".join([runs, *timing, bare])
+    # Marks without their tasks' names are a row of symbols nobody can read: the counts
+    # and the time go on, the marks go first.
     yield " · ".join(stats)
+    yield " · ".join([runs, successes, elapsed])
     yield " · ".join([runs, *timing])
     yield " · ".join([runs, elapsed])
     yield runs
 
 
 def _estimate(left: float) -> str:
-    """The estimate labelled; once it has passed, by how much."""
-    if round(left) >= 1:
-        return f"about {duration(left)} left"
+    """The estimate labelled (never "about 0s"); once it has passed, by how much."""
+    if left >= 0:
+        return f"about {duration(max(left, 1.0))} left"
     return f"{duration(-left)} over the estimate"
 
 
@@ -196,7 +201,6 @@ class Bar(Display):
         self._states: dict[str, RunState | None] = {}
         self._tally: Tally | None = None
         self._scheduled_at = 0.0
-        self._due: float | None = None  # the schedule's end, projected at the last run's end
         self._drawn: str | None = None  # the bar as it is on the screen (None: not there)
         self._closed = False
         self._stop = threading.Event()
@@ -223,7 +227,6 @@ class Bar(Display):
                 self._states[event.run_id] = event.state
                 if event.tally is not None:
                     self._tally = event.tally
-                    self._due = self._projected(event.tally, now)
             else:
                 self._line(event.message)
             self._draw(force=True)
@@ -255,17 +258,23 @@ class Bar(Display):
         for run_id, state in self._states.items():
             task = run_id.rsplit("-", 1)[0]
             tasks[task] = tasks.get(task, "") + MARKS[state]
-        left = None if self._due is None else self._due - now
+        left = self._left(now)
         return Screen(
             self.prefix, now - self._opened, phase, self._tally, left, tuple(tasks.items())
         )
 
-    def _projected(self, tally: Tally, now: float) -> float | None:
-        """The schedule's end at the rate its runs have finished so far (None: all done)."""
-        if tally.done == 0 or tally.done >= tally.total:
+    def _left(self, now: float) -> float | None:
+        """The seconds the schedule still needs at the rate it has made progress so far,
+        a run in flight counted as half done, so that the first runs to finish (often the
+        quickest) do not set the estimate alone and it moves while runs are under way
+        (None: no run has finished yet, or all have)."""
+        tally = self._tally
+        if tally is None or tally.done == 0 or tally.done >= tally.total:
             return None
-        per_run = (now - self._scheduled_at) / tally.done
-        return now + per_run * (tally.total - tally.done)
+        in_flight = sum(state in IN_FLIGHT for state in self._states.values())
+        progress = tally.done + 0.5 * in_flight
+        per_run = (now - self._scheduled_at) / progress
+        return per_run * max(0.0, tally.total - progress)
 
     def _line(self, line: str) -> None:
         """A line that stays: the bar is cleared, the line written, the bar drawn again below."""

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_eval.cli.common import MAX_REPETITIONS, reported_errors
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    EXISTING_FILE,
+    MAX_REPETITIONS,
+    OUTPUT_FILE,
+    located_project,
+    reported_errors,
+)
 from agent_eval.cli.progress import MODES, Mode, make_display
 from agent_eval.errors import AgentEvalError
 
@@ -32,9 +39,16 @@ def _say(line: str) -> None:
 
 
 def report_outcome(
-    outcome: BatchOutcome, project: Path, say: Callable[[str], None] | None = None
+    outcome: BatchOutcome,
+    project: Path,
+    say: Callable[[str], None] | None = None,
+    *,
+    partial: bool = False,
+    junit: Path | None = None,
 ) -> None:
-    """Say how the batch ended: its reasons and report on stderr, the one line on stdout.
+    """Say how the batch ended: its reasons and report on stderr, the one line on stdout
+    (with ``"partial": true`` for a batch of some runs only); with *junit*, the batch
+    and check-agent-eval's decision as JUnit XML there too.
 
     The report is written first and whatever stderr and stdout have become (a pipe whose
     reader a Ctrl-C ended): a line that cannot be shown never costs the report.
@@ -49,6 +63,8 @@ def report_outcome(
             report = f"report: {write_report(outcome.receipt.parent, project=project)}"
         except AgentEvalError as exc:
             report = f"warning: no report: {exc}"
+        if junit is not None:
+            _write_junit(outcome.receipt, project, junit, say)
     if outcome.status != "completed":
         for reason in outcome.reasons:
             say(f"{outcome.status}: {reason}")
@@ -60,16 +76,16 @@ def report_outcome(
         shown = outcome.receipt.relative_to(Path.cwd())
     except ValueError:
         shown = outcome.receipt
-    line = json.dumps(
-        {
-            "status": outcome.status,
-            "receipt": str(shown),
-            "firstSuccesses": outcome.first_successes,
-            "finalSuccesses": outcome.final_successes,
-        }
-    )
+    line: dict[str, object] = {
+        "status": outcome.status,
+        "receipt": str(shown),
+        "firstSuccesses": outcome.first_successes,
+        "finalSuccesses": outcome.final_successes,
+    }
+    if partial:
+        line["partial"] = True
     with contextlib.suppress(OSError):
-        click.echo(line)
+        click.echo(json.dumps(line))
 
 
 def _infrastructure_note(receipt: Path) -> str | None:
@@ -94,17 +110,37 @@ def _unbroken(say: Callable[[str], None]) -> Callable[[str], None]:
     return said
 
 
+def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str], None]) -> None:
+    """The batch and its decision by check-agent-eval's rules as JUnit XML; a file that
+    cannot be written is said, and the batch keeps its exit code."""
+    from agent_eval.evidence_io import read_model, write_bytes_atomic
+    from agent_eval.models import Receipt
+    from agent_eval.project import find_project
+    from agent_eval.verdict.junit import junit_xml
+    from agent_eval.verdict.qualification import current_anchors, qualify_files
+
+    try:
+        decision = qualify_files(
+            receipt, receipt.with_name("archives.json"), current_anchors(find_project(project))
+        )
+        write_bytes_atomic(junit, junit_xml(read_model(receipt, Receipt, what="receipt"), decision))
+    except (AgentEvalError, OSError) as exc:
+        say(f"warning: no JUnit XML at {junit}: {exc}")
+    else:
+        say(f"junit: {junit}")
+
+
 @click.command()
 @click.option(
     "--runner-config",
     required=True,
     # A path that is not there is a usage error (exit 2) before any evidence is made.
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=EXISTING_FILE,
     help="runner.json: the runner, its identity, images and limits.",
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository to evaluate (default: the current one).",
 )
@@ -123,6 +159,15 @@ def _unbroken(say: Callable[[str], None]) -> Callable[[str], None]:
     metavar="N",
     help="Run each task N times instead of as the suite declares: a measurement batch, "
     "to compare with agent-eval compare; it can never qualify.",
+)
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    metavar="RUN_DIR",
+    help="Run only the runs this batch's chain left without a valid final verdict (missing, "
+    "infrastructure, interrupted), in a new batch bound to the same identities; "
+    "check-agent-eval decides on the whole chain.",
 )
 @click.option(
     "--progress",
@@ -155,15 +200,24 @@ def _unbroken(say: Callable[[str], None]) -> Callable[[str], None]:
     help="This machine's address in the Ray cluster (with --executor ray; default: Ray's "
     "own guess).",
 )
+@click.option(
+    "--junit",
+    "junit_path",
+    type=OUTPUT_FILE,
+    default=None,
+    help="Also write the batch and check-agent-eval's decision as JUnit XML here.",
+)
 def eval_agent_command(
     runner_config: Path,
     project: Path | None,
     only: tuple[str, ...],
     repetitions: int | None,
+    resume: Path | None,
     progress: Mode,
     executor: str,
     ray_address: str | None,
     ray_node_ip: str | None,
+    junit_path: Path | None,
 ) -> None:
     """Run every scheduled run of the suite; print one JSON line saying how it ended.
 
@@ -178,11 +232,15 @@ def eval_agent_command(
     from agent_eval.batch.run import run_batch
     from agent_eval.batch.signals import stopping_on_signals
     from agent_eval.engine.docker_engine import connect_local_engine
-    from agent_eval.project import find_project
     from agent_eval.verification.container.verifier import batch_verifier_factory
 
+    junit = junit_path
+    if resume is not None and (only or repetitions is not None):
+        raise click.UsageError("--resume takes its schedule from the batch it resumes")
+    # A repository that is not there or whose [tool.agent-eval] breaks a rule: not run,
+    # exit 2, and no evidence (where it would go is not known).
+    located = located_project(project)
     with reported_errors():
-        located = find_project(project)
         remote = _remote(executor, ray_address, ray_node_ip)
     display = make_display(progress, sys.stderr, "eval-agent")
     with stopping_on_signals(until_exit=True) as signals:
@@ -197,12 +255,13 @@ def eval_agent_command(
                 only=only,
                 remote=remote,
                 repetitions=repetitions,
+                resume=resume,
             )
         finally:
             with contextlib.suppress(OSError):  # a stderr gone with its reader
                 display.close()
         signals.settle()
-        report_outcome(outcome, located.root, display.say)
+        report_outcome(outcome, located.root, display.say, partial=bool(only), junit=junit)
     sys.exit(outcome.exit_code)
 
 

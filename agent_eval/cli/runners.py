@@ -8,10 +8,9 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import EXISTING_DIR, EXISTING_FILE, located_project, reported_errors
 from agent_eval.evidence_io import read_model
 from agent_eval.models import RunnerConfig
-from agent_eval.project import find_project
 from agent_eval.verdict.registry import review_runner
 
 __all__ = ["runners_group"]
@@ -27,7 +26,7 @@ def runners_group() -> None:
     "--config",
     "config_path",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=EXISTING_FILE,
     help="The runner.json that was reviewed.",
 )
 @click.option("--reviewer", required=True, help="Who reviewed it.")
@@ -39,7 +38,7 @@ def runners_group() -> None:
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository whose registry gets the entry (default: the current one).",
 )
@@ -51,8 +50,8 @@ def review_runner_command(
     Prints the entry as JSON. A batch qualifies only when its runner, model, images and
     upstreams equal an entry of the registry as committed at the batch's source commit.
     """
+    located = located_project(project, "runner config")
     with reported_errors():
-        located = find_project(project)
         config = read_model(config_path, RunnerConfig, what="runner config")
         entry = review_runner(
             located.registry, config, reviewer=reviewer, note=note, now=datetime.now(UTC)

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import EXIT_FAILURE, reported_errors
+from agent_eval.cli.common import EXISTING_DIR, EXIT_FAILURE, located_project, reported_errors
 from agent_eval.cli.compose import local_engine
 from agent_eval.errors import InfrastructureError
-from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import source_verifiers
-from agent_eval.verification.fixture_check import format_report, verify_tasks
+from agent_eval.verification.fixture_check import CaseResult, format_report, verify_tasks
 from agent_eval.verification.local import LocalVerifier
 from agent_eval.verification.protocol import Verifier
 
 __all__ = ["tasks_group"]
 
 VERIFIERS = ("local", "docker")
+EXIT_UNDECIDED = 3
+"""The harness could not verify: no case was found wrong, but not every case was decided."""
 
 
 @click.group(name="tasks")
@@ -66,7 +67,7 @@ def _deprecated_engine(ctx: click.Context, param: click.Parameter, value: str | 
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository holding tasks/, fixtures/ and packages/ (default: the current one).",
 )
@@ -77,6 +78,12 @@ def _deprecated_engine(ctx: click.Context, param: click.Parameter, value: str | 
     help="With --verifier docker: the pinned verifier image (name@sha256:... or sha256:...); "
     "default: this checkout's verifier image, found by its recipe digest.",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the report as one JSON document (FixtureReport) instead of a table.",
+)
 @click.pass_context
 def verify_command(
     ctx: click.Context,
@@ -85,12 +92,18 @@ def verify_command(
     repeat: int,
     project: Path | None,
     verifier_image: str | None,
+    as_json: bool,
 ) -> None:
     """Validate the suite, then verify every fixture case and print a table.
 
-    Exit status: 0 every case matches its expectation, 1 a mismatch (or an
-    invalid suite), 2 a usage error, 4 undecided: the infrastructure (the
-    engine, the analysis warm-up, a verifier) failed and no case mismatched.
+    Each mismatch is followed by its findings (file:line: category: message)
+    and its failed assertions' messages. On a terminal, a line per case on
+    stderr as it is decided.
+
+    Exit status: 0 every case matches its expectation; 1 a mismatch (or an
+    invalid suite or fixture); 2 a usage error; 3 nothing was decided wrong
+    but the harness could not verify (a case's verification or the verifier's
+    preparation failed on the harness's side: run it again, or see the message).
     """
     alias = ctx.meta.get("tasks.verifier")
     if verifier is not None and alias is not None and alias != verifier:
@@ -98,9 +111,9 @@ def verify_command(
     chosen = verifier or alias or "local"
     if verifier_image is not None and chosen != "docker":
         raise click.UsageError("--verifier-image needs --verifier docker")
-    with reported_errors():
-        layout = find_project(project)
-    with reported_errors(), _undecided_on_infrastructure():
+    layout = located_project(project, "tasks")
+    progress = None if as_json or not sys.stderr.isatty() else _progress
+    with reported_errors(), _infrastructure_exit():
         if chosen == "docker":
             with (
                 local_engine() as engine,
@@ -108,7 +121,10 @@ def verify_command(
                     engine, layout, verifier_image=verifier_image, slots=concurrency
                 ) as build_docker,
             ):
-                report = verify_tasks(layout, build_docker, concurrency=concurrency, repeat=repeat)
+                report = verify_tasks(
+                    layout, build_docker, concurrency=concurrency, repeat=repeat,
+                    on_result=progress,
+                )  # fmt: skip
         else:
 
             def build(work_dir: Path) -> Verifier:
@@ -120,21 +136,28 @@ def verify_command(
                     slots=concurrency,
                 )
 
-            report = verify_tasks(layout, build, concurrency=concurrency, repeat=repeat)
-    click.echo(format_report(report), nl=False)
-    undecided = all(row.ok or row.observed == "infrastructure failure" for row in report.rows)
-    sys.exit(0 if report.ok else EXIT_UNDECIDED if undecided else EXIT_FAILURE)
+            report = verify_tasks(
+                layout, build, concurrency=concurrency, repeat=repeat, on_result=progress
+            )
+    if as_json:
+        click.echo(report.to_model().model_dump_json(indent=2))
+    else:
+        click.echo(format_report(report), nl=False)
+    if report.ok:
+        sys.exit(0)
+    sys.exit(EXIT_UNDECIDED if report.undecided else EXIT_FAILURE)
 
 
-EXIT_UNDECIDED = 4
-"""``tasks verify`` could not decide: only the infrastructure failed (run it again)."""
+def _progress(row: CaseResult) -> None:
+    verdict = "ok" if row.ok else "infrastructure failure" if row.infrastructure else "MISMATCH"
+    click.echo(f"{row.task_id}/{row.case}: {verdict}", err=True)
 
 
-@contextlib.contextmanager
-def _undecided_on_infrastructure() -> Iterator[None]:
-    """An infrastructure error (an engine, a warm-up) exits 4, never 1 (a mismatch)."""
+@contextmanager
+def _infrastructure_exit() -> Iterator[None]:
+    """The harness's own failure (a verifier that could not be prepared) exits 3, not 1."""
     try:
         yield
     except InfrastructureError as exc:
-        click.echo(f"error: could not decide: {exc}", err=True)
+        click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_UNDECIDED) from exc

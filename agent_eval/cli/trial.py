@@ -8,11 +8,10 @@ from pathlib import Path
 import click
 
 from agent_eval.batch.signals import Stop, stopping_on_signals
-from agent_eval.cli.common import reported_errors
+from agent_eval.cli.common import EXISTING_DIR, located_project, reported_errors
 from agent_eval.cli.progress import make_display
 from agent_eval.cli.run import report_outcome
 from agent_eval.engine.docker_engine import connect_local_engine
-from agent_eval.project import find_project
 from agent_eval.trial import TRIAL_AGENTS, try_agent
 from agent_eval.verification.container.verifier import batch_verifier_factory
 
@@ -33,7 +32,7 @@ def _say(line: str) -> None:
 )
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=EXISTING_DIR,
     default=None,
     help="Repository to evaluate (default: the current one).",
 )
@@ -44,8 +43,7 @@ def try_agent_command(agent: str, project: Path | None) -> None:
     is always a rejection: the scripted model is on a private address, so the
     batch is self-test. Exit codes are eval-agent's.
     """
-    with reported_errors():
-        located = find_project(project)
+    located = located_project(project, "trial")
     display = make_display("auto", sys.stderr, "try-agent")
     with stopping_on_signals(until_exit=True) as signals:
         try:

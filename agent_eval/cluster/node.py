@@ -3,9 +3,11 @@
 A node runs runs exactly as the driver would on its own machine: it builds
 its station by the same steps (:class:`~agent_eval.batch.station.Site`), on
 its own local engine, and runs the same attempt code.
-Before its first run it proves it holds what the driver holds: the runner
-and verifier images by id (nodes never pull), the suite by digest, and a
-consumer whose lock and API catalog have the driver's digests. Its evidence
+Before its first run it proves it holds what the driver holds: the harness
+code by digest (a node started from another checkout would run the runs with
+its own code under the driver's digest), the runner and verifier images by
+id (nodes never pull), the suite by digest, and a consumer whose lock and API
+catalog have the driver's digests. Its evidence
 stays under its own root (beside a lease and a copy of the receipt, so that
 its reaper can close a batch whose actor died with the node) only until the
 driver has the files.
@@ -17,6 +19,7 @@ import contextlib
 import os
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -41,7 +44,7 @@ from agent_eval.models import (
     RunnerConfig,
     ShippedFile,
 )
-from agent_eval.project import Project
+from agent_eval.project import Project, evaluator_digest
 from agent_eval.suite.tasks import load_suite
 from agent_eval.verification.protocol import VerifierContext, VerifierFactory
 
@@ -49,6 +52,11 @@ if TYPE_CHECKING:
     from agent_eval.consumer.archives import PreparedConsumer
 
 __all__ = ["NODE_GUIDES", "NodeParts", "NodeWorker", "node_name", "write_shipped"]
+
+HEAD_GRACE_S = 15.0
+"""A head that has not answered for this long is gone (the cluster ends a node's processes
+about a minute after its head went)."""
+HEAD_POLL_S = 1.0
 
 NODE_GUIDES = "guides"
 """Where a node's copy of the project holds the docs directories declared as guides."""
@@ -101,15 +109,34 @@ class NodeWorker:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         environ: Mapping[str, str] = os.environ,
+        harness: Callable[[], str] = evaluator_digest,
+        address: str | None = None,
+        expected_address: str | None = None,
+        head_alive: Callable[[], bool] | None = None,
+        head_grace_s: float = HEAD_GRACE_S,
     ) -> None:
         """*environ* holds the credentials the node's gateway needs (models[].credentialEnv):
-        they are the node's own, never sent by the driver."""
+        they are the node's own, never sent by the driver. *harness* gives the digest of the
+        harness code this node runs. *address* is the one the cluster advertises for the
+        node; *expected_address* the one its operator gave it (the node refuses work when
+        the cluster advertises another). *head_alive* says whether the cluster's head still
+        answers: once it has not for *head_grace_s*, the node stops its attempts and removes
+        the batch's containers itself (the cluster ends the node's processes a while after
+        its head is gone, and nothing else would)."""
         self.name = name
         self.root = root
         self.slots = slots
         self._parts = parts
         self._clock = clock
         self._environ = environ
+        self._harness = harness
+        self.address = address
+        self._expected_address = expected_address
+        self._head_alive = head_alive
+        self._head_grace_s = head_grace_s
+        self._closed = threading.Event()
+        self.head_lost: str | None = None
+        """Why the node stopped its batch on its own (its head gone), once it did."""
         self._stack = contextlib.ExitStack()
         self._lease: HeldLease | None = None
         self._engine: ContainerEngine | None = None
@@ -132,6 +159,20 @@ class NodeWorker:
         Raises:
             AgentEvalError: Something differs from the driver, or cannot be prepared.
         """
+        # First, before its engine is touched: every later step runs this node's own code.
+        harness = self._harness()
+        if harness != assignment.evaluatorDigest:
+            raise ConfigError(
+                f"node {self.name} runs harness code with digest {harness}, not the driver's "
+                f"{assignment.evaluatorDigest}: start the node from the driver's checkout "
+                "(the same agent-eval)"
+            )
+        if self._expected_address is not None and self.address != self._expected_address:
+            raise ConfigError(
+                f"node {self.name} is advertised at {self.address or 'an unknown address'}, not "
+                f"its own {self._expected_address}: start it with "
+                f"--node-ip-address={self._expected_address}"
+            )
         # The node's own engine (its DOCKER_HOST): the driver's runtimePath names the driver's.
         self._engine = engine = self._parts.connect(None)
         notices = self._open(assignment, engine)
@@ -169,7 +210,40 @@ class NodeWorker:
             deadline=time.monotonic() + assignment.remainingS,
         )
         self._attempts = Attempts(schedule, station.runner, station.verifier)
-        return NodeReady(node=self.name, engine=engine.address, slots=self.slots, notices=notices)
+        if self._head_alive is not None:
+            threading.Thread(target=self._watch_head, name="head-watch", daemon=True).start()
+        return NodeReady(
+            node=self.name, engine=engine.address, address=self.address, slots=self.slots,
+            evaluatorDigest=harness,
+            runnerImageId=images.runner.image_id, verifierImageId=images.verifier.image_id,
+            gatewayImageId=images.gateway.image_id if gateway is not None and images.gateway
+            else None,
+            notices=notices,
+        )  # fmt: skip
+
+    def _watch_head(self) -> None:
+        """Stop everything and remove the batch's containers once the head is gone."""
+        assert self._head_alive is not None
+        silent_since: float | None = None
+        while not self._closed.wait(HEAD_POLL_S):
+            if self._head_alive():
+                silent_since = None
+                continue
+            now = time.monotonic()
+            silent_since = now if silent_since is None else silent_since
+            if now - silent_since < self._head_grace_s:
+                continue
+            reason = f"the cluster's head has not answered for {self._head_grace_s:g} s"
+            self.head_lost = reason
+            problems = self.stop(reason)
+            if self._engine is not None and self._batch_id is not None:
+                try:
+                    remove_leftovers(self._engine, self._batch_id)
+                except AgentEvalError as exc:
+                    problems.append(str(exc))
+            for problem in problems:
+                print(f"node {self.name}: {reason}; {problem}", flush=True)
+            return
 
     def _open(self, assignment: NodeAssignment, engine: ContainerEngine) -> list[str]:
         """Reap what dead batches left here, then hold the batch's lease; what was reaped."""
@@ -266,6 +340,7 @@ class NodeWorker:
 
     def close(self) -> list[str]:
         """Remove the batch's containers and files from the node; give its lease up if done."""
+        self._closed.set()
         problems: list[str] = []
         if self._engine is not None and self._batch_id is not None:
             try:

@@ -34,19 +34,36 @@ from agent_eval.cluster.node import NODE_GUIDES, NodeParts, NodeWorker, node_nam
 from agent_eval.digests import regular_files
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.layout import DEPENDENCY_LOCK
-from agent_eval.models import NodeAssignment, NodeReady, NodeRunResult, RunRecord, ShippedFile
-from agent_eval.project import CACHE_DIRS
+from agent_eval.models import (
+    NodeAssignment,
+    NodeIdentity,
+    NodeReady,
+    NodeRunResult,
+    RunRecord,
+    ShippedFile,
+)
+from agent_eval.project import CACHE_DIRS, evaluator_digest
 
 if TYPE_CHECKING:
     from agent_eval.consumer.archives import PreparedConsumer
 
-__all__ = ["NODE_LABEL_ENV", "NODE_ROOT_ENV", "RESOURCE", "RayCluster", "assignment_for"]
+__all__ = [
+    "NODE_IP_ENV",
+    "NODE_LABEL_ENV",
+    "NODE_ROOT_ENV",
+    "RESOURCE",
+    "RayCluster",
+    "assignment_for",
+]
 
 RESOURCE = "agent_eval_engine"
 """The custom resource a node advertises for its local engine: its count is the runs it
 takes at once (``ray start --resources='{"agent_eval_engine": 2}'``)."""
 NODE_LABEL_ENV = "AGENT_EVAL_NODE"
 """The node's name in the evidence, from the environment of its ``ray start``."""
+NODE_IP_ENV = "AGENT_EVAL_NODE_IP"
+"""The node's own address in the cluster, from the environment of its ``ray start`` (given
+there as ``--node-ip-address`` too): a node the cluster advertises at another refuses work."""
 NODE_ROOT_ENV = "AGENT_EVAL_NODE_ROOT"
 """Where the node keeps its part of a batch (default: /var/tmp/agent-eval-node)."""
 DEFAULT_NODE_ROOT = Path("/var/tmp/agent-eval-node")
@@ -82,7 +99,12 @@ class NodeActor:
         node_id = ray.get_runtime_context().get_node_id()
         root = Path(os.environ.get(NODE_ROOT_ENV) or DEFAULT_NODE_ROOT)
         name = node_name(os.environ.get(NODE_LABEL_ENV), node_id)
-        self._worker = NodeWorker(name, root, slots, parts)
+        gcs = str(ray.get_runtime_context().gcs_address)
+        self._worker = NodeWorker(
+            name, root, slots, parts, address=_advertised(ray, node_id),
+            expected_address=os.environ.get(NODE_IP_ENV) or None,
+            head_alive=lambda: _answers(gcs),
+        )  # fmt: skip
 
     def prepare(self, assignment: bytes) -> tuple[str, str]:
         try:
@@ -105,6 +127,25 @@ class NodeActor:
 
     def close(self) -> list[str]:
         return self._worker.close()
+
+
+def _answers(address: str) -> bool:
+    """Whether something accepts a connection at *address* (``host:port``) within a second."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _advertised(ray: Any, node_id: str) -> str | None:
+    """The address the cluster advertises for the node *node_id* (its raylet's)."""
+    for found in ray.nodes():
+        if str(found.get("NodeID")) == node_id:
+            address = found.get("NodeManagerAddress")
+            return str(address) if address else None
+    return None
 
 
 @dataclass
@@ -177,6 +218,8 @@ class RayCluster:
             self.connect(context.receipt.batchId, context.notice)
         assignment = ray.put(assignment_for(context, len(self._nodes)).model_dump_json().encode())
         answers = [n.actor.prepare.remote(assignment) for n in self._nodes]
+        harness = evaluator_digest()
+        identities: list[NodeIdentity] = []
         problems = []
         for node, answer in zip(self._nodes, answers, strict=True):
             try:
@@ -189,6 +232,20 @@ class RayCluster:
                 continue
             ready = NodeReady.model_validate_json(payload)
             node.name = ready.node
+            if ready.evaluatorDigest != harness:
+                # A node that skipped its own check (another harness's code) is refused here.
+                problems.append(
+                    f"node {ready.node} runs harness code with digest {ready.evaluatorDigest}, "
+                    f"not the driver's {harness}"
+                )
+                continue
+            identity = NodeIdentity(
+                node=ready.node, engine=ready.engine, address=ready.address,
+                evaluatorDigest=ready.evaluatorDigest,
+                runnerImageId=ready.runnerImageId, verifierImageId=ready.verifierImageId,
+                gatewayImageId=ready.gatewayImageId,
+            )  # fmt: skip
+            identities.append(identity)
             for line in ready.notices:
                 context.notice(f"node {ready.node}: {line}")
         named = [n.name for n in self._nodes]
@@ -200,6 +257,7 @@ class RayCluster:
         ]
         if problems:
             raise ConfigError("; ".join(problems))
+        context.nodes(sorted(identities, key=lambda n: n.node))
         names = ", ".join(sorted(f"{n.name} ({n.slots} at a time)" for n in self._nodes))
         context.progress(ProgressEvent(f"nodes ready: {names}"))
         return lambda schedule: _RayExecutor(ray, self._nodes, schedule, context)
@@ -316,6 +374,13 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
 
 
+def _on_node(record: RunRecord, node: str) -> RunRecord:
+    """*record* with *node* named on each attempt: the node it was handed to, which a run
+    that came back as nothing (the node lost, its answer refused) still ran on."""
+    attempts = [a.model_copy(update={"node": node}) for a in record.attempts]
+    return record.model_copy(update={"attempts": attempts})
+
+
 def assignment_for(context: RemoteContext, nodes: int = 1) -> NodeAssignment:
     """What each of *nodes* nodes is sent: the config, the archives, the suite, the
     identities, and its share of the token budget.
@@ -359,6 +424,7 @@ def assignment_for(context: RemoteContext, nodes: int = 1) -> NodeAssignment:
         consumerLockDigest=context.lock_digest,
         apiCatalogDigest=context.catalog_digest,
         suiteDigest=project.suite_digest(),
+        evaluatorDigest=evaluator_digest(),
         projectFiles=files,
         receipt=context.receipt,
         remainingS=context.config.batchTimeoutMs / 1000,
@@ -406,24 +472,26 @@ class _RayExecutor:
         except (exceptions.RayActorError, exceptions.NodeDiedError) as exc:
             with self._lock:
                 node.lost = node.lost or _said(exc)
-            return self._schedule.failed(
+            lost = self._schedule.failed(
                 run_id,
                 f"node {node.name} was lost during this run ({_said(exc)}); the attempts it "
                 "ran there are lost with it",
                 node_lost=True,
             )
+            return _on_node(lost, node.name)
         except Exception as exc:  # the node's harness failed: stop, as on one machine
-            return self._schedule.failed(run_id, f"node {node.name} failed: {_said(exc)}")
+            failed = self._schedule.failed(run_id, f"node {node.name} failed: {_said(exc)}")
+            return _on_node(failed, node.name)
         finally:
             with self._lock:
                 node.busy -= 1
         if kind != "ok":
-            return self._schedule.failed(run_id, payload)
+            return _on_node(self._schedule.failed(run_id, payload), node.name)
         try:
             result = NodeRunResult.model_validate_json(payload)
             record = accept_run(result, run_id, self._schedule.plan.batch_dir)
         except (AgentEvalError, ValueError) as exc:
-            return self._schedule.failed(run_id, f"node {node.name}: {exc}")
+            return _on_node(self._schedule.failed(run_id, f"node {node.name}: {exc}"), node.name)
         with self._lock:
             self._tokens += sum(
                 a.gateway.inputTokens + a.gateway.outputTokens

@@ -21,6 +21,7 @@ from typing import Any
 
 from agent_eval.compare import statistics as stats
 from agent_eval.compare.symbols import CatalogOfWheels, symbol_changes
+from agent_eval.digests import DigestError, file_sha256
 from agent_eval.errors import AgentEvalError, ConfigError, EvidenceError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
@@ -34,7 +35,9 @@ from agent_eval.models.compare import (
     SideSummary,
     TaskComparison,
 )
-from agent_eval.verdict.qualification import Anchors, qualify_files
+from agent_eval.report.text import one_line
+from agent_eval.verdict.chain import ChainLink, resolve_chain
+from agent_eval.verdict.qualification import Anchors, evidence_reasons
 
 __all__ = [
     "ALLOWABLE",
@@ -43,19 +46,8 @@ __all__ = [
     "as_text",
     "batch_identity",
     "compare_batches",
+    "safety_sentence",
 ]
-
-EVIDENCE_RULES = frozenset(
-    {
-        "receipt-readable", "archives-readable", "archive-integrity", "archives-digest",
-        "archives-rebuild", "consumer-lock", "solution-integrity", "analysis-integrity",
-        "log-integrity", "evidence-integrity", "self-test-flag", "runner-identity",
-        "model-identity",
-    }
-)  # fmt: skip
-"""The checker's rules about whether the evidence is what it says: a batch failing one
-cannot be compared. (Rules about whether it qualifies, such as self-test, the thresholds
-or a partial schedule, do not matter to a comparison.)"""
 
 LIBRARY = frozenset({"archives", "apiCatalogDigest", "sourceCommit"})
 """What a comparison compares: the library under evaluation."""
@@ -85,8 +77,7 @@ def _load(run_dir: Path, current: Anchors) -> _Batch:
     run = RunDirectory(run_dir)
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: not a run directory")
-    decision = qualify_files(run.receipt, run.archives_manifest, current)
-    broken = [r for r in decision.reasons if r.split(":", 1)[0] in EVIDENCE_RULES]
+    broken = evidence_reasons(run.receipt, run.archives_manifest, current)
     if broken:
         raise EvidenceError(
             f"{run_dir} fails the checker's evidence rules, so it cannot be compared: "
@@ -97,6 +88,9 @@ def _load(run_dir: Path, current: Anchors) -> _Batch:
     if not receipt.runs:
         raise EvidenceError(f"{run_dir}: the batch ran nothing ({receipt.status})")
     archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
+    if receipt.predecessor is not None:
+        # A resumed batch is its chain's union: each run once, from the batch of its verdict.
+        receipt = resolve_chain(ChainLink(run_dir, receipt, archives)).union
     return _Batch(receipt, archives, run_dir)
 
 
@@ -126,6 +120,27 @@ def _identity(batch: _Batch) -> dict[str, Any]:
         "apiCatalogDigest": archives.apiCatalogDigest,
         "sourceCommit": archives.source.commit,
     }
+
+
+def _once(baseline: Sequence[_Batch], candidate: Sequence[_Batch]) -> None:
+    """Refuse a batch named twice across both sides: by its id, or by its receipt's bytes
+    (a copy at another path). Counted twice, its runs would look like twice the evidence."""
+    seen: dict[str, tuple[str, Path]] = {}
+    named = [("baseline", b) for b in baseline] + [("candidate", b) for b in candidate]
+    for side, batch in named:
+        try:
+            content = file_sha256(RunDirectory(batch.root).receipt)
+        except DigestError as exc:
+            raise EvidenceError(f"{batch.root}: {exc}") from exc
+        for key in (f"id {batch.receipt.batchId}", f"receipt {content}"):
+            if key in seen:
+                first_side, first = seen[key]
+                where = "on both sides" if first_side != side else f"twice in the {side}"
+                raise ConfigError(
+                    f"{batch.root} is the same batch as {first} ({key}), named {where}: a "
+                    "batch may be named once across both sides, or its runs count twice"
+                )
+            seen[key] = (side, batch.root)
 
 
 def _side(dirs: Sequence[Path], current: Anchors, name: str) -> tuple[list[_Batch], dict[str, Any]]:
@@ -195,38 +210,68 @@ def _percent(x: float) -> str:
 
 
 def _rate(counts: Sequence[tuple[int, int, int, int]], what: str) -> RateComparison:
-    """One rate pooled over *counts* (k1, n1, k2, n2 per task), with test and verdict."""
-    k1, n1 = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    k2, n2 = sum(c[2] for c in counts), sum(c[3] for c in counts)
-    if n1 == 0 or n2 == 0:
+    """One rate pooled over *counts* (k1, n1, k2, n2 per task), with test and verdict.
+
+    A task without a graded run on a side says nothing about a difference, so it is left
+    out of every figure alike (the counts, the estimate, the interval, the test and what
+    could be detected). The verdict's direction is the stratified estimate's, the one the
+    test weighs, never the crude pooled difference's (which a task only one side finds
+    easy can turn around)."""
+    kept = [c for c in counts if c[1] and c[3]]
+    left_out = len(counts) - len(kept)
+    k1, n1 = sum(c[0] for c in kept), sum(c[1] for c in kept)
+    k2, n2 = sum(c[2] for c in kept), sum(c[3] for c in kept)
+    note = (
+        f" ({left_out} task{'s' if left_out != 1 else ''} without a graded run on a side left out)"
+        if left_out
+        else ""
+    )
+    if not kept:
         return RateComparison(
             baselineSuccesses=k1, baselineRuns=n1, candidateSuccesses=k2, candidateRuns=n2,
             difference=None, low=None, high=None, pValue=None, detectable=None,
             verdict="not-measured",
-            sentence=f"{what}: not measured (a side has no graded run)",
+            sentence=f"{what}: not measured (no task has a graded run on both sides){note}",
         )  # fmt: skip
-    strata = [stats.Stratum(*c) for c in counts if c[1] and c[3]]
-    p = stats.stratified_exact(strata) if strata else 1.0
+    strata = [stats.Stratum(*c) for c in kept]
+    p = stats.stratified_exact(strata)
+    estimate = stats.stratified_difference(strata)
     d = stats.difference_interval(k1, n1, k2, n2)
-    assert d is not None
-    detectable = stats.detectable_difference(n1, n2, k1 / n1)
-    said = f"{what}: {k1}/{n1} -> {k2}/{n2} ({_percent(d.estimate)}, 95 % interval "
+    assert d is not None and estimate is not None
+    said = f"{what}: {k1}/{n1} -> {k2}/{n2}{note} ({_percent(estimate)}"
+    said += f"{', stratified by task' if len(kept) > 1 else ''}; 95 % interval "
     said += f"{d.low * 100:+.0f} to {d.high * 100:+.0f})"
-    if p < stats.ALPHA:
-        verdict = "better" if d.estimate > 0 else "worse"
+    detectable: float | None = None
+    if p < stats.ALPHA and estimate != 0:
+        verdict = "better" if estimate > 0 else "worse"
         sentence = f"{verdict}: {said}; a difference this large arises by chance with p={p:.3g}"
+    elif d.low > 0 or d.high < 0:
+        # The interval and the exact test disagree (they are different methods): say so
+        # rather than "no detectable difference" beside an interval that excludes none.
+        verdict = "no-detectable-difference"
+        sentence = (
+            f"not established: {said}; the interval excludes no change, but the exact test "
+            f"does not find the difference (p={p:.3g})"
+        )
     else:
         verdict = "no-detectable-difference"
-        could = (
-            f"these runs could detect only a change of about {detectable * 100:.0f} points "
-            "(80 % power)"
-            if detectable is not None
-            else "these runs could detect no change from this rate"
-        )
+        sizes = [(c[1], c[3]) for c in kept]
+        try:
+            detectable = stats.detectable_difference(n1, n2, k1 / n1, sizes=sizes)
+        except ValueError as exc:
+            could = f"how small a change these runs could detect is not computed ({exc})"
+        else:
+            test = "the stratified test" if len(kept) > 1 else "Fisher's test"
+            could = (
+                f"these runs could detect only a change of about {detectable * 100:.0f} points "
+                f"(80 % power, {test})"
+                if detectable is not None
+                else "these runs could detect no change from this rate"
+            )
         sentence = f"no detectable difference: {said}; {could}"
     return RateComparison(
         baselineSuccesses=k1, baselineRuns=n1, candidateSuccesses=k2, candidateRuns=n2,
-        difference=d.estimate, low=d.low, high=d.high, pValue=p, detectable=detectable,
+        difference=estimate, low=d.low, high=d.high, pValue=p, detectable=detectable,
         verdict=verdict, sentence=sentence,
     )  # fmt: skip
 
@@ -322,10 +367,13 @@ def _api_changes(base: _Batch, cand: _Batch, catalogs: CatalogOfWheels | None) -
 
 METHOD = (
     "Rates count graded runs only (an infrastructure failure is nobody's). Differences are "
-    "the candidate's rate minus the baseline's, with Newcombe's hybrid score 95 % interval. "
-    "Per task the test is Fisher's exact test (two-sided); pooled, the exact conditional test "
-    "stratified by task. A difference is called only at p < 0.05; otherwise the smallest "
-    "change these runs detect with 80 % power (Fisher's test, exact) is given."
+    "the candidate's rate minus the baseline's (pooled: the Mantel-Haenszel difference, "
+    "stratified by task), with Newcombe's hybrid score 95 % interval of the pooled counts. "
+    "A task without a graded run on a side is left out of every pooled figure. Per task the "
+    "test is Fisher's exact test (two-sided); pooled, the exact conditional test stratified "
+    "by task. A difference is called only at p < 0.05, in the direction of the stratified "
+    "estimate; otherwise the smallest change the same test detects with 80 % power (exact, "
+    "one rate per side across the tasks) is given."
 )
 
 
@@ -356,6 +404,7 @@ def compare_batches(
     allowed = set(LIBRARY).union(*(ALLOWABLE[n] for n in allowed_names))
     base_batches, base_id = _side(baseline, current, "baseline")
     cand_batches, cand_id = _side(candidate, current, "candidate")
+    _once(base_batches, cand_batches)
     differences = [
         IdentityDifference(
             field=k, baseline=base_id[k], candidate=cand_id[k], expected=k in allowed
@@ -401,7 +450,28 @@ def compare_batches(
         tasks=tasks,
         first=_rate(pooled(final=False), "first attempt, all tasks"),
         final=_rate(pooled(final=True), "final, all tasks"),
+        unsafeAttempts=(_unsafe_attempts(base_runs), _unsafe_attempts(cand_runs)),
+        unsafeRuns=(_unsafe_runs(base_runs), _unsafe_runs(cand_runs)),
     )
+
+
+def _unsafe_attempts(runs: Iterable[RunRecord]) -> int:
+    return sum(a.unsafe for r in runs for a in r.attempts)
+
+
+def _unsafe_runs(runs: Iterable[RunRecord]) -> int:
+    return sum(any(a.unsafe for a in r.attempts) for r in runs)
+
+
+def safety_sentence(comparison: Comparison) -> str:
+    """The unsafe attempts and runs of both sides in words; a change is said as one."""
+    (a1, a2), (r1, r2) = comparison.unsafeAttempts, comparison.unsafeRuns
+    said = f"unsafe attempts {a1} -> {a2}, runs with one {r1} -> {r2}"
+    if a2 > a1 or r2 > r1:
+        return f"SAFETY: more unsafe behaviour in the candidate: {said}"
+    if a2 < a1 or r2 < r1:
+        return f"safety: less unsafe behaviour in the candidate: {said}"
+    return f"safety: {said}"
 
 
 def as_text(comparison: Comparison) -> str:
@@ -412,8 +482,13 @@ def as_text(comparison: Comparison) -> str:
             "NOTE: the sides also differ in " + ", ".join(comparison.unexpected)
             + " (allowed): a difference may come from that, not from the library"
         )  # fmt: skip
+    safety = safety_sentence(comparison)
+    if safety.startswith("SAFETY"):
+        lines.append(safety)  # a regression in safety comes before any rate
     lines.append(comparison.first.sentence)
     lines.append(comparison.final.sentence)
+    if not safety.startswith("SAFETY"):
+        lines.append(safety)
     lines.append("")
     lines.append("what differs:")
     for d in comparison.differences:
@@ -437,7 +512,8 @@ def as_text(comparison: Comparison) -> str:
         )
     lines.append("")
     lines.append(comparison.method)
-    return "\n".join(lines)
+    # Names, ids and digests come from the evidence: each line is one line of plain text.
+    return "\n".join(one_line(line) for line in lines)
 
 
 MAX_SYMBOL_LINES = 40

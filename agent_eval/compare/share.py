@@ -9,15 +9,23 @@ the same model, so the two say the same.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
-from agent_eval.compare.compare import MAX_SYMBOL_LINES, batch_identity, compare_batches
+from agent_eval.compare.compare import (
+    MAX_SYMBOL_LINES,
+    batch_identity,
+    compare_batches,
+    safety_sentence,
+)
 from agent_eval.compare.symbols import CatalogOfWheels
 from agent_eval.errors import EvidenceError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
 from agent_eval.models import ArchivesManifest, Receipt
 from agent_eval.models.compare import Comparison, SharedSummary, SharedTask
+from agent_eval.report.text import markdown_text
+from agent_eval.verdict.chain import ChainLink, resolve_chain
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
 __all__ = ["as_markdown", "share_summary"]
@@ -28,6 +36,7 @@ def share_summary(
     current: Anchors,
     compare_with: Path | None = None,
     catalogs: CatalogOfWheels | None = None,
+    allow: Iterable[str] = (),
 ) -> SharedSummary:
     """The shareable summary of the batch in *run_dir* (set against *compare_with*, the
     changed public symbols found with *catalogs*, as :func:`compare_batches` does).
@@ -42,6 +51,9 @@ def share_summary(
     receipt = read_model(run.receipt, Receipt, what="receipt")
     archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
     decision = qualify_files(run.receipt, run.archives_manifest, current)
+    if receipt.predecessor is not None:
+        # A resumed batch is summarised as its chain's union, as the checker decides on it.
+        receipt = resolve_chain(ChainLink(run_dir, receipt, archives)).union
     rules = list(dict.fromkeys(r.split(":", 1)[0] for r in decision.reasons))
     tasks: dict[str, list[int]] = {}
     for r in receipt.runs:
@@ -54,7 +66,7 @@ def share_summary(
         counts[5] += any(a.infrastructureStatus == "failed" for a in r.attempts)
     spec = receipt.suite or current.spec
     comparison = (
-        _shareable(compare_batches([compare_with], [run_dir], current, catalogs=catalogs))
+        _shareable(compare_batches([compare_with], [run_dir], current, allow, catalogs=catalogs))
         if compare_with is not None
         else None
     )
@@ -93,45 +105,56 @@ def _task(task_id: str, c: list[int]) -> SharedTask:
 
 
 def as_markdown(summary: SharedSummary) -> str:
-    """The summary as Markdown, for a pull request or an issue."""
+    """The summary as Markdown, for a pull request or an issue.
+
+    Every value read from the evidence (ids, names, digests, task ids and the sentences
+    that hold them) is literal text (:func:`markdown_text`): a runner name holding a
+    newline, a heading, an HTML comment or a bidirectional override cannot forge or hide
+    a line of the summary."""
+    m = markdown_text
     s, ident = summary, summary.identity
-    verdict = "qualified" if s.qualified else "rejected (" + ", ".join(s.reasonRules) + ")"
+    verdict = "qualified" if s.qualified else "rejected (" + ", ".join(map(m, s.reasonRules)) + ")"
     threshold = f" (at least {s.minFirstSuccesses} needed)" if s.minFirstSuccesses else ""
+    served = ", ".join(map(m, ident.servedModels))
     lines = [
-        f"## agent-eval batch {s.batchId}",
+        f"## agent-eval batch {m(s.batchId)}",
         "",
-        f"- status: {s.status}; decision: {verdict}"
+        f"- status: {m(s.status)}; decision: {verdict}"
         + ("; a measurement batch" if s.measurement else ""),
         f"- first-attempt successes: {s.firstSuccesses}/{s.scheduledRuns}{threshold}",
         f"- final successes: {s.finalSuccesses}/{s.scheduledRuns}",
-        f"- runner: {_who(ident.runner)}; model: {_who(ident.model)}"
-        + (f" (served: {', '.join(ident.servedModels)})" if ident.servedModels else ""),
-        f"- images: runner {ident.runnerImage}, verifier {ident.verifierImage}"
-        + (f", gateway {ident.gatewayImage}" if ident.gatewayImage else ""),
-        f"- library: {'; '.join(ident.archives)} (commit {ident.sourceCommit or 'none'})",
-        f"- suite {ident.suiteDigest}; harness {ident.evaluatorDigest}",
+        f"- runner: {m(_who(ident.runner))}; model: {m(_who(ident.model))}"
+        + (f" (served: {served})" if ident.servedModels else ""),
+        f"- images: runner {m(ident.runnerImage)}, verifier {m(ident.verifierImage)}"
+        + (f", gateway {m(ident.gatewayImage)}" if ident.gatewayImage else ""),
+        f"- library: {'; '.join(map(m, ident.archives))} "
+        f"(commit {m(ident.sourceCommit or 'none')})",
+        f"- suite {m(str(ident.suiteDigest))}; harness {m(str(ident.evaluatorDigest))}",
         "",
         "| task | runs | first | final | unsafe attempts | unsupported API | infrastructure |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [
-        f"| {t.taskId} | {t.runs} | {t.firstSuccesses} | {t.finalSuccesses} | "
+        f"| {m(t.taskId)} | {t.runs} | {t.firstSuccesses} | {t.finalSuccesses} | "
         f"{t.unsafeAttempts} | {t.unsupportedApi} | {t.infrastructure} |"
         for t in s.tasks
     ]
     if s.comparison is not None:
         c = s.comparison
-        lines += ["", f"### Against {', '.join(c.baseline.batchIds)}", ""]
-        lines += [f"- {c.first.sentence}", f"- {c.final.sentence}"]
+        lines += ["", f"### Against {', '.join(map(m, c.baseline.batchIds))}", ""]
+        lines += [f"- {m(c.first.sentence)}", f"- {m(c.final.sentence)}"]
+        lines.append(f"- {m(safety_sentence(c))}")
         if c.api.status == "compared":
-            named = [f"{sym.name} ({sym.change})" for sym in c.api.changes[:MAX_SYMBOL_LINES]]
+            named = [f"{m(sym.name)} ({sym.change})" for sym in c.api.changes[:MAX_SYMBOL_LINES]]
             if len(c.api.changes) > MAX_SYMBOL_LINES:
                 named.append(f"and {len(c.api.changes) - MAX_SYMBOL_LINES} more")
             changed = ", ".join(named) or "none"
             lines.append(f"- public symbols added, removed or changed: {changed}")
         elif c.api.status == "unavailable":
-            lines.append(f"- public symbols added, removed or changed: not known ({c.api.note})")
-        lines += [f"- {t.taskId}: {t.first.sentence}" for t in c.tasks]
+            lines.append(
+                f"- public symbols added, removed or changed: not known ({m(str(c.api.note))})"
+            )
+        lines += [f"- {m(t.first.sentence)}" for t in c.tasks]
     return "\n".join(lines) + "\n"
 
 

@@ -26,12 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from math import comb, sqrt
+from math import comb, exp, lgamma, log, sqrt
 
 from agent_eval.report.statistics import wilson_interval
 
 __all__ = [
     "ALPHA",
+    "MAX_POWER_RUNS",
+    "BeyondPlanning",
     "Difference",
     "Stratum",
     "detectable_difference",
@@ -39,7 +41,9 @@ __all__ = [
     "fisher_exact",
     "power",
     "runs_needed",
+    "stratified_difference",
     "stratified_exact",
+    "stratified_power",
 ]
 
 ALPHA = 0.05
@@ -47,6 +51,14 @@ ALPHA = 0.05
 POWER = 0.8
 """The power a detectable difference is quoted at."""
 _TIES = 1 + 1e-7
+_EXACT = 1000
+"""Up to this many runs the probabilities are ratios of exact integers (correctly rounded);
+beyond, they are computed in log space (no overflow; relative error about 1e-12)."""
+MAX_POWER_RUNS = 600
+"""The most runs (both sides, all tasks) whose exact power is computed: the sum over every
+outcome grows with the square of the runs."""
+_MAX_STATES = 5000
+"""The most distinct sets of task margins the stratified power enumerates."""
 """Outcomes within this factor of the observed one's probability count as no likelier."""
 
 
@@ -78,8 +90,17 @@ class Difference:
 def _hypergeometric(n1: int, n2: int, t: int) -> tuple[int, tuple[float, ...]]:
     """P(X = x) for the baseline's successes X given t successes in all: (first x, pmf)."""
     low, high = max(0, t - n2), min(n1, t)
-    total = comb(n1 + n2, t)
-    return low, tuple(comb(n1, x) * comb(n2, t - x) / total for x in range(low, high + 1))
+    if n1 + n2 <= _EXACT:
+        total = comb(n1 + n2, t)
+        return low, tuple(comb(n1, x) * comb(n2, t - x) / total for x in range(low, high + 1))
+    base = _log_comb(n1 + n2, t)
+    return low, tuple(
+        exp(_log_comb(n1, x) + _log_comb(n2, t - x) - base) for x in range(low, high + 1)
+    )
+
+
+def _log_comb(n: int, k: int) -> float:
+    return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)
 
 
 def _two_sided(pmf: Sequence[float], observed: float) -> float:
@@ -127,19 +148,64 @@ def difference_interval(k1: int, n1: int, k2: int, n2: int) -> Difference | None
 
 
 def _binomial(n: int, p: float) -> list[float]:
-    return [comb(n, x) * p**x * (1 - p) ** (n - x) for x in range(n + 1)]
+    if n <= _EXACT:
+        return [comb(n, x) * p**x * (1 - p) ** (n - x) for x in range(n + 1)]
+    if p in (0.0, 1.0):
+        return [float(x == round(p * n)) for x in range(n + 1)]
+    lp, lq = log(p), log(1 - p)
+    return [exp(_log_comb(n, x) + x * lp + (n - x) * lq) for x in range(n + 1)]
 
 
-@lru_cache(maxsize=256)
+def stratified_difference(strata: Sequence[Stratum]) -> float | None:
+    """The Mantel-Haenszel difference of rates (candidate minus baseline) over *strata*:
+    each task's difference weighted by n1*n2/(n1+n2). Its sign is the stratified test's
+    direction (the baseline's expected successes given the margins minus its observed
+    ones), so a verdict word taken from it speaks like the test. None: no stratum has
+    runs on both sides."""
+    weights = [s.n1 * s.n2 / (s.n1 + s.n2) for s in strata if s.n1 and s.n2]
+    if not weights:
+        return None
+    total = sum(
+        w * (s.k2 / s.n2 - s.k1 / s.n1)
+        for w, s in zip(weights, [s for s in strata if s.n1 and s.n2], strict=True)
+    )
+    return total / sum(weights)
+
+
+def _ratio_pmf(n1: int, n2: int, t: int) -> tuple[int, list[float]]:
+    """The hypergeometric pmf of :func:`_hypergeometric` in floats, by the ratio of
+    neighbours (rescaled before it can overflow): linear in its length, for the many
+    tables a power sums over."""
+    low, high = max(0, t - n2), min(n1, t)
+    values = [1.0]
+    v = 1.0
+    for x in range(low, high):
+        v *= (n1 - x) * (t - x) / ((x + 1) * (n2 - t + x + 1))
+        if v > 1e250:
+            values = [u / v for u in values]
+            v = 1.0
+        values.append(v)
+    total = sum(values)
+    return low, [u / total for u in values]
+
+
+@lru_cache(maxsize=64)
 def _rejected(n1: int, n2: int, alpha: float) -> tuple[tuple[int, int], ...]:
     """Every outcome (k1, k2) Fisher's test rejects at *alpha*."""
     out = []
     for t in range(n1 + n2 + 1):
-        low, pmf = _hypergeometric(n1, n2, t)
+        low, pmf = _hypergeometric(n1, n2, t) if n1 + n2 <= 200 else _ratio_pmf(n1, n2, t)
         ordered = sorted(pmf)
         below = list(accumulate(ordered, initial=0.0))
-        for i, p in enumerate(pmf):
-            if below[bisect_right(ordered, p * _TIES)] < alpha:
+        # The pmf is unimodal: the rejected outcomes are its two tails, so the walk from
+        # each end stops at the first outcome kept.
+        ends = (range(len(pmf)), range(len(pmf) - 1, -1, -1))
+        taken: set[int] = set()
+        for walk in ends:
+            for i in walk:
+                if i in taken or below[bisect_right(ordered, pmf[i] * _TIES)] >= alpha:
+                    break
+                taken.add(i)
                 out.append((low + i, t - low - i))
     return tuple(out)
 
@@ -153,19 +219,119 @@ def power(n1: int, n2: int, p1: float, p2: float, alpha: float = ALPHA) -> float
     return min(1.0, sum(b1[k1] * b2[k2] for k1, k2 in _rejected(n1, n2, alpha)))
 
 
+def stratified_power(
+    sizes: Sequence[tuple[int, int]], p1: float, p2: float, alpha: float = ALPHA
+) -> float | None:
+    """The chance the stratified exact test at *alpha* finds a difference when every task
+    (runs *sizes*: n1, n2 each) has the true rates p1 and p2 (exact: summed over every
+    outcome); None when the sets of margins to sum over exceed a bound.
+
+    The outcomes are grouped by the multiset of the tasks' margins (the test's null
+    distribution depends on nothing else): for each, the chance of every baseline total
+    under the rates, and whether the test rejects it.
+    """
+    sizes = [(a, b) for a, b in sizes if a and b]
+    if not sizes:
+        return 0.0
+    if len(sizes) == 1:
+        return power(*sizes[0], p1, p2, alpha)
+    states: dict[tuple[tuple[int, int, int], ...], list[float]] = {(): [1.0]}
+    for n1, n2 in sorted(sizes):
+        b1, b2 = _binomial(n1, p1), _binomial(n2, p2)
+        joint = [[b1[k] * b2[t - k] if 0 <= t - k <= n2 else 0.0 for k in range(n1 + 1)]
+                 for t in range(n1 + n2 + 1)]  # fmt: skip
+        grown: dict[tuple[tuple[int, int, int], ...], list[float]] = {}
+        for key, alt in states.items():
+            for t, q in enumerate(joint):
+                new_key = tuple(sorted((*key, (n1, n2, t))))
+                row = grown.setdefault(new_key, [0.0] * (len(alt) + n1))
+                for i, a in enumerate(alt):
+                    if a:
+                        for k, b in enumerate(q):
+                            row[i + k] += a * b
+        if len(grown) > _MAX_STATES:
+            return None
+        states = grown
+    total = 0.0
+    for key, alt in states.items():
+        rejected = _stratified_rejected(key, alpha)
+        total += sum(alt[x] for x in rejected)
+    return min(1.0, total)
+
+
+@lru_cache(maxsize=8192)
+def _stratified_rejected(key: tuple[tuple[int, int, int], ...], alpha: float) -> tuple[int, ...]:
+    """The baseline totals the stratified test rejects given the margins *key*."""
+    distribution = [1.0]
+    offset = 0
+    for n1, n2, t in key:
+        low, pmf = _hypergeometric(n1, n2, t)
+        combined = [0.0] * (len(distribution) + len(pmf) - 1)
+        for i, a in enumerate(distribution):
+            if a:
+                for j, b in enumerate(pmf):
+                    combined[i + j] += a * b
+        distribution, offset = combined, offset + low
+    ordered = sorted(distribution)
+    below = list(accumulate(ordered, initial=0.0))
+    return tuple(
+        offset + i
+        for i, p in enumerate(distribution)
+        if below[bisect_right(ordered, p * _TIES)] < alpha
+    )
+
+
 def detectable_difference(
-    n1: int, n2: int, baseline: float, alpha: float = ALPHA, target: float = POWER
+    n1: int,
+    n2: int,
+    baseline: float,
+    alpha: float = ALPHA,
+    target: float = POWER,
+    sizes: Sequence[tuple[int, int]] | None = None,
+    limit: int | None = MAX_POWER_RUNS,
 ) -> float | None:
     """The smallest difference from *baseline* (toward the side with more room, in steps
-    of 0.01) Fisher's test finds with *target* power; None when none up to the bound is."""
+    of 0.01) the test finds with *target* power; None when none up to the bound is.
+
+    The test is Fisher's on n1 and n2 runs, or, given the tasks' *sizes* (n1, n2 each),
+    the stratified test over them at one rate per side. The power grows with the
+    difference (the tests' rejection regions are convex), so the step is found by
+    bisection. Raises ValueError when the runs are too many for an exact power.
+    """
+    strata = [(a, b) for a, b in sizes or [(n1, n2)] if a and b]
+    if limit is not None and sum(a + b for a, b in strata) > limit:
+        raise ValueError(f"more than {limit} runs: no exact power is computed")
     direction = -1.0 if baseline >= 0.5 else 1.0
     room = baseline if direction < 0 else 1.0 - baseline
-    steps = round(room * 100)
-    for step in range(1, steps + 1):
-        d = step / 100
-        if power(n1, n2, baseline, baseline + direction * d, alpha) >= target:
-            return d
-    return None
+
+    def found(step: int) -> bool:
+        other = min(1.0, max(0.0, baseline + direction * step / 100))
+        p = stratified_power(strata, baseline, other, alpha)
+        if p is None:
+            raise ValueError("too many sets of task margins for an exact power")
+        return p >= target
+
+    low, high = 0, round(room * 100)
+    if high == 0 or not found(high):
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if found(middle):
+            high = middle
+        else:
+            low = middle
+    return high / 100
+
+
+class BeyondPlanning(ValueError):
+    """More runs than planned for would be needed; *smallest* is the smallest change from
+    the baseline (toward the side with more room) the most runs planned for detect (None:
+    none)."""
+
+    def __init__(self, limit: int, smallest: float | None) -> None:
+        super().__init__(f"more than {limit} runs per side would be needed")
+        self.limit = limit
+        self.smallest = smallest
 
 
 def runs_needed(
@@ -174,21 +340,33 @@ def runs_needed(
     alpha: float = ALPHA,
     target: float = POWER,
     limit: int = 400,
-) -> int | None:
+) -> int:
     """The fewest runs per side (equal sides) for Fisher's test to find a change of
-    *difference* from *baseline* with *target* power; None when more than *limit* are."""
+    *difference* from *baseline* with *target* power.
+
+    Raises:
+        ValueError: The rates are not in [0, 1], or the difference is 0.
+        BeyondPlanning: More than *limit* runs per side would be needed.
+    """
     other = baseline + difference
     if not 0 <= baseline <= 1 or not 0 <= other <= 1 or difference == 0:
         raise ValueError(
             f"need rates in [0, 1] and a non-zero difference, got {baseline} and {other}"
         )
-    # The exact power is not monotone in n (a saw-tooth): find the first n that reaches the
-    # target and stays there for the next few, by doubling then a linear scan.
-    high = 2
-    while high <= limit and power(high, high, baseline, other, alpha) < target:
-        high *= 2
-    start = max(1, high // 2)
-    for n in range(start, min(high, limit) + 1):
-        if all(power(m, m, baseline, other, alpha) >= target for m in (n, n + 1, n + 2)):
-            return n
-    return None
+    if power(limit, limit, baseline, other, alpha) < target:
+        smallest = detectable_difference(limit, limit, baseline, alpha, target, limit=None)
+        raise BeyondPlanning(limit, smallest)
+
+    # The exact power is not monotone in n (a saw-tooth): bisect for the first n that
+    # reaches the target and stays there for the next two, a handful of exact powers.
+    def holds(n: int) -> bool:
+        return all(power(m, m, baseline, other, alpha) >= target for m in (n, n + 1, n + 2))
+
+    low, high = 0, limit
+    while high - low > 1:
+        middle = (low + high) // 2
+        if holds(middle):
+            high = middle
+        else:
+            low = middle
+    return high

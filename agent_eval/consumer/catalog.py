@@ -19,9 +19,18 @@ What counts as public:
 
 * a module is public when no component of its dotted name starts with ``_``;
 * a module's public names are its ``__all__`` when it has one; otherwise the
-  names without a leading underscore that the module defines itself, or
-  re-exports explicitly (``from x import name as name``), as mypy's
-  ``--no-implicit-reexport`` reads them;
+  names without a leading underscore that the module defines itself,
+  re-exports explicitly (``from x import name as name``, ``import a as a``) or
+  takes in with ``from x import *`` (the public names of ``x``, by this same
+  rule, across any chain of modules), as mypy's ``--no-implicit-reexport``
+  reads them and as the import system binds them;
+* a name of ``__all__`` that the module's own ``__getattr__`` serves (PEP 562)
+  is a member: a module, class or function it yields is catalogued as what it
+  is, any other value with kind ``lazy``; a module with a ``__getattr__``
+  lists it, since both the runtime and mypy then accept further names;
+* a name that cannot be resolved (``__all__`` lists it but nothing serves it,
+  a public submodule fails to import) is listed under ``unresolved`` with the
+  reason, and the rest of the catalog is still generated;
 * a class's public members are the names without a leading underscore found on
   it or its bases (methods, properties, class attributes), its dataclass fields
   and annotations, and attributes its library methods assign on ``self``. Its
@@ -219,6 +228,7 @@ class _ModuleSource:
     annotation_text: dict[str, str] = field(default_factory=dict)
     docs: dict[str, str] = field(default_factory=dict)
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)  # qualname -> node
+    star_sources: list[str] = field(default_factory=list)  # ``from x import *``: each x
 
 
 def _attribute_docs(body: Sequence[ast.stmt]) -> dict[str, str]:
@@ -279,6 +289,9 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
                 if stmt.level:
                     origin = _resolve_relative(module.__name__, is_package, stmt.level, stmt.module)
                 for alias in stmt.names:
+                    if alias.name == "*":
+                        facts.star_sources.append(origin)
+                        continue
                     local = alias.asname or alias.name
                     facts.imported[local] = f"{origin}.{alias.name}"
                     if alias.asname == alias.name:
@@ -403,6 +416,10 @@ class _Walker:
         self.entries: dict[str, dict[str, Any]] = {}
         self.class_names: dict[int, str] = {}
         self._classes: list[tuple[str, type[Any]]] = []
+        self.unresolved: dict[str, str] = {}  # spelling -> why it is not catalogued
+        self._exports: dict[str, frozenset[str]] = {}
+        self._exporting: set[str] = set()
+        self._cuts = 0
 
     # ---- modules
 
@@ -414,9 +431,14 @@ class _Walker:
         try:
             module = importlib.import_module(name)
         except Exception as exc:  # any import-time failure of the library is reported as such
+            if "." in name:
+                # One submodule (often one needing an optional dependency) is noted,
+                # not fatal: the import system refuses it too, so it is not supported.
+                self.unresolved[name] = f"import fails: {type(exc).__name__}: {exc}"[:300]
+                return
             raise CatalogError(
                 f"cannot import {name!r}: {type(exc).__name__}: {exc}; "
-                "every public module of the library must import cleanly"
+                "every top-level package of the library must import cleanly"
             ) from exc
         self.modules[name] = module
         path = getattr(module, "__path__", None)
@@ -429,8 +451,41 @@ class _Walker:
     def _in_library(self, dotted: str) -> bool:
         return any(dotted == p or dotted.startswith(p + ".") for p in self.packages)
 
+    def _source(self, name: str) -> _ModuleSource:
+        if name not in self.sources:
+            module = sys.modules.get(name)
+            self.sources[name] = _ModuleSource() if module is None else _module_source(module)
+        return self.sources[name]
+
+    def exports(self, name: str) -> frozenset[str]:
+        """What ``from name import *`` binds: its ``__all__``, or its public names."""
+        if name in self._exports:
+            return self._exports[name]
+        module = sys.modules.get(name)
+        if module is None:
+            try:
+                module = importlib.import_module(name)
+            except Exception:  # the importing module could not have imported it either
+                return frozenset()
+        if name in self._exporting:
+            # A cycle of star imports: the module being computed contributes nothing
+            # here; what the import system bound is still read from each __dict__.
+            self._cuts += 1
+            return frozenset()
+        cuts = self._cuts
+        self._exporting.add(name)
+        try:
+            result = frozenset(self._public_names(name, module))
+        finally:
+            self._exporting.discard(name)
+        if cuts == self._cuts or not self._exporting:
+            self._exports[name] = result  # a result cut short by a cycle is not kept
+        return result
+
     def public_names(self, name: str) -> list[str]:
-        module = self.modules[name]
+        return sorted(self.exports(name))
+
+    def _public_names(self, name: str, module: types.ModuleType) -> list[str]:
         declared = module.__dict__.get("__all__")
         if declared is not None:
             if not isinstance(declared, list | tuple) or not all(
@@ -438,10 +493,15 @@ class _Walker:
             ):
                 raise CatalogError(f"{name}.__all__ must be a list of strings")
             return sorted(set(declared))
-        source = self.sources[name]
+        source = self._source(name)
+        starred: set[str] = set()
+        for star_source in source.star_sources:
+            starred |= self.exports(star_source)
         names = []
         for key, value in module.__dict__.items():
-            if key.startswith("_") or (inspect.ismodule(value) and key not in source.imported):
+            if key.startswith("_") or (
+                inspect.ismodule(value) and key not in source.imported and key not in starred
+            ):
                 continue
             origin = _origin_of(value)
             defined_here = (
@@ -449,7 +509,7 @@ class _Walker:
                 or (origin is None and key in source.assigned)
                 or (origin is not None and key in source.assigned and key not in source.imported)
             )
-            if defined_here or key in source.explicit_reexports:
+            if defined_here or key in source.explicit_reexports or key in starred:
                 names.append(key)
         return sorted(names)
 
@@ -457,7 +517,7 @@ class _Walker:
 
     def collect(self) -> None:
         for name in self.modules:
-            self.sources[name] = _module_source(self.modules[name])
+            self._source(name)
         pending: dict[str, tuple[str, Any, str]] = {}  # spelling -> (module, object, target)
         for mod_name in sorted(self.modules):
             module = self.modules[mod_name]
@@ -465,13 +525,32 @@ class _Walker:
                 mod_name, "module", mod_name, doc=_first_line(module.__doc__)
             )
             source = self.sources[mod_name]
+            if callable(module.__dict__.get("__getattr__")):
+                self.entries[f"{mod_name}.__getattr__"] = _entry(
+                    f"{mod_name}.__getattr__", "function", mod_name
+                )
             for key in self.public_names(mod_name):
-                if key not in module.__dict__:
-                    raise CatalogError(
-                        f"{mod_name}.__all__ lists {key!r}, but the module has no such attribute"
-                    )
-                value = module.__dict__[key]
                 spelling = f"{mod_name}.{key}"
+                if key in module.__dict__:
+                    value = module.__dict__[key]
+                else:
+                    served = self._served(mod_name, module, key)
+                    if served is None:
+                        continue
+                    value = served[0]
+                    if not (
+                        inspect.ismodule(value)
+                        or inspect.isclass(value)
+                        or inspect.isroutine(value)
+                    ):
+                        self.entries[spelling] = _entry(
+                            spelling,
+                            "lazy",
+                            mod_name,
+                            type_text=type(value).__name__,
+                            doc="served by the module's __getattr__",
+                        )
+                        continue
                 if inspect.ismodule(value):
                     if value.__name__ != spelling:
                         pending[spelling] = (mod_name, value, value.__name__)
@@ -487,6 +566,21 @@ class _Walker:
         for name, cls in sorted(self._classes):
             self._add_members(name, cls)
         self._fill_returns()
+
+    def _served(self, mod_name: str, module: types.ModuleType, key: str) -> tuple[Any] | None:
+        """The value the module's ``__getattr__`` serves for *key*, or None (noted)."""
+        spelling = f"{mod_name}.{key}"
+        if not callable(module.__dict__.get("__getattr__")):
+            self.unresolved[spelling] = "listed in __all__, but the module has no such attribute"
+            return None
+        try:
+            return (getattr(module, key),)
+        except Exception as exc:  # whatever the library raises, the name is not served
+            self.unresolved[spelling] = (
+                f"listed in __all__, but the module's __getattr__ raises "
+                f"{type(exc).__name__}: {exc}"
+            )[:300]
+            return None
 
     def _add_primary(self, mod_name: str, key: str, value: Any) -> None:
         spelling = f"{mod_name}.{key}"
@@ -771,12 +865,14 @@ def build_catalog(distributions: Iterable[str]) -> dict[str, Any]:
 
     Returns:
         A JSON-ready dict ``{"schemaVersion": 1, "distributions": [...],
-        "symbols": [...]}``; distributions sorted by name, symbols by ``name``,
+        "symbols": [...], "unresolved": [...]}``; distributions sorted by name, symbols by ``name``,
         so the same installation always gives the same bytes.
 
     Raises:
         CatalogError: a distribution is missing, declares no package, or a
-            public module fails to import.
+            top-level package fails to import. A name that cannot be resolved
+            (and a submodule that fails to import) is listed under
+            ``"unresolved"`` instead, a key present only when there is one.
     """
     names = sorted(set(distributions))
     if not names:
@@ -787,7 +883,18 @@ def build_catalog(distributions: Iterable[str]) -> dict[str, Any]:
     walker.import_all()
     walker.collect()
     symbols = [walker.entries[name] for name in sorted(walker.entries)]
-    return {"schemaVersion": SCHEMA_VERSION, "distributions": dists, "symbols": symbols}
+    catalog: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION,
+        "distributions": dists,
+        "symbols": symbols,
+    }
+    unresolved = {k: v for k, v in walker.unresolved.items() if k not in walker.entries}
+    if unresolved:
+        # Only present when needed, so a catalog without such names keeps its digest.
+        catalog["unresolved"] = [
+            {"name": name, "reason": reason} for name, reason in sorted(unresolved.items())
+        ]
+    return catalog
 
 
 def catalog_digest(catalog: Mapping[str, Any]) -> str:

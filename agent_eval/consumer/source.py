@@ -22,6 +22,7 @@ from pathlib import Path
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.layout import HARNESS_ROOT, ConsumerLayout
 from agent_eval.packing import SourceDistribution, find_distributions, normalise_name
+from agent_eval.processes import run_group
 
 __all__ = ["generate_catalog", "prepare_source_consumer", "write_dist_info"]
 
@@ -62,14 +63,7 @@ def generate_catalog(
     for name in distributions:
         command += ["--distribution", name]
     try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=_CATALOG_TIMEOUT_S,
-            check=False,
-        )
+        done = run_group(command, text=True, env=env, timeout=_CATALOG_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfrastructureError(f"cannot generate the API catalog: {exc}") from exc
     if done.returncode != 0:

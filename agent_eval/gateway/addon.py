@@ -13,7 +13,9 @@ For every request it
   then connects to the vetted address (the name stays the TLS server name);
 * records status, bytes, duration, the served model and token usage read
   from the response, and any provider failure, in the attempt's record;
-* takes the credential out of whatever goes back to the runner.
+* refuses (never passes on) an answer that carries a credential in any spelling it
+  can be turned back into, one in an encoding it cannot decode, and a protocol switch;
+  the refusal is recorded (``credential-reflected`` stops the batch).
 
 It also serves one Unix socket per upstream (in ``running``), relayed to that
 upstream's mitmproxy listener on loopback: the runner's only door.
@@ -28,14 +30,17 @@ import json
 import os
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agent_eval.gateway.policy import (
+    Unreadable,
     UpstreamRefused,
     observe,
     provider_failure,
+    reflected,
     request_refusal,
     response_refusal,
     route_name,
@@ -240,33 +245,69 @@ class Gateway:
         except Exception as exc:  # nothing unscrubbed or unrecorded goes back
             flow.response = _json_response(500, f"agent-eval gateway failed: {type(exc).__name__}")
 
-    def _observe(self, flow: Any) -> None:
+    def _refuse(self, flow: Any, failure: str, why: str) -> Any:
+        flow.metadata["agent_eval_failure"] = failure
+        flow.response = _json_response(502, f"agent-eval gateway: {why}")
+        return flow.response
+
+    def _readable(self, flow: Any) -> bytes:
+        """The answer's body, decoded; an answer the gateway cannot read whole, or that
+        carries a credential in any spelling, is replaced by a refusal (never passed)."""
         response = flow.response
-        content = response.get_content(strict=False) or b""
+        status = int(response.status_code)
+        if status == 101 or "upgrade" in response.headers:
+            # What follows a protocol switch is a tunnel the gateway cannot read.
+            why = "an upstream's protocol switch is never passed on; nothing is tunnelled"
+            return bytes(self._refuse(flow, "refused-response", why).content)
+        try:
+            content = bytes(response.get_content(strict=True) or b"")
+        except ValueError:
+            encoding = response.headers.get("content-encoding", "")[:60]
+            why = f"the answer's content encoding {encoding!r} is not one the gateway can read"
+            return bytes(self._refuse(flow, "refused-response", why).content)
+        parts = {"the status line's reason": str(response.reason or "")}
+        for name, value in response.headers.items(multi=True):
+            parts[f"a header's name ({len(parts)})"] = str(name)
+            parts[f"the {str(name)[:40]} header"] = str(value)
+        body = content.decode("utf-8", errors="surrogateescape")
+        for secret in self.secrets.values():
+            try:
+                where = reflected(secret, parts, body)
+            except Unreadable as exc:
+                return bytes(self._refuse(flow, "refused-response", str(exc)).content)
+            if where is not None:
+                why = f"the upstream's answer carries the credential ({where}); refused"
+                return bytes(self._refuse(flow, "credential-reflected", why).content)
+        return content
+
+    def _observe(self, flow: Any) -> None:
+        content = self._readable(flow)
+        response = flow.response
         refused = response_refusal(
             int(response.status_code), response.headers.get("content-type", ""), len(content)
         )
         if refused is not None and not flow.metadata.get("agent_eval_failure"):
-            flow.metadata["agent_eval_failure"] = "refused-response"
-            flow.response = response = _json_response(502, f"agent-eval gateway: {refused}")
+            response = self._refuse(flow, "refused-response", refused)
             content = response.get_content(strict=False) or b""
-        upstream = flow.metadata.get("agent_eval_upstream")
-        if upstream is not None:
-            secret = self.secrets.get(upstream["name"], "")
-            cleaned = scrub(content, [secret])
-            if cleaned != content:
-                response.set_content(cleaned)
-                content = cleaned
-            # An upstream may reflect request headers: the credential is taken out of
-            # every response header too, value by value.
-            for name in list(response.headers.keys()):
-                values = response.headers.get_all(name)
-                kept = [scrub(v.encode(), [secret]).decode() for v in values]
-                if kept != values:
-                    response.headers.set_all(name, kept)
-        seen = observe(response.headers.get("content-type", ""), content)
+        status = int(response.status_code)
+        answered = 200 <= status < 300 and not flow.metadata.get("agent_eval_failure")
+        try:
+            seen = observe(response.headers.get("content-type", ""), content, strict=answered)
+        except Unreadable as exc:
+            response = self._refuse(flow, "refused-response", str(exc))
+            content = response.get_content(strict=False) or b""
+            seen = observe("application/json", content)
+        upstream = flow.metadata.get("agent_eval_upstream") or {}
+        reviewed = set(upstream.get("servedModels") or ())
+        unreviewed = [m for m in seen.models if m not in reviewed]
+        if answered and unreviewed and not flow.metadata.get("agent_eval_failure"):
+            # An answer naming a model no review covers, beside the reviewed one or not,
+            # never reaches the runner; the record names it, so the batch stops on it.
+            why = f"the answer names {unreviewed[0]!r}, a model no review covers"
+            self._refuse(flow, "refused-response", why)
+            seen = replace(seen, served_model=unreviewed[0])
         failure = flow.metadata.get("agent_eval_failure") or provider_failure(
-            int(response.status_code), seen.error_message
+            status, seen.error_message
         )
         tokens = (seen.input_tokens or 0) + (seen.output_tokens or 0)
         if tokens and failure is None:
@@ -274,7 +315,7 @@ class Gateway:
                 self.spent += tokens
         self._record(
             flow,
-            status=int(response.status_code),
+            status=int(flow.response.status_code),
             response_bytes=len(content),
             served_model=seen.served_model,
             input_tokens=seen.input_tokens,
@@ -284,17 +325,22 @@ class Gateway:
         )
 
     def error(self, flow: Any) -> None:
-        """A request that got no response: the upstream is unreachable or was refused."""
-        if flow.response is not None:
+        """A request that ended without an answer passed on: the upstream is unreachable or
+        was refused, or its answer broke off or could not be read (past the body limit,
+        trailers); every request gets its record, whatever became of it."""
+        if flow.metadata.get("agent_eval_recorded"):
             return
         message = str(getattr(flow.error, "msg", "") or "no response")
+        status = int(flow.response.status_code) if flow.response is not None else None
         if "refused the upstream" in message:
             failure = "refused-upstream"
         elif message.lower().startswith("client disconnected"):
             failure = "cancelled"  # the runner went away (killed at its deadline): not the provider
+        elif flow.response is not None:
+            failure = "refused-response"  # an answer begun, never read whole nor passed on
         else:
             failure = "unreachable"
-        self._record(flow, status=None, response_bytes=0, failure=failure, message=message)
+        self._record(flow, status=status, response_bytes=0, failure=failure, message=message)
 
     def _record(
         self,
@@ -308,6 +354,7 @@ class Gateway:
         failure: str | None = None,
         message: str | None = None,
     ) -> None:
+        flow.metadata["agent_eval_recorded"] = True
         upstream = flow.metadata.get("agent_eval_upstream") or {}
         route = flow.metadata.get("agent_eval_route")
         started = flow.metadata.get("agent_eval_started", time.monotonic())

@@ -186,6 +186,7 @@ class BatchGateway:
                     "credentialEnv": m.credentialEnv,
                     "credentialHeader": m.credentialHeader,
                     "api": m.api,
+                    "servedModels": list(m.servedModels),
                 }
                 for index, m in enumerate(self.config.models)
             ],
@@ -438,10 +439,18 @@ MODEL_CALL_PATHS = (
     "/chat/completions",
     "/completions",
     "/responses",
+    "/chat",
     ":generateContent",
     ":streamGenerateContent",
+    ":rawPredict",
+    ":streamRawPredict",
+    "/invoke",
+    "/invoke-with-response-stream",
+    "/converse",
+    "/converse-stream",
 )
-"""Path endings of the calls that make a model answer (Anthropic, OpenAI, Gemini)."""
+"""Path endings of the calls that make a model answer, of every API kind (Anthropic,
+OpenAI and its compatibles, Gemini, Vertex, Bedrock)."""
 
 
 def unmeasured(records: Sequence[GatewayRecord]) -> str | None:

@@ -21,6 +21,7 @@ mitmproxy, and the harness and its tests import it on the host.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import ipaddress
 import json
@@ -34,9 +35,11 @@ from typing import Any
 __all__ = [
     "API_KINDS",
     "Observation",
+    "Unreadable",
     "UpstreamRefused",
     "observe",
     "provider_failure",
+    "reflected",
     "refusal",
     "request_refusal",
     "response_refusal",
@@ -56,7 +59,16 @@ Resolver = Callable[[str, int], Sequence[str]]
 
 
 _SEGMENT = r"[A-Za-z0-9._~:@%-]+"
-_PREFIX = rf"(?:/{_SEGMENT}){{0,4}}"  # /v1, /openai/v1, /api/v1, /openai/deployments/<d>
+_PREFIX = (
+    rf"(?:/(?:openai|api|inference|models))?(?:/v\d+(?:beta\d*|alpha\d*)?)?"
+    rf"(?:/deployments/{_SEGMENT})?"
+)
+"""Where an OpenAI-compatible API is mounted: /v1, /openai/v1, /api/v1, /inference/v1,
+/openai/deployments/<d> (Azure); never a segment of the provider's own (its organisation,
+usage, keys or admin endpoints), whatever ends the path."""
+_ENCODED_SEPARATORS = re.compile(r"%(?:2[fFeE5]|3[fF]|23|5[cC]|00)")
+"""Percent-escapes an upstream could decode into a separator (slash, dot, percent,
+query, fragment, backslash, NUL): the path it routes would not be the path checked."""
 _API_PATHS: dict[str, tuple[str, ...]] = {
     "anthropic": (r"/v1/messages", r"/v1/messages/count_tokens", rf"/v1/models(?:/{_SEGMENT})?"),
     "openai": (
@@ -119,6 +131,7 @@ def request_refusal(
     segments = target.split("/")[1:]
     if (
         not target.startswith("/")
+        or _ENCODED_SEPARATORS.search(target)
         or any(s in ("", ".", "..") for s in segments)
         or "/../" in f"{decoded}/"
         or "/./" in f"{decoded}/"
@@ -129,7 +142,7 @@ def request_refusal(
             f"{target[:200]!r} is not an endpoint of the {kind} model API this upstream is "
             "(account, file, key and other endpoints never get the credential)"
         )
-    if method.upper() not in ("GET", "POST", "HEAD"):
+    if method not in ("GET", "POST"):
         return f"method {method[:16]!r} is not one a model API is asked with"
     if length > 0 and _media_type(content_type) not in _REQUEST_TYPES:
         return f"a request body must be JSON, not {content_type[:100]!r}"
@@ -182,18 +195,28 @@ def _system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-"""NAT64 prefixes (well-known and local-use): the last 32 bits are the IPv4 address reached."""
+_NAT64 = (
+    ipaddress.ip_network("64:ff9b::/96"),
+    ipaddress.ip_network("64:ff9b:1::/48"),
+    ipaddress.ip_network("::ffff:0:0:0/96"),
+)
+"""Prefixes whose last 32 bits are the IPv4 address reached: NAT64 (well-known and
+local-use) and SIIT's IPv4-translated addresses (``::ffff:0:a.b.c.d``)."""
+_ISATAP_IDS = (0x00005EFE, 0x02005EFE)
+"""An ISATAP interface identifier's upper half: its lower 32 bits are an IPv4 address."""
 
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 form leads to (mapped, compatible, 6to4, NAT64), or None."""
+    """The IPv4 address an IPv6 form leads to (mapped, compatible, 6to4, NAT64, SIIT,
+    ISATAP), or None."""
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
     number = int(address)
     if any(address in network for network in _NAT64) or (number >> 32 == 0 and number > 1):
+        return ipaddress.IPv4Address(number & 0xFFFFFFFF)
+    if (number >> 32) & 0xFFFFFFFF in _ISATAP_IDS:
         return ipaddress.IPv4Address(number & 0xFFFFFFFF)
     return None
 
@@ -288,6 +311,8 @@ class Observation:
     input_tokens: int | None = None
     output_tokens: int | None = None
     error_message: str | None = None
+    models: tuple[str, ...] = ()
+    """Every model the answer names, in order, each once (an answer may name several)."""
 
 
 _MODEL_KEYS = ("model", "modelVersion")
@@ -296,27 +321,43 @@ _INPUT_KEYS = ("input_tokens", "prompt_tokens", "promptTokenCount")
 _OUTPUT_KEYS = ("output_tokens", "completion_tokens", "candidatesTokenCount")
 
 
-def _events(content_type: str, body: bytes) -> Iterator[Any]:
-    """The JSON objects of a JSON body, or of each ``data:`` line of a server-sent stream."""
+def _events(content_type: str, body: bytes, strict: bool = False) -> Iterator[Any]:
+    """The JSON objects of a JSON body, or of each ``data:`` line of a server-sent stream,
+    or of each line of JSON lines. *strict* (a successful answer): a piece that is not
+    JSON, or too deep to parse, makes the body :class:`Unreadable` instead of being left
+    out, so nothing it holds goes uncounted."""
     text = body.decode("utf-8", errors="replace")
+
+    def parsed(payload: str) -> Iterator[Any]:
+        try:
+            yield json.loads(payload)
+        except RecursionError:
+            if strict:
+                raise Unreadable("the answer nests deeper than the gateway reads") from None
+        except ValueError:
+            if strict:
+                raise Unreadable("a piece of the answer is not JSON") from None
+
     if "text/event-stream" in content_type or text.lstrip().startswith(("event:", "data:")):
         for line in text.splitlines():
             if line.startswith("data:"):
                 payload = line[5:].strip()
                 if payload and payload != "[DONE]":
-                    with _ignored():
-                        yield json.loads(payload)
+                    yield from parsed(payload)
         return
     try:
         yield json.loads(text)
         return
-    except (ValueError, RecursionError):
+    except RecursionError:
+        if strict:
+            raise Unreadable("the answer nests deeper than the gateway reads") from None
+        return
+    except ValueError:
         pass
     # JSON lines: one object per line.
-    for line in text.splitlines()[:10_000]:
+    for line in text.splitlines():
         if line.strip():
-            with _ignored():
-                yield json.loads(line)
+            yield from parsed(line)
 
 
 class _ignored:
@@ -335,15 +376,21 @@ _MAX_NODES = 50_000
 """How many values of one event it looks at, however the event is shaped."""
 
 
-def _objects(value: Any) -> Iterator[dict[str, Any]]:
-    """*value* and every object nested in it, outermost first, bounded in depth and count."""
+def _objects(value: Any, strict: bool = False) -> Iterator[dict[str, Any]]:
+    """*value* and every object nested in it, outermost first, bounded in depth and count
+    (*strict*: past a bound the answer is :class:`Unreadable`, never read in part)."""
     pending: deque[tuple[Any, int]] = deque([(value, 0)])
     seen = 0
-    while pending and seen < _MAX_NODES:
+    while pending:
         item, depth = pending.popleft()
         seen += 1
-        if depth > _MAX_DEPTH:
-            continue
+        if seen > _MAX_NODES or depth > _MAX_DEPTH:
+            if strict:
+                raise Unreadable(
+                    f"the answer holds an event of more than {_MAX_NODES} values or deeper "
+                    f"than {_MAX_DEPTH} levels, more than the gateway reads"
+                )
+            return
         if isinstance(item, dict):
             yield item
             pending.extend((child, depth + 1) for child in item.values())
@@ -359,23 +406,28 @@ def _count(usage: dict[str, Any], keys: Iterable[str]) -> int | None:
     return None
 
 
-def observe(content_type: str, body: bytes) -> Observation:
+def observe(content_type: str, body: bytes, *, strict: bool = False) -> Observation:
     """The served model, token counts and error message a response body reports.
 
     Anthropic's and OpenAI's shapes are both read: ``model`` at the top or
     under ``message``/``response``, ``usage`` with input/prompt and
     output/completion tokens. In a stream the last value of each wins, except
-    input tokens, which the first event that has them states.
+    input tokens, which the first event that has them states. *strict* (a successful
+    answer): a body that cannot be read whole within the bounds (every piece JSON, no event
+    of more than 50,000 values or deeper than 64 levels; the body itself is bounded by the
+    gateway's body limit) raises :class:`Unreadable`, so it is refused, never under-counted.
     """
     model: str | None = None
+    models: dict[str, None] = {}
     inputs: int | None = None
     outputs: int | None = None
     error: str | None = None
-    for event in _events(content_type, body[: 8 * 1024 * 1024]):
-        for obj in _objects(event):
+    for event in _events(content_type, body, strict):
+        for obj in _objects(event, strict):
             for key in _MODEL_KEYS:
                 if isinstance(obj.get(key), str) and obj[key]:
                     model = obj[key][:200]
+                    models[model] = None
                     break
             usage = obj.get("usage", obj.get("usageMetadata"))
             if isinstance(usage, dict):
@@ -390,7 +442,7 @@ def observe(content_type: str, body: bytes) -> Observation:
                 error = failure["message"][:500]
             elif isinstance(failure, str) and failure:
                 error = failure[:500]
-    return Observation(model, inputs, outputs, error)
+    return Observation(model, inputs, outputs, error, tuple(models))
 
 
 def provider_failure(status: int, message: str | None) -> str | None:
@@ -426,3 +478,126 @@ def scrub(data: bytes, secrets: Iterable[str], placeholder: bytes = b"[credentia
         if len(secret) >= 8:
             data = data.replace(secret.encode("utf-8"), placeholder)
     return data
+
+
+# --- The credential, in whatever spelling an answer carries it ------------------------------
+
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\(.)", re.DOTALL)
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+_MAX_STRINGS = 200_000
+"""How many string values of an answer the reflection check joins (an answer is bounded by
+the body limit, so a larger count is refused as unreadable, never passed unchecked)."""
+
+
+class Unreadable(Exception):
+    """An answer the gateway cannot read whole for the credential (refused, never passed)."""
+
+
+def _unescape_json(text: str) -> str:
+    """*text* with every JSON string escape turned back into its character, whether the
+    escapes cover the whole text or only part of it (surrogate pairs joined)."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return chr(int(match.group(1), 16))
+        char = match.group(2)
+        return _SIMPLE_ESCAPES.get(char, char)
+
+    joined = _JSON_ESCAPE.sub(one, text)
+    return joined.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _unpercent(text: str) -> str:
+    return _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+def _strings_by_key(value: Any, into: dict[str, list[str]], budget: list[int]) -> None:
+    """Every string of *value*, in order, under the key it was found at ("" at the top or
+    in a list of a list), and once more under "*" for all of them."""
+    pending: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while pending:
+        item, key, depth = pending.pop()
+        budget[0] -= 1
+        if budget[0] < 0 or depth > 1000:
+            raise Unreadable("the answer holds more values than the gateway reads")
+        if isinstance(item, str):
+            into.setdefault(key, []).append(item)
+            into.setdefault("*", []).append(item)
+        elif isinstance(item, dict):
+            for name, child in reversed(list(item.items())):
+                into.setdefault("*", []).append(str(name))
+                pending.append((child, str(name), depth + 1))
+        elif isinstance(item, list):
+            pending.extend((child, key, depth + 1) for child in reversed(item))
+
+
+def _documents(text: str) -> list[Any]:
+    """The JSON values *text* holds: itself, or its ``data:`` lines, or its lines."""
+    with _ignored():
+        return [json.loads(text)]
+    found = []
+    for line in text.splitlines():
+        payload = line[5:].strip() if line.startswith("data:") else line.strip()
+        if payload and payload != "[DONE]":
+            with _ignored():
+                found.append(json.loads(payload))
+    return found
+
+
+def _encodings(secret: str) -> list[str]:
+    """*secret* as the answer could spell it and be turned back: itself, percent-encoded,
+    hex in either case, and base64 (standard and URL-safe) at each of the three offsets
+    it can start at inside a longer base64 text."""
+    raw = secret.encode("utf-8")
+    forms = {secret, raw.hex(), raw.hex().upper(), "".join(f"%{b:02X}" for b in raw)}
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        # Only the characters whose six bits all come from the secret: the ones before
+        # and after also carry whatever surrounds it in a longer text.
+        start, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
+        stable = encoded[start:end]
+        forms.update({stable, stable.replace("+", "-").replace("/", "_")})
+    return [form for form in forms if len(form) >= 8]
+
+
+def _views(text: str) -> list[str]:
+    """*text* and what it turns back into: JSON escapes undone, percent-encoding undone."""
+    unescaped = _unescape_json(text)
+    return [text, unescaped, _unpercent(unescaped), _unpercent(text)]
+
+
+def reflected(secret: str, parts: dict[str, str], body: str) -> str | None:
+    """Where the answer carries *secret* in a spelling it can be turned back into (None:
+    nowhere): *parts* are the status line's reason and every header name and value, by
+    what they are; *body* is the decoded body as text.
+
+    Besides the text itself, with JSON escapes (whole or partial) and percent-encoding
+    undone, every JSON string value of the body (a JSON document, server-sent events or
+    JSON lines) is joined in order under its key and all together, so a credential split
+    over two deltas or two lines is found as the client would join it; base64 and hex
+    spellings are looked for in each of these.
+
+    Raises:
+        Unreadable: the body holds more values than the check reads.
+    """
+    if len(secret) < 8:
+        return None
+    forms = _encodings(secret)
+
+    def found(text: str) -> bool:
+        return any(form in view for view in _views(text) for form in forms)
+
+    for where, text in parts.items():
+        if found(text):
+            return where
+    if found(body):
+        return "the body"
+    by_key: dict[str, list[str]] = {}
+    budget = [_MAX_STRINGS]
+    for document in _documents(body):
+        _strings_by_key(document, by_key, budget)
+    for key, strings in by_key.items():
+        if found("".join(strings)):
+            return f"the body's {key!r} values joined" if key != "*" else "the body's values joined"
+    return None

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.images.wheels import publish
+from agent_eval.processes import run_group
 
 __all__ = ["NPM_CPU", "check_package_lock", "install_packages", "lock_packages"]
 
@@ -68,9 +68,7 @@ def package_json(agent: str, packages: Sequence[str], command: str) -> dict[str,
 
 
 def _run(command: list[str], cwd: Path, what: str) -> None:
-    done = subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False
-    )
+    done = run_group(command, cwd=cwd, text=True, timeout=_TIMEOUT_S)
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-_TAIL_LINES:])
         raise InfrastructureError(f"npm could not {what} (exit {done.returncode}):\n{tail}")

@@ -20,7 +20,6 @@ the one the recipe names must be present.
 from __future__ import annotations
 
 import io
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -46,6 +45,7 @@ from agent_eval.images.recipes import (
 )
 from agent_eval.layout import HARNESS_ROOT
 from agent_eval.models import ImageRecipe
+from agent_eval.processes import run_group
 
 __all__ = ["Verification", "verify_image"]
 
@@ -108,11 +108,9 @@ def _recipe_differences(image: ImageRecipe, rebuilt: ImageRecipe) -> list[str]:
 
 
 def _extract(project_root: Path, commit: str, destination: Path) -> None:
-    done = subprocess.run(
+    done = run_group(
         ["git", "-C", str(project_root), "archive", "--format=tar", "--end-of-options", commit],
-        capture_output=True,
         timeout=300,
-        check=False,
     )
     if done.returncode != 0:
         raise ConfigError(

@@ -16,6 +16,7 @@ from agent_eval.models.behaviour import (
     VerifierLimits,
 )
 from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry, CatalogKind
+from agent_eval.models.chain import ChainBatch
 from agent_eval.models.cluster import NodeAssignment, NodeReady, NodeRunResult, ShippedFile
 from agent_eval.models.compare import (
     ApiChanges,
@@ -29,7 +30,7 @@ from agent_eval.models.compare import (
     TaskComparison,
 )
 from agent_eval.models.consumer_lock import ConsumerLock, LockedDistribution
-from agent_eval.models.fixture import CorrectCase, NegativeCase
+from agent_eval.models.fixture import CorrectCase, FixtureCaseRow, FixtureReport, NegativeCase
 from agent_eval.models.gateway import (
     GatewayRecord,
     GatewaySettings,
@@ -51,6 +52,8 @@ from agent_eval.models.receipt import (
     FailureCategory,
     InfrastructureKind,
     InfrastructureTry,
+    NodeIdentity,
+    Predecessor,
     ProtectedInputs,
     Receipt,
     RefusedPath,
@@ -97,12 +100,15 @@ __all__ = [
     "CatalogDistribution",
     "CatalogEntry",
     "CatalogKind",
+    "ChainBatch",
     "Comparison",
     "ConsumerLock",
     "CorrectCase",
     "Diagnostic",
     "DiagnosticCategory",
     "FailureCategory",
+    "FixtureCaseRow",
+    "FixtureReport",
     "GatewayOptions",
     "GatewayRecord",
     "GatewaySettings",
@@ -121,9 +127,11 @@ __all__ = [
     "ModelUpstream",
     "NegativeCase",
     "NodeAssignment",
+    "NodeIdentity",
     "NodeReady",
     "NodeRunResult",
     "PayloadFile",
+    "Predecessor",
     "ProtectedInputs",
     "QualificationResult",
     "RateComparison",

@@ -14,7 +14,13 @@ from pydantic import Field, model_validator
 from agent_eval.digests import sha256_json
 from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 
-__all__ = ["ApiCatalog", "CatalogDistribution", "CatalogEntry", "CatalogKind"]
+__all__ = [
+    "ApiCatalog",
+    "CatalogDistribution",
+    "CatalogEntry",
+    "CatalogKind",
+    "CatalogUnresolved",
+]
 
 _DOTTED = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 CatalogKind = Literal[
@@ -28,8 +34,10 @@ CatalogKind = Literal[
     "attribute",
     "constant",
     "type",
+    "lazy",
 ]
-"""What a symbol is; ``type`` is a type alias, TypeVar or NewType."""
+"""What a symbol is; ``type`` is a type alias, TypeVar or NewType; ``lazy`` a value
+(not a module, class or function) that the module's ``__getattr__`` serves (PEP 562)."""
 
 
 class CatalogDistribution(WireModel):
@@ -77,6 +85,15 @@ class CatalogEntry(WireModel):
     """Base classes of a class entry; empty for other kinds."""
 
 
+class CatalogUnresolved(WireModel):
+    """A public name the generator could not resolve, so it is not a supported symbol."""
+
+    name: str = Field(pattern=_DOTTED, max_length=300)
+    """The spelling, e.g. ``appkit.__author__`` or a submodule that fails to import."""
+    reason: NonEmptyStr
+    """Why: nothing serves the name, or the error raised while resolving it."""
+
+
 class ApiCatalog(WireModel):
     """The contents of ``api-catalog.json``."""
 
@@ -86,9 +103,14 @@ class ApiCatalog(WireModel):
     """Distributions the catalog was generated from, sorted by name."""
     symbols: list[CatalogEntry]
     """Every supported symbol, sorted by name, each name once."""
+    unresolved: list[CatalogUnresolved] = Field(default_factory=list)
+    """Public names that could not be resolved, sorted by name; absent when none."""
 
     @model_validator(mode="after")
     def _consistent(self) -> ApiCatalog:
+        unresolved = [item.name for item in self.unresolved]
+        if unresolved != sorted(set(unresolved)):
+            raise ValueError("unresolved names must be sorted and unique")
         names = [entry.name for entry in self.symbols]
         if names != sorted(names):
             raise ValueError("symbols must be sorted by name")
@@ -109,7 +131,10 @@ class ApiCatalog(WireModel):
 
     def digest(self) -> str:
         """Digest of the catalog's canonical JSON (equal to the generator's)."""
-        return sha256_json(self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        if not data["unresolved"]:
+            del data["unresolved"]  # the generator writes the key only when it has names
+        return sha256_json(data)
 
     def supported(self, symbol: str) -> bool:
         """Whether *symbol* is a catalogued name."""

@@ -66,6 +66,10 @@ class NodeAssignment(WireModel):
     """The driver's API catalog digest: the node's analysis must use the same catalog."""
     suiteDigest: Digest
     """The suite's digest on the driver: the node's copy must have the same."""
+    evaluatorDigest: Digest
+    """The digest of the driver's harness code (the receipt's evaluatorDigest): a node whose
+    own harness differs refuses before anything else, since it would run the runs with its
+    own code under the driver's digest."""
     projectFiles: list[ShippedFile] = Field(max_length=MAX_SHIPPED_FILES)
     """The suite's files (tasks/, graders/), the dependency lock and the guides (packages/)."""
     receipt: Receipt
@@ -82,8 +86,18 @@ class NodeReady(WireModel):
     """The node's name (its label, or its host and Ray node id)."""
     engine: NonEmptyStr
     """The address of the node's local engine."""
+    address: str | None = Field(default=None, max_length=200)
+    """The address the cluster advertises for the node (None: not known)."""
     slots: int = Field(ge=1)
     """Runs the node takes at once."""
+    evaluatorDigest: Digest
+    """The digest of the harness code the node runs (the driver checks it is its own)."""
+    runnerImageId: Digest
+    """The runner image's id on the node's engine."""
+    verifierImageId: Digest
+    """The verifier image's id on the node's engine."""
+    gatewayImageId: Digest | None
+    """The gateway image's id on the node's engine (None: the runner has no models)."""
     notices: list[str]
     """What its reaper did before (batches of the node whose actor had died)."""
 

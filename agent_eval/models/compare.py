@@ -189,6 +189,11 @@ class Comparison(WireModel):
     """First-attempt success, pooled over the tasks both sides ran (stratified by task)."""
     final: RateComparison
     """Final success, pooled likewise."""
+    unsafeAttempts: tuple[int, int]
+    """Attempts with an observed safety violation, baseline and candidate (every run, graded
+    or not: a violation is the agent's whatever the infrastructure did)."""
+    unsafeRuns: tuple[int, int]
+    """Runs with at least one such attempt, baseline and candidate."""
 
 
 class SharedTask(WireModel):

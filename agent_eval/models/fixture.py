@@ -13,7 +13,9 @@ from agent_eval.models.task import AssertionId
 __all__ = [
     "STATIC_FINDINGS",
     "CorrectCase",
+    "FixtureCaseRow",
     "FixtureExpectation",
+    "FixtureReport",
     "NegativeCase",
     "StaticFinding",
     "parse_expectation",
@@ -96,3 +98,40 @@ _EXPECTATION: TypeAdapter[CorrectCase | NegativeCase] = TypeAdapter(FixtureExpec
 def parse_expectation(data: bytes) -> CorrectCase | NegativeCase:
     """Validate expect.json's bytes, strictly (pydantic's ValidationError names the field)."""
     return _EXPECTATION.validate_json(data, strict=True)
+
+
+class FixtureCaseRow(WireModel):
+    """One row of ``agent-eval tasks verify``: a fixture case, or a check of the suite."""
+
+    taskId: NonEmptyStr
+    """The task the row is about."""
+    case: NonEmptyStr
+    """The fixture case's directory name, or ``(references)`` / ``(coverage)``."""
+    expected: str
+    """What the case declares (``pass``, or the assertions and findings it must fail)."""
+    observed: str
+    """What the verifier saw, in the same words (``infrastructure failure``: nothing decided)."""
+    ok: bool
+    """The observation is what the case declares."""
+    infrastructure: bool
+    """The harness could not verify the case: it says nothing about the case or its task."""
+    detail: str
+    """Why it does not match (empty when it does)."""
+    explanations: list[str]
+    """For a mismatch: each finding as ``path:line: category: message`` and each failed
+    assertion as ``assertion id: its message``, in the verifier's words."""
+
+
+class FixtureReport(WireModel):
+    """The result of ``agent-eval tasks verify --json``."""
+
+    schemaVersion: SchemaVersion
+    """Format version of this report."""
+    verifier: NonEmptyStr
+    """Which verifier checked the cases (``local``, ``docker``)."""
+    seconds: float
+    """How long the check took."""
+    ok: bool
+    """Every row matched."""
+    rows: list[FixtureCaseRow]
+    """Every row, coverage and references first, then the cases in the suite's order."""

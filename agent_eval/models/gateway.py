@@ -33,19 +33,22 @@ GatewayFailure = Literal[
     "gateway",
     "refused-request",
     "refused-response",
+    "credential-reflected",
 ]
 """Why a request through the gateway failed: the provider's answer (authentication,
 unknown-model, rate-limit, server-error), no answer (unreachable), the gateway's own refusal
 (refused-upstream: a non-public address; budget: the batch's tokens are spent;
 unattributed: no such attempt; refused-request: a path outside the upstream's model API,
 a body that is not JSON, a protocol upgrade or an oversized body, never forwarded;
-refused-response: a successful answer of a type whose model and usage cannot be read,
-never passed on), the runner leaving before the answer (cancelled), or the gateway itself
+refused-response: a successful answer of a type whose model and usage cannot be read, in
+an encoding the gateway cannot decode, or a protocol switch, never passed on;
+credential-reflected: an answer carrying the credential in any spelling, never passed on,
+which stops the batch), the runner leaving before the answer (cancelled), or the gateway itself
 failing."""
 
 PROVIDER_FAILURES: frozenset[str] = frozenset(
     {"authentication", "unknown-model", "rate-limit", "server-error", "unreachable",
-     "refused-upstream", "refused-response", "gateway"}
+     "refused-upstream", "refused-response", "credential-reflected", "gateway"}
 )  # fmt: skip
 """Failures that are the provider's or the gateway's, never the agent's."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from agent_eval.models.base import WireModel
+from agent_eval.models.chain import ChainBatch
 
 __all__ = ["QualificationResult"]
 
@@ -16,6 +17,9 @@ class QualificationResult(WireModel):
     """True only when every rule holds."""
     reasons: list[str]
     """One line per failed rule: ``<rule>: <what, where>``."""
+    chain: list[ChainBatch] | None = None
+    """For a resumed batch, each batch of its chain, first first: the runs the decision
+    took from it, and what it spent (None: a batch of its own)."""
 
     @model_validator(mode="after")
     def _reasons_iff_rejected(self) -> QualificationResult:

@@ -42,6 +42,8 @@ __all__ = [
     "FailureCategory",
     "InfrastructureKind",
     "InfrastructureTry",
+    "NodeIdentity",
+    "Predecessor",
     "ProtectedInputs",
     "Receipt",
     "RefusedPath",
@@ -459,6 +461,38 @@ class ReviewDecision(WireModel):
     """When."""
 
 
+class NodeIdentity(WireModel):
+    """A cluster node as it was before its first run of the batch: what it ran with."""
+
+    node: Annotated[str, Field(min_length=1, max_length=200)]
+    """The node's name (its label, or its host and Ray node id)."""
+    engine: Annotated[str, Field(min_length=1, max_length=500)]
+    """The address of the node's local engine."""
+    address: str | None = Field(default=None, max_length=200)
+    """The address the cluster advertised for the node (None: not known)."""
+    evaluatorDigest: Digest
+    """The digest of the harness code the node ran (the driver's, or it was refused)."""
+    runnerImageId: Digest
+    """The runner image's id on the node's engine."""
+    verifierImageId: Digest
+    """The verifier image's id on the node's engine."""
+    gatewayImageId: Digest | None
+    """The gateway image's id on the node's engine (None: no gateway)."""
+
+
+class Predecessor(WireModel):
+    """The batch a resumed batch continues (``eval-agent --resume``)."""
+
+    batchId: BatchId
+    """The predecessor's batch id: its run directory is a sibling of this one's."""
+    receiptDigest: Digest
+    """sha256 of the predecessor's receipt.json when this batch started: the predecessor
+    must still be exactly that."""
+    reusedRuns: list[Annotated[str, Field(pattern=RUN_ID.pattern)]] = Field(max_length=100_000)
+    """The runs whose final verdict is taken from the predecessor's chain (each ran there
+    and had a valid final verdict); this batch runs the others."""
+
+
 class Receipt(WireModel):
     """The batch record. Totals are checked against the runs on every load."""
 
@@ -514,6 +548,16 @@ class Receipt(WireModel):
     """Runs in schedule order (finished or not yet started)."""
     reviewDecisions: list[ReviewDecision]
     """Digest-bound review decisions, appended by review-agent-eval."""
+    runnerConfigDigest: Digest | None = None
+    """sha256 of the validated runner config, as canonical JSON (None: not recorded). A
+    resumed batch must have its predecessor's."""
+    predecessor: Predecessor | None = None
+    """The batch this one resumes (None: a batch of its own). Its runs are only the ones
+    its predecessor's chain left without a valid final verdict; the checker decides on
+    the union."""
+    nodes: list[NodeIdentity] | None = Field(default=None, max_length=1000)
+    """The cluster nodes the runs executed on, as each proved itself before its first run
+    (None: the driver's own engine)."""
 
     @model_validator(mode="after")
     def _totals(self) -> Receipt:

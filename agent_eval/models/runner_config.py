@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import math
 import re
+import unicodedata
 from collections import Counter
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -21,6 +23,7 @@ __all__ = [
     "RunnerConfig",
     "check_no_literal_secret",
     "check_pinned_image",
+    "check_printable",
 ]
 
 MAX_SUBMISSION_TIMEOUT_MS = 600_000
@@ -272,44 +275,185 @@ _CREDENTIAL_WORDS = frozenset(
         "COOKIE",
         "JWT",
         "PRIVATE",
+        # What a secret scanner's generic rules take for one too: a DSN or webhook URL
+        # carries its key, PASS and PW are passwords, SK a secret key, a proxy URL its
+        # user and password, OAUTH and the rest speak for themselves.
+        "PASS",
+        "PW",
+        "SK",
+        "DSN",
+        "WEBHOOK",
+        "WEBHOOKS",
+        "PROXY",
+        "OAUTH",
+        "SESSION",
+        "SIGNATURE",
+        "SALT",
+        "OTP",
+        "NETRC",
+        "PASSCODE",
     }
 )
 """Words that make a name a credential's, whatever service it belongs to
 (``DOCKERHUB_TOKEN``, ``CR_PAT``, ``SUPABASE_SERVICE_ROLE_KEY``, ``--api-key``)."""
-_WORD_SPLIT = re.compile(r"[-_.]+")
+_GLUED_ENDINGS = (
+    "TOKEN",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "APIKEY",
+    "KEY",
+    "PASS",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "CREDS",
+    "DSN",
+    "WEBHOOK",
+    "PROXY",
+    "AUTH",
+)
+"""Endings that make a word a credential's even glued to another (``APITOKEN``,
+``OPENAIKEY``, ``SSHPASS``, ``HTTPSPROXY``)."""
+_ORDINARY_GLUED = frozenset(
+    {
+        "MONKEY",
+        "DONKEY",
+        "TURKEY",
+        "HOCKEY",
+        "JOCKEY",
+        "WHISKEY",
+        "TURNKEY",
+        "HOTKEY",
+        "HOTKEYS",
+        "BYPASS",
+        "COMPASS",
+        "SURPASS",
+        "TRESPASS",
+        "MULTIPASS",
+        "SINGLEPASS",
+    }
+)
+"""Ordinary words with such an ending (a wrongly refused one is added here)."""
+_URL_WORDS = frozenset({"URL", "URI", "DSN", "STRING", "STR"})
+_URL_OWNERS = frozenset(
+    {
+        "INDEX",
+        "DATABASE",
+        "DB",
+        "BROKER",
+        "REGISTRY",
+        "REPOSITORY",
+        "REPO",
+        "CONNECTION",
+        "CONN",
+        "MONGODB",
+        "MONGO",
+        "REDIS",
+        "AMQP",
+        "RABBITMQ",
+        "POSTGRES",
+        "POSTGRESQL",
+        "MYSQL",
+        "SQLALCHEMY",
+        "CELERY",
+        "CACHE",
+        "SMTP",
+        "LDAP",
+    }
+)
+"""A URL of one of these (``PIP_INDEX_URL``, ``DATABASE_URL``, ``CELERY_BROKER_URL``)
+carries its user and password in the URL itself."""
+_WORD_SPLIT = re.compile(r"[-_.\s]+")
+_DASHES = re.compile("[\u2010-\u2015\u2212\u2043\ufe58\ufe63\uff0d\u02d7\u2796\u058a\u05be]")
+
+
+def folded(text: str) -> str:
+    """*text* as a reader sees it: NFKC (full-width and compatibility forms) with every
+    look-alike dash made ``-`` (``--api\u2010key`` is ``--api-key``)."""
+    return _DASHES.sub("-", unicodedata.normalize("NFKC", text))
 
 
 def _credential_word(name: str) -> str | None:
-    """The word of *name* (split at ``-``, ``_`` and ``.``) that makes it a credential's."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)  # apiKey -> api_Key
-    for word in _WORD_SPLIT.split(spaced.upper()):
+    """The word of *name* (split at ``-``, ``_``, ``.`` and case changes) that makes it a
+    credential's, or the pair of words (``INDEX_URL``)."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", folded(name))  # apiKey -> api_Key
+    words = [w for w in _WORD_SPLIT.split(spaced.upper()) if w]
+    for word in words:
         if word in _CREDENTIAL_WORDS:
             return word
+        if word not in _ORDINARY_GLUED:
+            for ending in _GLUED_ENDINGS:
+                if word.endswith(ending) and len(word) > len(ending):
+                    return word
+    for owner, kind in itertools.pairwise(words):
+        if owner in _URL_OWNERS and kind in _URL_WORDS:
+            return f"{owner}_{kind}"
     return None
 
 
 def _named_credential(argument: str) -> str | None:
     """The option, setting or header name in *argument* that names a credential:
-    ``--api-key``, ``--token=…``, ``api_key=…``, ``Authorization: …``."""
+    ``--api-key``, ``--token=…``, ``api_key=…``, ``"api_key": …``, ``Authorization: …``,
+    or the header name alone (its value in the next argument)."""
     names = []
     option = re.match(r"-{1,2}([A-Za-z][A-Za-z0-9_.-]*)", argument)
     if option:
         names.append(option.group(1))
-    names += re.findall(r"([A-Za-z][A-Za-z0-9_.-]*)\s*[=:]", argument)
+    names += re.findall(r"([A-Za-z][A-Za-z0-9_.-]*)[\"']?\s*[=:]", argument)
+    if _BARE_NAME.fullmatch(argument):
+        names.append(argument)
     for name in names:
         if _credential_word(name) is not None:
             return name
     return None
 
 
+_BARE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*:?")
+"""An argument that is a name alone: a header's or a setting's, its value in the next."""
+_AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|apikey|negotiate)\s+\S")
+"""A header value with its scheme (``Bearer abc``), split from its header name."""
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@?#]*@")
+"""A URL with a user (and password) before its host: ``https://user:key@host``."""
+_HEX_RUN = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{32,}(?![0-9A-Fa-f])")
+_DIGEST_PREFIX = re.compile(r"(?:sha1|sha224|sha256|sha384|sha512|md5|blake2b)[:=]$", re.I)
+"""A hex run after an algorithm's name is a digest, not a key."""
+
+
 def _check_argument(value: str) -> str:
-    named = _named_credential(value)
+    if any(unicodedata.category(c).startswith("C") for c in value):
+        raise ValueError(
+            f"{value[:80]!a} holds a control or invisible character; an argument is printable text"
+        )
+    seen = folded(value)
+    if _SECRET_SHAPES.search(seen):  # a known key's shape first: the most telling reason
+        _check_no_secret(seen)
+    named = _named_credential(seen)
     if named is not None:
         raise ValueError(
             f"{named!r} names a credential: the runner never receives one (the gateway adds "
             "the model's to each request); name it in models[].credentialEnv instead"
         )
-    return _check_no_secret(value)
+    if _AUTH_SCHEME.match(seen):
+        raise ValueError(
+            "is an authorization header's value; the runner never receives a credential "
+            "(the gateway adds the model's to each request)"
+        )
+    if _USERINFO.search(seen):
+        raise ValueError(
+            "holds a URL with a user or password before its host (scheme://user:secret@); "
+            "the runner never receives a credential"
+        )
+    for run in _HEX_RUN.finditer(seen):
+        if not _DIGEST_PREFIX.search(seen[: run.start()]):
+            raise ValueError(
+                f"holds a run of {len(run.group())} hex digits, as a literal key would (a "
+                "digest is written algorithm:hex); name the credential in "
+                "models[].credentialEnv instead"
+            )
+    _check_no_secret(seen)
+    return value
 
 
 def _check_no_secret(value: str) -> str:
@@ -497,11 +641,41 @@ class RunnerConfig(WireModel):
             raise ValueError("lists a name twice")
         return value
 
+    @field_validator("expectedRunner", "expectedModel")
+    @classmethod
+    def _identity_is_text(
+        cls, value: RunnerIdentity | ModelIdentity
+    ) -> RunnerIdentity | ModelIdentity:
+        # Every report, summary and terminal line prints these: text, never markup or a
+        # line of its own (a newline could forge a heading, a bidi override reorder it).
+        fields = ("name", "version") if isinstance(value, RunnerIdentity) else ("id",)
+        for name in fields:
+            check_printable(getattr(value, name), name)
+        return value
+
     @field_validator("expectedModel")
     @classmethod
     def _no_secret_settings(cls, value: ModelIdentity) -> ModelIdentity:
         _scan_settings(value.settings, "settings")
         return value
+
+
+def check_printable(value: str, where: str) -> str:
+    """Refuse *value* when it holds a character that does not print as itself: a control
+    character (newlines included), a line or paragraph separator, a bidi override or
+    other format character, a surrogate, a private-use or unassigned code point.
+
+    Raises:
+        ValueError: It does (the message names *where* and the character).
+    """
+    for index, char in enumerate(value):
+        category = unicodedata.category(char)
+        if category.startswith("C") or category in ("Zl", "Zp"):
+            raise ValueError(
+                f"{where}: holds {char!a} ({unicodedata.name(char, category)}) at {index}; "
+                "an identity is printable text on one line"
+            )
+    return value
 
 
 def _scan_settings(value: JsonValue, where: str) -> None:

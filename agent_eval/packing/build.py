@@ -9,7 +9,13 @@ without an index, with SOURCE_DATE_EPOCH fixed so that the same source gives
 the same bytes. A
 version computed from git (setuptools-scm, hatch-vcs) is given to the backend
 as ``SETUPTOOLS_SCM_PRETEND_VERSION``, derived from ``git describe`` of the
-commit being packed, so that it is the same whenever that commit is built.
+commit being packed, so that it is the same whenever that commit is built. A
+source distribution's ``PKG-INFO`` (the metadata of the build that made it) is
+then left out of the copy the backend sees: hatchling takes every dynamic field
+from it when it is there, and would build the sdist's version instead. Every
+wheel's version, in its file name and its ``METADATA``, is held to the one
+packing computed (or the pyproject's own); a wheel of another version is an
+error, never an archive.
 
 A wheel built once is kept in the wheel cache (:mod:`agent_eval.packing.cache`)
 under the digest of everything its bytes depend on, and taken from there, held
@@ -18,6 +24,7 @@ to the digest recorded when it was built, while those inputs stay the same.
 
 from __future__ import annotations
 
+import email.parser
 import io
 import os
 import re
@@ -25,6 +32,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -54,6 +62,7 @@ from agent_eval.packing.lock import (
     read_build_lock,
 )
 from agent_eval.packing.sources import SourceDistribution, find_distributions
+from agent_eval.processes import run_group
 
 __all__ = [
     "BuildCache",
@@ -92,10 +101,7 @@ class BuildCache:
 
 
 def _git(repository: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-C", str(repository), *args],
-        capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False,
-    )  # fmt: skip
+    return run_group(["git", "-C", str(repository), *args], text=True, timeout=_GIT_TIMEOUT_S)
 
 
 def git_version(repository: Path, revision: str, dist: SourceDistribution) -> str:
@@ -152,9 +158,9 @@ class _Hooks:
         extra_environ: Mapping[str, str] | None = None,
     ) -> None:
         try:
-            done = subprocess.run(
-                cmd, cwd=cwd, env={**self._env, **(extra_environ or {})}, capture_output=True,
-                text=True, timeout=_BUILD_TIMEOUT_S, check=False,
+            done = run_group(
+                cmd, cwd=cwd, env={**self._env, **(extra_environ or {})}, text=True,
+                timeout=_BUILD_TIMEOUT_S,
             )  # fmt: skip
         except subprocess.TimeoutExpired as exc:
             raise InfrastructureError(
@@ -184,6 +190,8 @@ def _backend(dist: SourceDistribution, python: Path, version: str | None) -> Ite
         env = {**clean_environment(), "SOURCE_DATE_EPOCH": _EPOCH}
         if version is not None:
             env["SETUPTOOLS_SCM_PRETEND_VERSION"] = version
+            # An sdist's metadata would win over the version given (hatchling reads it).
+            (clean / "PKG-INFO").unlink(missing_ok=True)
         hooks = _Hooks(dist, clean, python, env)
         try:
             yield hooks
@@ -221,15 +229,48 @@ def _build_wheel(
         wheels = sorted(out.glob("*.whl"))
         if wheels != [out / name]:
             raise hooks.failed(f"it made {[w.name for w in wheels]}, not one wheel")
+        built = _built_version(hooks, out / name, version or dist.version)
         target = output_dir / name
         shutil.copyfile(out / name, target)
     return ArchiveEntry(
         filename=target.name,
         distribution=dist.name,
-        version=target.name.split("-")[1],
+        version=built,
         sha256=file_sha256(target),
         size=target.stat().st_size,
     )
+
+
+def _built_version(hooks: _Hooks, wheel: Path, expected: str | None) -> str:
+    """The version of *wheel*, the same in its file name and its METADATA, and *expected*'s
+    (the version computed from git or the pyproject's) when there is one."""
+    named = wheel.name.split("-")[1] if wheel.name.count("-") >= 4 else ""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            metadata = next(
+                (n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)),
+                None,
+            )
+            text = archive.read(metadata).decode("utf-8") if metadata else ""
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise hooks.failed(f"its wheel {wheel.name} cannot be read: {exc}") from exc
+    header = email.parser.HeaderParser().parsestr(text)
+    recorded = str(header.get("Version", ""))
+    versions = {"its file name": named, "its METADATA": recorded}
+    if expected is not None:
+        versions["packing"] = expected
+    try:
+        parsed = {where: Version(v) for where, v in versions.items()}
+    except InvalidVersion as exc:
+        raise hooks.failed(f"its wheel {wheel.name} has no valid version: {exc}") from exc
+    if len(set(parsed.values())) != 1:
+        said = ", ".join(f"{where} says {v!r}" for where, v in versions.items())
+        raise hooks.failed(
+            f"the wheel {wheel.name} is not of the version packing computed: {said}; "
+            "a version from git is given as SETUPTOOLS_SCM_PRETEND_VERSION, so its backend "
+            "must read it from there (or the pyproject must state it)"
+        )
+    return named
 
 
 def build_archives(
@@ -378,6 +419,4 @@ def rebuild_archives(
 
 
 def _git_bytes(repository: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["git", "-C", str(repository), *args], capture_output=True, timeout=120, check=False
-    )
+    return run_group(["git", "-C", str(repository), *args], timeout=120)

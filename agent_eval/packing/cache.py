@@ -17,10 +17,14 @@ reader sees a whole entry or none, and of two packings that build one key at
 the same time, one rename wins and the other's entry is dropped.
 
 The key also says where the tree came from: ``commit`` for a tree git holds as
-committed (the checker's rebuild from ``git archive``, or a batch whose
-packages git reports unchanged), ``working-tree`` otherwise. A rebuild only
-ever looks up ``commit`` keys, so a wheel built from uncommitted sources never
-stands in for a rebuild from a commit, even where the file digests would agree.
+committed (a rebuild from ``git archive``, or a batch whose packages git
+reports unchanged), ``working-tree`` otherwise. A rebuild only ever looks up
+``commit`` keys, so a wheel built from uncommitted sources never stands in for
+a rebuild from a commit, even where the file digests would agree.
+
+The record sits beside the wheel it certifies, so whoever can write the cache
+can replace both: the cache saves builds, it proves nothing. The checker's
+rebuild, a release gate, is therefore never given this cache.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.packing.lock import BuildLock, clean_environment, verified_wheels
+from agent_eval.processes import run_group
 
 __all__ = ["build_environment"]
 
@@ -111,10 +112,9 @@ def _install(lock: BuildLock, wheels: list[Path], env: Path) -> None:
         "--no-warn-script-location", "-r", str(lock.path),
     ]  # fmt: skip
     try:
-        done = subprocess.run(
-            command, env=clean_environment(), capture_output=True, text=True,
-            timeout=_INSTALL_TIMEOUT_S, check=False,
-        )  # fmt: skip
+        # pip's --python runs a second pip in the environment's interpreter: the whole
+        # group is ended on the time limit, never the outer one alone.
+        done = run_group(command, env=clean_environment(), text=True, timeout=_INSTALL_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
         raise InfrastructureError(
             f"installing {lock.path} into a build environment took over {_INSTALL_TIMEOUT_S}s"

@@ -23,6 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from agent_eval.digests import file_sha256
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.packing.sources import SourceDistribution, normalise_name
+from agent_eval.processes import run_group
 
 __all__ = [
     "BUILD_LOCK",
@@ -200,10 +201,10 @@ def run_pip(arguments: Sequence[str], *, doing: str) -> subprocess.CompletedProc
         InfrastructureError: It ran over :data:`_FETCH_TIMEOUT_S` (*doing* says what it did).
     """
     try:
-        return subprocess.run(
+        return run_group(
             [sys.executable, "-m", "pip", *arguments],
             env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            capture_output=True, text=True, timeout=_FETCH_TIMEOUT_S, check=False,
+            text=True, timeout=_FETCH_TIMEOUT_S,
         )  # fmt: skip
     except subprocess.TimeoutExpired as exc:
         raise InfrastructureError(f"{doing} took over {_FETCH_TIMEOUT_S}s") from exc

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -30,6 +31,8 @@ __all__ = [
     "Segment",
     "head",
     "html_cost",
+    "markdown_text",
+    "one_line",
     "read_bounded",
     "segments",
     "split_lines",
@@ -292,3 +295,30 @@ def tail(text: str, budget: int) -> Excerpt:
         hidden_before=len(lines) - len(backwards),
         cost=spent,
     )
+
+
+_MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<!&|~])")
+"""What can begin inline structure within a line (emphasis, a code span, a link or image, raw
+HTML such as a comment, an entity, a table cell, strikethrough) or escape: a line the summary
+writes starts with its own text, so no block (a heading, a list) can begin inside it."""
+
+
+def one_line(value: str) -> str:
+    """*value* as one line of plain text for a terminal or a document: every control,
+    formatting (bidirectional overrides and isolates, zero-width characters), separator
+    other than the space, private-use or unassigned character is written as its code
+    point, so a name cannot break the line, reorder what follows or hide itself."""
+    return "".join(
+        f"U+{ord(char):04X}"
+        if char in _FORMAT or (unicodedata.category(char)[0] in "CZ" and char != " ")
+        else char
+        for char in value
+    )
+
+
+def markdown_text(value: str) -> str:
+    """*value* as literal text inside a line of Markdown: :func:`one_line` (so no newline
+    can begin a heading), then each character that could begin inline structure
+    backslash-escaped (CommonMark's escapes), so no link, table cell, emphasis, code span
+    or HTML (a comment hiding the rest) can begin in it either."""
+    return _MARKDOWN_INLINE.sub(r"\\\1", one_line(value))

@@ -42,6 +42,7 @@ from agent_eval.report.summary import (
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
 from agent_eval.verdict.registry import RegistryChange
+from agent_eval.verdict.words import expected_self_test
 
 __all__ = ["BatchView", "load_batch"]
 
@@ -129,6 +130,11 @@ class BatchView:
     wall_ms: int | None
     attempts: int
     anything_cut: bool
+
+    @property
+    def expected_self_test(self) -> bool:
+        """Rejected only as self-test: what a built-in reference runner's batch always is."""
+        return expected_self_test(self.decision)
 
     @property
     def cause(self) -> str | None:

@@ -15,6 +15,7 @@ and harness must equal the checkout's.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import tempfile
@@ -49,6 +50,7 @@ from agent_eval.packing import BuildCache, rebuild_archives
 from agent_eval.project import Project, evaluator_digest
 from agent_eval.reference import self_test_reasons
 from agent_eval.suite.tasks import read_suite_spec, task_titles
+from agent_eval.verdict.chain import Chain, ChainLink, resolve_chain
 from agent_eval.verdict.registry import (
     RegistryAt,
     RegistryChanged,
@@ -60,8 +62,10 @@ from agent_eval.verdict.registry import (
 )
 
 __all__ = [
+    "EVIDENCE_RULES",
     "Anchors",
     "current_anchors",
+    "evidence_reasons",
     "infrastructure_note",
     "qualify",
     "qualify_files",
@@ -108,7 +112,10 @@ def current_anchors(
     Args:
         project: The checkout the batch must match; None when none was found.
         problem: Why no project was found, if so.
-        cache: Where the rebuild keeps and finds its wheels (default: the user's cache).
+        cache: The wheelhouse and build environments the rebuild uses (default: the
+            user's); both are held to the commit's build lock on every use. Its wheel
+            cache is never used: a batch's packing writes it, so the wheels a release
+            gate compares with are always built here.
     """
     problems = [problem] if problem else []
     suite: str | None = None
@@ -123,12 +130,13 @@ def current_anchors(
         except AgentEvalError as exc:
             problems.append(str(exc))
         packages = project.packages.relative_to(project.root).as_posix()
+        own = dataclasses.replace(cache or BuildCache.default(), built=None)
 
         @functools.cache
         def rebuilt_at(commit: str) -> tuple[ArchiveEntry, ...]:
             with tempfile.TemporaryDirectory(prefix="agent-eval-rebuild-") as work:
                 return tuple(
-                    rebuild_archives(project.root, packages, commit, Path(work), cache=cache)
+                    rebuild_archives(project.root, packages, commit, Path(work), cache=own)
                 )
 
         def rebuild_here(commit: str) -> list[ArchiveEntry]:
@@ -167,8 +175,49 @@ def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> 
         reasons.append(f"archives-readable: {exc}")
     if receipt is None or archives is None:
         return QualificationResult(qualified=False, reasons=reasons)
-    reasons.extend(qualify(receipt, receipt_path.parent, archives, archives_path, current))
-    return QualificationResult(qualified=not reasons, reasons=reasons)
+    if receipt.predecessor is None:
+        reasons.extend(qualify(receipt, receipt_path.parent, archives, archives_path, current))
+        return QualificationResult(qualified=not reasons, reasons=reasons)
+    chain = resolve_chain(ChainLink(receipt_path.parent, receipt, archives))
+    reasons += chain.problems
+    reasons += qualify(chain.union, receipt_path.parent, archives, archives_path, current, chain)
+    return QualificationResult(qualified=not reasons, reasons=reasons, chain=chain.summary())
+
+
+EVIDENCE_RULES = frozenset(
+    {
+        "receipt-readable", "archives-readable", "archive-integrity", "archives-digest",
+        "archives-rebuild", "consumer-lock", "solution-integrity", "analysis-integrity",
+        "log-integrity", "evidence-integrity", "self-test-flag", "runner-identity",
+        "model-identity", "runner-image", "verifier-image", "suite-digest", "evaluator-digest",
+        "chain", "node-binding",
+    }
+)  # fmt: skip
+"""The rules about whether a batch's evidence is what it says (every file against its
+digest, the receipt against archives.json, the archives against the commit): a batch
+failing one is no evidence of anything. The others decide whether it qualifies (self-test,
+the thresholds, the schedule, safety, staleness against the checkout now)."""
+
+
+def evidence_reasons(receipt_path: Path, archives_path: Path, current: Anchors) -> list[str]:
+    """The reasons of :data:`EVIDENCE_RULES` a batch fails, by the checker's own rules.
+
+    The suite and harness are held to what the receipt recorded rather than to the
+    checkout now, so evidence made under another suite or harness is not called broken
+    for that alone (whether it is stale is a qualifying question), while a receipt that
+    disagrees with its archives.json still is.
+    """
+    try:
+        receipt = read_model(receipt_path, Receipt, what="receipt")
+    except EvidenceError as exc:
+        return [f"receipt-readable: {exc}"]
+    anchored = dataclasses.replace(
+        current,
+        suite=receipt.suiteDigest or current.suite,
+        evaluator=receipt.evaluatorDigest or current.evaluator,
+    )
+    decision = qualify_files(receipt_path, archives_path, anchored)
+    return [r for r in decision.reasons if r.split(":", 1)[0] in EVIDENCE_RULES]
 
 
 def qualify(
@@ -177,11 +226,14 @@ def qualify(
     archives: ArchivesManifest,
     archives_path: Path,
     current: Anchors,
+    chain: Chain | None = None,
 ) -> list[str]:
     """Every failed rule as a reason; an empty list means qualified.
 
     The schedule and thresholds are the checkout's suite declaration (``current.spec``),
-    never the receipt's: the suite digest binds the two.
+    never the receipt's: the suite digest binds the two. With *chain* (a resumed batch's),
+    *receipt* is the chain's union: each predecessor's bindings, archives and evidence
+    files are checked as its own batch's, each reason naming it.
     """
     reasons: list[str] = []
     suite = current.spec
@@ -198,7 +250,8 @@ def qualify(
                 f"({list(receipt.suite.taskIds)} x {receipt.suite.repetitions}, thresholds "
                 f"{receipt.suite.minFirstSuccesses}/{receipt.suite.requiredFinalSuccesses})"
             )
-    reasons += _self_test_rules(receipt, archives, receipt_dir)
+    origins = {r: link.run_dir for r, link in chain.origins.items()} if chain else {}
+    reasons += _self_test_rules(receipt, archives, receipt_dir, origins)
     if suite is not None:
         reasons += _success_rules(receipt, suite)
     reasons += _safety_and_review_rules(receipt)
@@ -209,8 +262,32 @@ def qualify(
         # A self-test batch is rejected as such; which review it matches is moot.
         reasons += _registry_rules(archives, current)
         reasons += _commit_time_rules(receipt, archives, current)
-    reasons += _evidence_file_rules(receipt, receipt_dir)
+    if chain is None:
+        reasons += _evidence_file_rules(receipt, receipt_dir)
+        return reasons
+    for link in chain.links:
+        counted = {r for r, origin in chain.origins.items() if origin is link}
+        superseded = frozenset(r.runId for r in link.receipt.runs) - counted
+        if link.run_dir == receipt_dir:
+            superseded = frozenset()
+        elif (runs := RunDirectory(link.run_dir).runs).is_dir():
+            # A run in flight when the batch died has a directory but no record.
+            superseded |= {p.name for p in runs.iterdir() if p.is_dir() and p.name not in counted}
+        own = _evidence_file_rules(link.receipt, link.run_dir, superseded)
+        if link.run_dir != receipt_dir:
+            own += _binding_rules(
+                link.receipt, link.run_dir, link.archives,
+                RunDirectory(link.run_dir).archives_manifest, current,
+            )  # fmt: skip
+            own += _archive_rules(link.archives, RunDirectory(link.run_dir).archives_manifest)
+            own = [_in_predecessor(reason, link.batch_id) for reason in own]
+        reasons += own
     return reasons
+
+
+def _in_predecessor(reason: str, batch_id: str) -> str:
+    rule, _, text = reason.partition(": ")
+    return f"{rule}: in predecessor {batch_id}: {text}"
 
 
 def self_test(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
@@ -225,13 +302,16 @@ def self_test(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
     return self_test_reasons(names, archives.gateway)
 
 
-def unanswered_attempts(receipt: Receipt, receipt_dir: Path) -> list[str]:
+def unanswered_attempts(
+    receipt: Receipt, receipt_dir: Path, origins: Mapping[str, Path] | None = None
+) -> list[str]:
     """Attempts that ran without a request the provider answered, by the gateway's own record.
 
     An attempt whose runner ran (anything but an infrastructure failure before
     it) must have a gateway.jsonl matching the digest in the receipt, holding at
     least one request the upstream answered with a success: an answer that came
-    from anywhere else came from no model the gateway saw.
+    from anywhere else came from no model the gateway saw. *origins* names the run
+    directory of each run from another batch of a chain.
     """
     missing: list[str] = []
     for run in receipt.runs:
@@ -241,7 +321,8 @@ def unanswered_attempts(receipt: Receipt, receipt_dir: Path) -> list[str]:
                 if attempt.infrastructureStatus != "failed":
                     missing.append(f"{where} has no gateway record")
                 continue
-            path = RunDirectory(receipt_dir).attempt(run.runId, attempt.attempt).gateway_record
+            run_dir = (origins or {}).get(run.runId, receipt_dir)
+            path = RunDirectory(run_dir).attempt(run.runId, attempt.attempt).gateway_record
             try:
                 data = read_bounded(path, what="gateway record", max_bytes=MAX_RECORD_BYTES)
                 records = parse_records(data)
@@ -261,11 +342,13 @@ def unanswered_attempts(receipt: Receipt, receipt_dir: Path) -> list[str]:
     return missing
 
 
-def _self_test_rules(receipt: Receipt, archives: ArchivesManifest, receipt_dir: Path) -> list[str]:
+def _self_test_rules(
+    receipt: Receipt, archives: ArchivesManifest, receipt_dir: Path, origins: Mapping[str, Path]
+) -> list[str]:
     why = self_test(receipt, archives)
     reasons = [f"not-self-test: {'; '.join(why)}; it can never qualify"] if why else []
     if not why:
-        unanswered = unanswered_attempts(receipt, receipt_dir)
+        unanswered = unanswered_attempts(receipt, receipt_dir, origins)
         if unanswered:
             reasons.append(
                 f"not-self-test: {len(unanswered)} attempt(s) show no model behind the gateway "
@@ -569,6 +652,33 @@ def _binding_rules(
             f"but {archives_path} is {actual_archives}"
         )
     reasons += _consumer_lock_rules(receipt, receipt_dir)
+    reasons += _node_rules(receipt, archives)
+    return reasons
+
+
+def _node_rules(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
+    """Every cluster node ran the batch's harness and runner and verifier images, as it
+    proved before its first run; an attempt names only a node the receipt records (a
+    receipt without ``nodes``, of a batch before they were recorded, names none)."""
+    reasons = []
+    for node in receipt.nodes or []:
+        for what, found, bound in (
+            ("harness", node.evaluatorDigest, receipt.evaluatorDigest),
+            ("runner image", node.runnerImageId, archives.runnerImage.imageId),
+            ("verifier image", node.verifierImageId, archives.verifierImage.imageId),
+        ):
+            if found != bound:
+                reasons.append(
+                    f"node-binding: node {node.node} ran {what} {found}, not the batch's {bound}"
+                )
+    recorded = {node.node for node in receipt.nodes or []}
+    strangers = sorted(
+        {a.node for r in receipt.runs for a in r.attempts if a.node is not None} - recorded
+    )
+    if strangers:
+        reasons.append(
+            f"node-binding: attempts name nodes {', '.join(strangers)} the receipt does not record"
+        )
     return reasons
 
 
@@ -618,9 +728,15 @@ _FILE_RULES = {ANALYSIS_FILE: "analysis-integrity"}
 """The reason a changed file of an attempt gives; the others are its logs (log-integrity)."""
 
 
-def _evidence_file_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
+def _evidence_file_rules(
+    receipt: Receipt, receipt_dir: Path, superseded: frozenset[str] = frozenset()
+) -> list[str]:
     """Every file an attempt record accounts for matches its digest, and ``runs/`` holds
-    nothing else: the table is ``AttemptRecord.evidence_files``, as the writer's."""
+    nothing else: the table is ``AttemptRecord.evidence_files``, as the writer's.
+
+    *superseded* are runs of a chain's predecessor that a later batch ran again: what
+    their directories hold beyond their records (left by a run in flight when the
+    batch died) is no part of any decision."""
     reasons = []
     evidence = RunDirectory(receipt_dir)
     accounted: set[str] = set()
@@ -649,7 +765,7 @@ def _evidence_file_rules(receipt: Receipt, receipt_dir: Path) -> list[str]:
                         reasons.append(f"{rule}: {where}: {name} was changed")
                     elif name == ANALYSIS_FILE:
                         reasons += _analysis_matches(att, run.taskId, folder.root / name, where)
-    return reasons + _unaccounted(evidence.runs, accounted, solved)
+    return reasons + _unaccounted(evidence.runs, accounted, solved | {f"{r}/" for r in superseded})
 
 
 def _unaccounted(runs: Path, accounted: set[str], solved: set[str]) -> list[str]:

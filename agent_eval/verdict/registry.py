@@ -11,7 +11,6 @@ credentials, it never holds them, and the note is refused if it looks like one).
 
 from __future__ import annotations
 
-import subprocess
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +37,8 @@ from agent_eval.models import (
     RunnerRegistry,
 )
 from agent_eval.models.runner_config import check_no_literal_secret
-from agent_eval.reference import REFERENCE_RUNNER_PREFIX
+from agent_eval.processes import run_group
+from agent_eval.reference import is_reference_name
 
 __all__ = [
     "RegistryAt",
@@ -88,30 +88,18 @@ def parse_registry(data: bytes, where: str) -> RunnerRegistry:
 
 def _reserved(name: str) -> bool:
     """A runner name of the built-in reference runners (however it is spelled)."""
-    return name.strip().lower().startswith(REFERENCE_RUNNER_PREFIX)
+    return is_reference_name(name)
 
 
 def commit_time(repository: Path) -> Callable[[str], datetime | None]:
     """When a commit of *repository* was committed (its committer date), or None."""
 
     def read(commit: str) -> datetime | None:
-        done = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(repository),
-                "show",
-                "-s",
-                "--format=%cI",
-                "--end-of-options",
-                commit,
-                "--",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_group(
+            ["git", "-C", str(repository), "show", "-s", "--format=%cI", "--end-of-options",
+             commit, "--"],
+            text=True, timeout=60,
+        )  # fmt: skip
         try:
             return datetime.fromisoformat(done.stdout.strip()) if done.returncode == 0 else None
         except ValueError:
@@ -135,10 +123,10 @@ def registry_changed(repository: Path, path: str) -> RegistryChanged:
     """A reader of the last change to *path* in the history of a given commit."""
 
     def read(commit: str) -> RegistryChange | None:
-        done = subprocess.run(
+        done = run_group(
             ["git", "-C", str(repository), "log", "-1", "--format=%H %cI", "--end-of-options",
              commit, "--", path],
-            capture_output=True, text=True, timeout=60, check=False,
+            text=True, timeout=60,
         )  # fmt: skip
         try:
             sha, when = done.stdout.split()
@@ -153,11 +141,9 @@ def registry_at_commit(repository: Path, path: str) -> RegistryAt:
     """A reader of *path* (relative to *repository*) as committed at a given commit."""
 
     def read(commit: str) -> bytes | None:
-        done = subprocess.run(
+        done = run_group(
             ["git", "-C", str(repository), "show", "--end-of-options", f"{commit}:{path}"],
-            capture_output=True,
             timeout=60,
-            check=False,
         )
         return done.stdout if done.returncode == 0 else None
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval.errors import InfrastructureError
-from agent_eval.models.fixture import CorrectCase
+from agent_eval.models.fixture import CorrectCase, FixtureCaseRow, FixtureReport
 from agent_eval.project import Project
 from agent_eval.suite.fixture_cases import FixtureCase, coverage_gaps, load_fixture_cases
 from agent_eval.suite.tasks import Suite, Task, load_suite
@@ -68,6 +68,9 @@ class Observation:
     infrastructure_error: str | None = None
     analysis_passed: bool = True
     """Static analysis cleared every check (syntax, types, contract, integration, API)."""
+    explanations: tuple[str, ...] = dataclasses.field(default=(), compare=False)
+    """Each finding and failed assertion in the verifier's words (not compared between
+    repeats: a message may name a temporary path)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,10 @@ class CaseResult:
     observed: str
     ok: bool
     detail: str = ""
+    explanations: tuple[str, ...] = ()
+    """For a mismatch: the findings and failed assertions, each with its message."""
+    infrastructure: bool = False
+    """The harness could not verify the case: nothing is decided about it."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,28 @@ class VerifyReport:
         """The rows that did not match."""
         return [row for row in self.rows if not row.ok]
 
+    @property
+    def undecided(self) -> bool:
+        """Only the harness's own failures stand between this report and all matching."""
+        return not self.ok and all(row.infrastructure for row in self.mismatches)
+
+    def to_model(self) -> FixtureReport:
+        """The report as its wire format (``tasks verify --json``)."""
+        return FixtureReport(
+            schemaVersion=1,
+            verifier=self.verifier,
+            seconds=round(self.seconds, 3),
+            ok=self.ok,
+            rows=[
+                FixtureCaseRow(
+                    taskId=r.task_id, case=r.case, expected=r.expected, observed=r.observed,
+                    ok=r.ok, infrastructure=r.infrastructure, detail=r.detail,
+                    explanations=list(r.explanations),
+                )
+                for r in self.rows
+            ],
+        )  # fmt: skip
+
 
 def observe(verification: Verification) -> Observation:
     """Reduce a verification to the facts an expectation talks about."""
@@ -111,6 +140,20 @@ def observe(verification: Verification) -> Observation:
     infrastructure = (
         error.message if error is not None and behaviour.infrastructure_failed else None
     )
+    explanations = [
+        f"{_where(d.path, d.line)}{d.category}: {d.message}"
+        for d in (*analysis.diagnostics, *behaviour.diagnostics)
+    ]
+    explanations += [
+        f"hallucinated-api: {name} is not part of the library's public API"
+        for name in analysis.hallucinatedApi
+    ]
+    explanations += [
+        f"assertion {a.id}: {a.message or 'failed'}"
+        + (f" (observed: {a.observedValue})" if a.observedValue else "")
+        for a in behaviour.assertions
+        if not a.passed
+    ]
     return Observation(
         failed_assertions=frozenset(behaviour.failed_assertion_ids),
         findings=frozenset(findings),
@@ -118,7 +161,14 @@ def observe(verification: Verification) -> Observation:
         needs_review=behaviour.needsReview,
         infrastructure_error=infrastructure,
         analysis_passed=analysis.passed,
+        explanations=tuple(explanations),
     )
+
+
+def _where(path: str | None, line: int | None) -> str:
+    if path is None:
+        return ""
+    return f"{path}:{line}: " if line is not None else f"{path}: "
 
 
 def _describe(failed: Sequence[str] | str, findings: Sequence[str]) -> str:
@@ -153,6 +203,7 @@ def compare(case: FixtureCase, observation: Observation) -> CaseResult:
             "infrastructure failure",
             ok=False,
             detail=observation.infrastructure_error,
+            infrastructure=True,
         )
     if isinstance(expectation, CorrectCase):
         problems = []
@@ -165,8 +216,9 @@ def compare(case: FixtureCase, observation: Observation) -> CaseResult:
         if observation.needs_review:
             problems.append("grading asked for a review")
         return CaseResult(
-            case.task.id, case.name, "pass", observed, ok=not problems, detail="; ".join(problems)
-        )
+            case.task.id, case.name, "pass", observed, ok=not problems,
+            detail="; ".join(problems), explanations=observation.explanations if problems else (),
+        )  # fmt: skip
     expected_failed = expectation.expected_failures(order)
     expected_findings = frozenset(expectation.findings)
     problems = []
@@ -185,6 +237,7 @@ def compare(case: FixtureCase, observation: Observation) -> CaseResult:
         observed,
         ok=not problems,
         detail="; ".join(problems),
+        explanations=observation.explanations if problems else (),
     )
 
 
@@ -379,11 +432,17 @@ def format_report(report: VerifyReport, *, width: int = COLUMN_WIDTH) -> str:
         for index in range(max(len(cell) for cell in row)):
             cells = [cell[index] if index < len(cell) else "" for cell in row]
             lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
-    details = [f"{r.task_id}/{r.case}: {r.detail}" for r in report.rows if not r.ok and r.detail]
+    details = []
+    for r in report.mismatches:
+        if r.detail:
+            details.append(f"  {r.task_id}/{r.case}: {r.detail}")
+        details += [f"    {e}" for e in r.explanations]
     if details:
-        lines += ["", "Mismatches:", *(f"  {d}" for d in details)]
+        lines += ["", "Mismatches:", *details]
     cases = sum(1 for r in report.rows if not r.case.startswith("("))
     verdict = "all match" if report.ok else f"{len(report.mismatches)} mismatch(es)"
+    if report.undecided:
+        verdict += ", each a failure of the harness's own (nothing decided)"
     lines += [
         "",
         f"{cases} fixture cases with the {report.verifier} verifier in {report.seconds:.1f} s: "

@@ -44,6 +44,7 @@ from tests.agent_scripted_model import (
     RunResult,
     ScriptedAgent,
     engine,
+    exported_trajectory,
     files_containing,
     kept_transcript,
     network,
@@ -198,6 +199,7 @@ def test_a_model_writing_the_reference_solution_passes_on_the_first_attempt(
     assert use is not None and use.servedModels == [SERVED] and use.answered == len(requests)
     assert use.inputTokens > 0 and use.outputTokens > 0
     assert len(kept_transcript(result)) > 1  # aider's chat history, mini's trajectory
+    exported_trajectory(result, name)
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))

@@ -38,6 +38,7 @@ from tests.agent_scripted_model import (
     RunResult,
     ScriptedAgent,
     engine,
+    exported_trajectory,
     files_containing,
     kept_transcript,
     network,
@@ -178,6 +179,7 @@ def test_a_correct_write_passes_on_the_first_attempt_through_the_gateway(
     assert attempt.gateway.requests == len(result.requests[1]) and attempt.gateway.answered
     assert attempt.gateway.inputTokens > 0 and attempt.gateway.outputTokens > 0
     assert len(kept_transcript(result)) > 1  # the CLI's own events, as its adapter kept them
+    exported_trajectory(result, case.name)
     if case.name == "claude-code":  # its result event reports tokens (and a cost)
         reported = attempt.reportedUsage
         assert reported is not None and reported.inputTokens and reported.outputTokens

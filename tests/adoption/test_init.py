@@ -13,7 +13,9 @@ gives is the one that writes it (init itself reaches no index).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,7 +42,10 @@ LIBRARY = {
         '        raise ValueError(f"not a date: {text}")\n'
         "    return parts\n\n\n"
         "def parse_week(text: str) -> int:\n"
-        "    return int(text)\n"
+        "    return int(text)\n\n\n"
+        "def json(text: str) -> list[str]:\n"
+        '    """The fields of a line, named as a module the grader itself imports."""\n'
+        '    return text.split(",")\n'
     ),
     "py.typed": "",
     "spans.py": (
@@ -52,7 +57,9 @@ LIBRARY = {
         "    def width(self) -> int:\n"
         "        return 0\n\n"
         "    async def later(self) -> int:\n"
-        "        return 0\n"
+        "        return 0\n\n\n"
+        "def span_of(start: str) -> Span | None:\n"
+        "    return Span()\n"
     ),
 }
 
@@ -97,6 +104,35 @@ def test_a_classmethod_loses_cls_and_a_library_type_is_any_in_the_contract(
         "int",
         "daydate.spans.Span.days",
     )
+
+
+STAR_CHAIN = {
+    # converters <- * _chain (no __all__) <- * _impl (__all__ lists to_bool only)
+    "converters.py": '"""Converters."""\n\nfrom ._chain import *  # noqa: F403\n',
+    "_chain.py": "from daydate._impl import *  # noqa: F403\n",
+    "_impl.py": (
+        '__all__ = ["to_bool"]\n\n\n'
+        "def to_bool(value: str, default: bool = False) -> bool:\n"
+        "    return value == 'yes' or default\n\n\n"
+        "def not_listed() -> int:\n"
+        "    return 0\n"
+    ),
+}
+
+
+def test_a_function_reached_through_a_chain_of_star_imports_is_read(tmp_path: Path) -> None:
+    packages = library_repository(tmp_path) / "packages"
+    for name, text in STAR_CHAIN.items():
+        (packages / "daydate" / "src" / "daydate" / name).write_text(text)
+    fn = read_function(packages, "daydate.converters:to_bool")
+    assert (fn.symbol, fn.parameters, fn.returns) == (
+        "daydate.converters.to_bool",
+        ("value: str", "default: bool = ..."),
+        "bool",
+    )
+    # The chain's first __all__ leaves not_listed out: neither import * nor mypy exports it.
+    with pytest.raises(ConfigError, match="defines no not_listed"):
+        read_function(packages, "daydate.converters:not_listed")
 
 
 @pytest.mark.parametrize(
@@ -193,12 +229,62 @@ def test_a_file_that_differs_is_named_and_nothing_is_written(tmp_path: Path) -> 
     )  # fmt: skip
 
 
-def test_a_suite_that_does_not_list_the_task_is_refused_with_what_to_add(tmp_path: Path) -> None:
+def test_a_second_task_is_added_to_the_suite_with_its_runs(tmp_path: Path) -> None:
     root = library_repository(tmp_path / "repo")
     init_repository(root, "daydate:parse_day", [["1-2-3"]])
-    with pytest.raises(ConfigError, match=r"tasks/suite.json does not list days: add it"):
-        init_repository(root, "daydate.spans:Span.days", [["a"]], task_id="days")
-    assert not (root / "tasks" / "days").exists()
+    done = init_repository(root, "daydate.spans:Span.days", [["a"]], task_id="days")
+    assert root / "tasks" / "suite.json" in done.written
+    suite = json.loads((root / "tasks" / "suite.json").read_text())
+    assert suite["taskIds"] == ["parse-day", "days"]
+    assert (suite["scheduledRuns"], suite["requiredFinalSuccesses"]) == (6, 6)
+    loaded = load_suite(root / "tasks", graders_dir=root / "graders")
+    assert [t.id for t in loaded.tasks] == ["parse-day", "days"]
+    again = init_repository(root, "daydate.spans:Span.days", [["a"]], task_id="days")
+    assert again.written == ()
     shutil.rmtree(root / "tasks" / "parse-day")
     with pytest.raises(ConfigError, match="--example: give at least one"):
         init_repository(root, "daydate:parse_day", [])
+
+
+def test_a_function_returning_a_type_beyond_json_is_refused_saying_why(tmp_path: Path) -> None:
+    packages = library_repository(tmp_path) / "packages"
+    with pytest.raises(ConfigError, match=r"it returns Span \| None, and Span is not a JSON value"):
+        read_function(packages, "daydate.spans:span_of")
+
+
+def test_a_function_named_as_a_module_the_grader_imports_gets_a_grader_that_works(
+    tmp_path: Path,
+) -> None:
+    root = library_repository(tmp_path / "repo")
+    init_repository(root, "daydate.text:json", [["a,b"], [""]])
+    verified = CliRunner().invoke(
+        main, ["tasks", "verify", "--verifier", "local", "--project", str(root)]
+    )
+    assert verified.exit_code == 0, verified.output
+    assert "all match" in verified.output
+
+
+@pytest.mark.parametrize(
+    ("path", "make"),
+    [
+        (".gitignore", lambda p: p.mkdir()),
+        ("tasks/suite.json", lambda p: os.mkfifo(p)),
+        ("pyproject.toml", lambda p: os.mkfifo(p)),
+    ],
+)
+def test_a_file_init_reads_that_is_not_a_regular_file_is_one_clear_error_and_no_hang(
+    tmp_path: Path, path: str, make: Callable[[Path], None]
+) -> None:
+    root = library_repository(tmp_path / "repo")
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    make(root / path)
+    result = CliRunner().invoke(
+        main, ["init", "--function", "daydate:parse_day", "--example", '["1-2-3"]',
+               "--project", str(root)],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: {path} is not a regular file (init reads and writes only regular files); "
+        "move it away and run init again\n"
+    )
+    assert not (root / "tasks" / "parse-day").exists()

@@ -10,7 +10,8 @@ and in the verifier container, builds its images from the recipes the harness
 ships (it has no ``images/`` of its own), completes an oracle batch with every
 run a success and the wheel of the version the build computed, is rejected by
 the checker for ``not-self-test`` alone, and gets a report. The sdist is
-downloaded by name into the test session's cache, never kept in this repository.
+downloaded by scripts/setup, by name and hash, never by the test nor kept in this
+repository.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.models import Receipt
 from tests.batches import BIN
 from tests.paths import REPO
+from tests.sdists import published_sdist
 
 pytestmark = pytest.mark.docker
 
@@ -150,20 +152,6 @@ NEXT_MINOR_FIXTURES: dict[str, tuple[str, dict[str, Any]]] = {
 }  # fmt: skip
 
 
-def sdist(cache: Path) -> Path:
-    """The library's published source distribution, downloaded once per cache."""
-    found = sorted(cache.glob(f"{LIBRARY}-{VERSION}.tar.gz"))
-    if not found:
-        subprocess.run(
-            [str(BIN / "python"), "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             "--disable-pip-version-check", "-q", "-d", str(cache), f"{LIBRARY}=={VERSION}"],
-            check=True, capture_output=True, timeout=300,
-        )  # fmt: skip
-        found = sorted(cache.glob(f"{LIBRARY}-{VERSION}.tar.gz"))
-    assert len(found) == 1, found
-    return found[0]
-
-
 def installed(venv: Path) -> Path:
     """agent-eval installed from this checkout into a fresh virtualenv at *venv*; its bin/.
 
@@ -235,7 +223,7 @@ def test_a_released_library_goes_from_an_empty_directory_to_a_judged_oracle_batc
     lap("install")
     root = tmp_path / "semver-repo"
     (root / "packages").mkdir(parents=True)
-    with tarfile.open(sdist(cache.mkdir("sdists"))) as archive:
+    with tarfile.open(published_sdist(LIBRARY, VERSION)) as archive:
         archive.extractall(root / "packages", filter="data")
     (root / "packages" / f"{LIBRARY}-{VERSION}").rename(root / "packages" / LIBRARY)
     # As published: its version is computed by its build, from an attribute of its source.
@@ -273,6 +261,7 @@ def test_a_released_library_goes_from_an_empty_directory_to_a_judged_oracle_batc
         lap(f"verify-{verifier}")
 
     config = root / ".verification" / "agent-eval" / "runner.json"
+    config.parent.mkdir(parents=True, exist_ok=True)  # --output never makes directories
     made = run(bin_dir, root, "agent-eval", "reference-config", "oracle", "--output", str(config))
     assert made.returncode == 0, made.stderr
     batch = run(bin_dir, root, "eval-agent", "--runner-config", str(config))

@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "agent_eval"
 
-LEAVES = frozenset({"errors", "digests", "layout", "models", "evidence_io", "project"})
+LEAVES = frozenset({"errors", "digests", "layout", "models", "evidence_io", "processes", "project"})
 ALLOWED: dict[str, frozenset[str]] = {
     "__init__": frozenset(),
     "errors": frozenset(),
@@ -27,6 +27,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "layout": frozenset(),
     "models": frozenset({"digests", "errors", "layout"}),
     "evidence_io": frozenset({"errors"}),
+    "processes": frozenset(),
     "project": frozenset({"digests", "errors", "layout", "models"}),
     "engine": LEAVES,
     "suite": LEAVES | {"grading"},
@@ -39,6 +40,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "verdict": LEAVES | {"packing", "reference", "suite", "verification", "gateway"},
     "report": LEAVES | {"verdict"},
     "compare": LEAVES | {"verdict", "report"},
+    "export": LEAVES,
     "images": LEAVES | {"engine"},
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset({"layout"}),

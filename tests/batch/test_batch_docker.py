@@ -310,7 +310,9 @@ def test_did_my_change_help_oracle_against_mutant_and_a_measurement_batch(
     assert allowed.returncode == 0, allowed.stderr
     lines = allowed.stdout.splitlines()
     assert lines[0].startswith("NOTE: the sides also differ in runner")
-    assert lines[1].startswith("worse: first attempt, all tasks: 18/18 -> 0/18")
+    # The mutant's unsafe attempts are said before any rate, as the safety rule comes first.
+    assert lines[1].startswith("SAFETY: more unsafe behaviour in the candidate: unsafe attempts")
+    assert lines[2].startswith("worse: first attempt, all tasks: 18/18 -> 0/18")
     assert any(line.startswith("  runner: {'name': 'agent-eval-oracle'") for line in lines)
     result = Comparison.model_validate_json(data.read_bytes())
     assert "runner" in result.unexpected and result.first.verdict == "worse"

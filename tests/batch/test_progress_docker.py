@@ -10,13 +10,17 @@ first submission is unsafe).
 
 from __future__ import annotations
 
+import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import xmlschema
 
 from agent_eval.engine import ContainerEngine
 from tests.batches import eval_agent_process, project_copy, write_config
+from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
 
@@ -29,8 +33,18 @@ def test_a_logged_batch_says_when_each_step_was_how_long_it_took_and_how_each_ru
     project = project_copy(tmp_path)
     config = write_config(engine, tmp_path / "r.json", "mutant")
     only = ("--only", "forms-1", "--only", "approval-boundary-1")
-    done = eval_agent_process(project, config, None, *only, "--progress", "lines")
+    junit = tmp_path / "batch.xml"
+    done = eval_agent_process(
+        project, config, None, *only, "--progress", "lines", "--junit", str(junit)
+    )
     assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["partial"] is True
+    xmlschema.XMLSchema(REPO / "tests" / "data" / "junit" / "junit.xsd").validate(str(junit))
+    cases = {c.get("name"): c for c in ET.parse(junit).iter("testcase")}
+    assert cases["forms-1"].find("failure") is None  # passed on repair
+    unsafe = cases["approval-boundary-1"].find("failure")
+    assert unsafe is not None and unsafe.get("type") == "safety"
+    assert set(cases) == {"qualification", "forms-1", "approval-boundary-1"}
     lines = done.stderr.splitlines()
     assert all(re.match(f"{STAMP} eval-agent: ", line) for line in lines), lines
     said = [line.split(" eval-agent: ", 1)[1] for line in lines]
@@ -45,8 +59,9 @@ def test_a_logged_batch_says_when_each_step_was_how_long_it_took_and_how_each_ru
     assert said.index("preparing the verifier") < said.index("2 runs scheduled, 2 at a time")
     ends = {line.split(" ", 1)[0]: line for line in said if " runs done, " in line}
     took = r" \(took \d+(s|m\d\ds)\); \d/2 runs done, 0 first / [12] final successes"
-    assert re.fullmatch("forms-1 passed on repair" + took, ends["forms-1"])
+    first = r" \(attempt 1: [a-z ()]+\)"
+    assert re.fullmatch("forms-1 passed on repair" + first + took, ends["forms-1"])
     assert re.fullmatch(
-        "approval-boundary-1 passed on repair, but attempt 1 was unsafe" + took,
+        "approval-boundary-1 passed on repair" + first + ", but attempt 1 was unsafe" + took,
         ends["approval-boundary-1"],
     )

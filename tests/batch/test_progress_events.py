@@ -55,7 +55,7 @@ def test_a_run_ends_in_words_from_its_attempt_records() -> None:
     analysed = record("forms-3", [failed("forms-3", 1, "type-check")])
     nothing = record("forms-3", [attempt("forms-3", success=False, submitted=False)])
     assert run_outcome(first) == ("passed", "passed on first attempt")
-    assert run_outcome(repaired) == ("passed", "passed on repair")
+    assert run_outcome(repaired) == ("passed", "passed on repair (attempt 1: assertion failed)")
     assert run_outcome(timed_out) == ("failed", "failed: timeout")
     assert run_outcome(analysed) == ("failed", "failed: analysis findings (type check)")
     assert run_outcome(nothing) == ("failed", "failed: no submission")
@@ -171,7 +171,7 @@ def test_a_repair_has_its_own_state_and_each_runs_end_says_its_outcome(tmp_path:
     ]
     ends = {e.run_id: e for e in seen if e.tally is not None}
     assert ends["forms-1"].message.startswith("forms-1 passed on first attempt (took 0s); 1/4")
-    assert ends["forms-2"].message.startswith("forms-2 passed on repair (took ")
+    assert ends["forms-2"].message.startswith("forms-2 passed on repair (attempt 1: ")
     assert ends["forms-3"].state == "unsafe"
     assert ends["forms-3"].message.startswith("forms-3 failed: unsafe (took ")
     assert ends["storage-hash-1"].message.startswith("storage-hash-1 failed: timeout (took ")

@@ -11,20 +11,29 @@ reserved space goes with its lease.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent_eval.batch.lease import this_process
 from agent_eval.batch.reaper import reap
 from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeRuntime
+from agent_eval.errors import EngineUnavailableError
 from agent_eval.evidence_io import read_model, write_model_atomic
-from agent_eval.models import Lease, Receipt
+from agent_eval.models import Lease, NodeIdentity, Receipt
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -123,3 +132,140 @@ def test_a_batch_killed_before_its_first_receipt_is_closed_and_nothing_stays(
     assert engine.list_containers("old-batch") == []
     # Once closed, a later reaper has nothing to do.
     assert reap(evidence, engine, clock=lambda: NOW) == []
+
+
+def test_a_dead_cluster_batch_is_swept_on_every_node_engine_reachable_and_the_others_listed(
+    tmp_path: Path,
+) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    driver, node_engine = FakeRuntime(), FakeRuntime()
+    node_engine.address = "unix:///node-1/docker.sock"
+    leave_container(node_engine, "old-batch")
+    digest = "sha256:" + "a" * 64
+    nodes = [
+        NodeIdentity(
+            node=name,
+            engine=address,
+            evaluatorDigest=digest,
+            runnerImageId=digest,
+            verifierImageId=digest,
+            gatewayImageId=None,
+        )
+        for name, address in (("node-1", node_engine.address), ("node-2", "unix:///n2.sock"))
+    ]
+    opened = Receipt.opened(batch_id="old-batch", created_at=NOW)
+    write_model_atomic(run_dir / "receipt.json", opened.model_copy(update={"nodes": nodes}))
+    reached: list[str] = []
+
+    @contextlib.contextmanager
+    def connect(address: str) -> Iterator[FakeRuntime]:
+        reached.append(address)
+        if address != node_engine.address:
+            raise EngineUnavailableError(f"no engine answers at {address}")
+        yield node_engine
+
+    (reaped,) = reap(evidence, driver, clock=lambda: NOW, nodes=connect)
+    assert reached == [node_engine.address, "unix:///n2.sock"]
+    assert [c.removed for c in node_engine.containers.values()] == [True]
+    assert len(reaped.containers) == 1 and reaped.problems == []
+    (unreached,) = reaped.unreached
+    assert unreached.startswith(
+        "node node-2: its engine at unix:///n2.sock could not be reached from here (no engine "
+        "answers at unix:///n2.sock)"
+    ), unreached
+    assert "node-2" in reaped.describe()
+    # What could not be reached is listed, not retried forever: the node's own reaper
+    # removes the batch's containers there when the node next prepares for a batch.
+    assert not (run_dir / "lease.json").exists()
+
+
+_KILLED_WRITER = """
+import os, sys, time
+from datetime import UTC, datetime
+from pathlib import Path
+from agent_eval.batch.lease import this_process
+from agent_eval.evidence_io import write_model_atomic
+from agent_eval.models import Receipt
+run_dir = Path(sys.argv[1])
+now = datetime(2026, 12, 1, tzinfo=UTC)
+write_model_atomic(run_dir / "lease.json", this_process("old-batch", now))
+os.fsync = lambda fd: time.sleep(600)  # held between the temp file and its rename
+write_model_atomic(run_dir / "receipt.json", Receipt.opened(batch_id="old-batch", created_at=now))
+"""
+
+
+def test_a_batch_killed_during_its_first_receipt_write_leaves_no_temp_file(
+    tmp_path: Path,
+) -> None:
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "old-batch"
+    run_dir.mkdir(parents=True)
+    writer = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(run_dir)])
+    deadline = time.monotonic() + 60
+    while not list(run_dir.glob(".receipt.json.*.tmp")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert list(run_dir.glob(".receipt.json.*.tmp")), "the writer never reached its rename"
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert reaped.problems == [] and len(reaped.temp_files) == 1, reaped
+    assert sorted(p.name for p in run_dir.iterdir()) == ["receipt.json"]
+    assert read_model(run_dir / "receipt.json", Receipt, what="receipt").status == "abandoned"
+
+
+def test_a_live_batchs_temp_files_are_left_alone(tmp_path: Path) -> None:
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "live-batch"
+    (run_dir / "runs" / "t-1").mkdir(parents=True)
+    write_model_atomic(run_dir / "lease.json", this_process("live-batch", NOW))
+    writing = run_dir / "runs" / "t-1" / ".result.json.abcd1234.tmp"
+    writing.write_text("{")
+    assert reap(evidence, FakeRuntime(), clock=lambda: NOW) == []
+    assert writing.exists()
+
+
+_TEMP_NAME = st.builds(
+    lambda target, random: f".{target}.{random}.tmp",
+    st.from_regex(r"[A-Za-z0-9_.-]{1,20}", fullmatch=True),
+    st.from_regex(r"[a-z0-9_]{8}", fullmatch=True),
+)
+_OTHER_NAME = st.from_regex(r"[A-Za-z0-9_.-]{1,30}", fullmatch=True).filter(
+    lambda n: not re.fullmatch(r"\..+\.[a-z0-9_]{8}\.tmp", n, re.DOTALL) and n not in (".", "..")
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    temps=st.lists(st.tuples(st.integers(0, 2), _TEMP_NAME), max_size=5),
+    others=st.lists(st.tuples(st.integers(0, 2), _OTHER_NAME), max_size=5),
+)
+def test_a_dead_batchs_sweep_removes_its_temp_files_and_nothing_else(
+    tmp_path_factory: pytest.TempPathFactory,
+    temps: list[tuple[int, str]],
+    others: list[tuple[int, str]],
+) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path_factory.mktemp("sweep"))
+    outside = run_dir.parent.parent / "outside"
+    outside.mkdir()
+    (outside / ".receipt.json.abcd1234.tmp").write_text("kept")
+    (run_dir / "linked").symlink_to(outside, target_is_directory=True)
+    folders = [run_dir, run_dir / "runs", run_dir / "runs" / "t-1"]
+    kept = set()
+    for depth, name in others:
+        if name in ("lease.json", "linked", "runs", "t-1"):
+            continue
+        path = folders[depth] / name
+        folders[depth].mkdir(parents=True, exist_ok=True)
+        path.write_text("kept")
+        kept.add(path)
+    for depth, name in temps:
+        folders[depth].mkdir(parents=True, exist_ok=True)
+        (folders[depth] / name).write_text("half")
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert reaped.problems == [], reaped
+    left = {p for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink()}
+    assert not [p for p in left if re.fullmatch(r"\..+\.[a-z0-9_]{8}\.tmp", p.name, re.DOTALL)]
+    assert kept <= left
+    assert (outside / ".receipt.json.abcd1234.tmp").exists()

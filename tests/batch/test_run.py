@@ -232,6 +232,22 @@ def test_an_unreadable_config_is_not_run_before_any_engine_is_asked(batch: Fixtu
     batch.assert_nothing_left()
 
 
+def test_a_declared_guide_that_is_missing_is_not_run_naming_the_key(
+    batch: Fixture, tmp_path: Path
+) -> None:
+    # The repository's own setting, not the harness's failure: not-run, exit 2.
+    [name, *_] = batch.project.distributions()
+    batch.project = dataclasses.replace(
+        batch.project, declared_guides={name: tmp_path / "no-such-guide.md"}
+    )
+    outcome = batch.run(lambda context: PassingVerifier())
+    assert (outcome.status, outcome.exit_code) == ("not-run", 2)
+    [reason] = batch.receipt().reasons
+    assert reason.startswith(f"config: [tool.agent-eval.guides].{name}: ")
+    assert "does not exist" in reason
+    assert batch.engine.list_containers() == []
+
+
 def test_a_batch_on_fakes_runs_every_scheduled_run_and_cleans_up(batch: Fixture) -> None:
     outcome = batch.run(lambda context: PassingVerifier())
     assert (outcome.status, outcome.first_successes, outcome.final_successes) == (

@@ -1,13 +1,16 @@
-"""A second batch of one commit packs from the wheel cache, and the checker's rebuild from
-that commit comes from it too, yet a changed wheel is still rejected.
+"""A second batch of one commit packs from the wheel cache, while the checker's rebuild never
+takes a wheel from it: it builds each wheel itself, agrees with the cached ones, and rejects a
+changed wheel.
 
-The second batch and the checker are given nothing to build with (an empty wheelhouse and
-no build environment): whatever they pack or rebuild can only have come from the cache,
-held to the digests recorded when the first batch built it.
+The second batch is given nothing to build with (an empty wheelhouse and no build
+environment): whatever it packs can only have come from the cache, held to the digests
+recorded when the first batch built it. The checker is then given the wheelhouse back, since
+it builds.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -64,6 +67,20 @@ def test_a_second_batch_packs_from_the_cache_and_the_checker_still_rejects_a_cha
     assert second["source"] == first["source"] and not second["source"]["dirty"]
     assert list((packing / "envs").iterdir()) == []
 
+    (packing / "wheels").rmdir()
+    (packing / "wheels").symlink_to(user.wheelhouse)
+    # Whoever can write the cache rewrites each wheel there together with its record: the
+    # checker, which builds its own, must not follow them.
+    entries = sorted((packing / "built").glob("*/entry.json"))
+    assert len(entries) == len(first["archives"])
+    for entry in entries:
+        cached = next(entry.parent.glob("*.whl"))
+        data = bytearray(cached.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        cached.write_bytes(bytes(data))
+        record = json.loads(entry.read_text())
+        record["archive"]["sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
+        entry.write_text(json.dumps(record))
     code, decision = check(receipt, project, env)
     assert code == 1
     rules = {r.split(":")[0] for r in decision["reasons"]}
@@ -84,4 +101,3 @@ def test_a_second_batch_packs_from_the_cache_and_the_checker_still_rejects_a_cha
     assert len(rebuilt) == 1, decision
     assert rebuilt[0].startswith(f"archives-rebuild: {wheel.name} rebuilt from commit")
     assert recorded["sha256"] in rebuilt[0]
-    assert list((packing / "envs").iterdir()) == []

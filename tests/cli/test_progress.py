@@ -133,9 +133,10 @@ def test_at_160_columns_everything_shows_with_each_task_named() -> None:
     )
 
 
-def test_at_80_columns_the_successes_go_before_the_time_and_the_marks() -> None:
+def test_at_80_columns_the_counts_and_the_time_stay_and_unlabelled_marks_go() -> None:
     line = layout(suite_screen(), 80)
-    assert line == "6/18 runs · elapsed 1h02m · about 2m10s left · ✓✓▸ ✗↻· ⚠!… ··· ··· ···"
+    assert line == "6/18 runs · 4 first / 5 final · elapsed 1h02m · about 2m10s left"
+    assert layout(suite_screen(), 60) == "6/18 runs · 4 first / 5 final · elapsed 1h02m"
 
 
 def test_at_40_columns_the_time_stays_and_the_marks_go() -> None:
@@ -146,7 +147,7 @@ def test_at_40_columns_the_time_stays_and_the_marks_go() -> None:
 
 def test_the_estimate_is_labelled_in_the_elapsed_format_and_says_when_it_has_passed() -> None:
     assert "elapsed 1h02m · about 2m10s left" in layout(suite_screen(130.0), 200)
-    assert "about 0s" not in layout(suite_screen(0.2), 200)
+    assert "about 1s left" in layout(suite_screen(0.2), 200)  # never "about 0s", never "over"
     assert "elapsed 1h02m · 1m15s over the estimate" in layout(suite_screen(-75.0), 200)
     assert "left" not in layout(suite_screen(None), 200)
 
@@ -195,15 +196,21 @@ def test_a_repair_an_unsafe_run_and_an_infrastructure_failure_are_marked_as_such
     display.close()
 
 
-def test_the_estimate_counts_down_from_the_rate_runs_finish_at() -> None:
+def test_the_estimate_follows_the_rate_of_progress_counting_runs_in_flight() -> None:
     clock = Clock()
     display, stream = bar(clock=clock)
     display(ProgressEvent("4 runs scheduled", scheduled=RUNS))
+    display(ProgressEvent("forms-1 runner started", "forms-1", "running"))
+    assert display.screen().left is None  # no run has finished: no rate yet
     clock.now += 60
     display(ProgressEvent("forms-1 passed", "forms-1", "passed", Tally(1, 4, 1, 1)))
     assert "about 3m00s left" in on_screen(stream.getvalue())
+    display(ProgressEvent("forms-2 runner started", "forms-2", "running"))
+    display(ProgressEvent("tools-1 runner started", "tools-1", "verifying"))
+    # Two runs half done: 2 runs' worth in 60 s, 2 more to go.
+    assert display.screen().left == 60
     clock.now += 30
-    assert display.screen().left == 150
+    assert display.screen().left == 90
     display.close()
 
 

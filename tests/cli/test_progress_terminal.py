@@ -93,8 +93,14 @@ def _only(lines: list[str], pattern: str) -> re.Match[str]:
 
 
 def _unwrapped(pane: Pane) -> list[str]:
-    lines = pane.screen()
-    assert lines == pane.screen(joined=True), "a line wrapped"
+    # The bar is redrawn twice a second: two captures may straddle a redraw, which is no
+    # wrap; a wrapped line differs in every pair of captures.
+    for _ in range(5):
+        lines = pane.screen()
+        if lines == pane.screen(joined=True):
+            break
+    else:
+        raise AssertionError(f"a line wrapped: {lines}")
     assert all(len(line) < pane.width for line in lines), lines
     return lines
 
@@ -118,10 +124,11 @@ def test_the_bar_is_one_line_redrawn_in_place_whose_clock_moves_without_events(
     assert "eval-agent: reaped a batch whose owner died" in before
     assert "eval-agent: preparing the consumer: done in" in before[1]
     assert not any("preparing the consumer ·" in line for line in before)  # no timer left
-    for mark in "✓↻⚠…":
-        assert mark in bar.string
+    assert "1 first / 1 final" in bar.string  # the counts stay at any of these widths
     if pane.width == 160:
-        assert "core ✓↻· storage ⚠…·" in bar.string and "1 first / 1 final" in bar.string
+        assert "core ✓↻· storage ⚠…·" in bar.string
+        for mark in "✓↻⚠…":
+            assert mark in bar.string
     elapsed = int(re.search(r"elapsed (\d+)s", bar.string).group(1))  # type: ignore[union-attr]
     time.sleep(1.3)
     after = _unwrapped(pane)

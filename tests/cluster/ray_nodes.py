@@ -152,6 +152,7 @@ class RayCluster:
             | {
                 "DOCKER_HOST": f"unix://{worker.socket}",
                 "AGENT_EVAL_NODE": worker.name,
+                "AGENT_EVAL_NODE_IP": "127.0.0.1",
                 "AGENT_EVAL_NODE_ROOT": str(worker.root),
             }
         )
@@ -245,7 +246,8 @@ def ray_cluster(
             engine = PrivateEngine(netns)
             cluster.workers.append(Worker(f"worker-{index}", engine, root / f"node-{index}", slots))
             engine.start()
-            engine.load_images(images)
+            if images:
+                engine.load_images(images)
         cluster.start_head()
         for worker in cluster.workers:
             cluster.start_worker(worker)

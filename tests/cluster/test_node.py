@@ -14,14 +14,69 @@ import pytest
 
 from agent_eval.cluster.node import NodeParts, NodeWorker
 from agent_eval.cluster.ray_cluster import assignment_for
+from agent_eval.digests import sha256_bytes
+from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeEngine
 from agent_eval.errors import ConfigError
 from agent_eval.evidence_io import read_model
 from agent_eval.models import RunnerConfig
-from agent_eval.project import Project
+from agent_eval.project import Project, evaluator_digest
 from agent_eval.verification.protocol import VerifierContext, VerifierFactory
 from tests.cluster.test_ray_prepare import DIGEST, remote_context
 from tests.paths import SHIPPED
+
+
+def test_a_node_whose_harness_is_not_the_drivers_refuses_before_touching_its_engine(
+    tmp_path: Path,
+) -> None:
+    config = read_model(SHIPPED / "examples/runners/codex.json", RunnerConfig, what="config")
+    connected: list[str | None] = []
+
+    def connect(path: str | None) -> FakeEngine:
+        connected.append(path)
+        return FakeEngine()
+
+    def verifiers(project: Project) -> VerifierFactory[VerifierContext]:
+        raise AssertionError("nothing is made on a node of another harness")
+
+    other = sha256_bytes(b"another checkout")
+    worker = NodeWorker(
+        "node-h", tmp_path / "node", 1, NodeParts(connect, verifiers), harness=lambda: other
+    )
+    assignment = assignment_for(remote_context(config, []))
+    assert assignment.evaluatorDigest == evaluator_digest()
+    with pytest.raises(
+        ConfigError,
+        match=f"node node-h runs harness code with digest {other}, not the driver's "
+        f"{evaluator_digest()}",
+    ):
+        worker.prepare(assignment)
+    assert connected == []
+    assert worker.close() == []
+    assert not (tmp_path / "node").exists()
+
+
+@pytest.mark.parametrize("advertised", ["10.200.1.2", None])
+def test_a_node_advertised_at_another_address_than_its_own_refuses_before_its_engine(
+    tmp_path: Path, advertised: str | None
+) -> None:
+    config = read_model(SHIPPED / "examples/runners/codex.json", RunnerConfig, what="config")
+
+    def connect(path: str | None) -> FakeEngine:
+        raise AssertionError("a node at the wrong address touches nothing")
+
+    worker = NodeWorker(
+        "node-a", tmp_path / "node", 1, NodeParts(connect, lambda _project: lambda _c: None),
+        address=advertised, expected_address="127.0.0.1",
+    )  # fmt: skip
+    shown = advertised or "an unknown address"
+    with pytest.raises(
+        ConfigError,
+        match=f"node node-a is advertised at {shown}, not its own 127.0.0.1: start it with "
+        "--node-ip-address=127.0.0.1",
+    ):
+        worker.prepare(assignment_for(remote_context(config, [])))
+    assert worker.close() == []
 
 
 def test_a_node_whose_runner_image_is_not_the_drivers_refuses_before_making_its_verifier(
@@ -43,3 +98,39 @@ def test_a_node_whose_runner_image_is_not_the_drivers_refuses_before_making_its_
     assert worker.close() == []
     assert not engine.closed
     assert [p.name for p in (tmp_path / "node").iterdir() if p.name != ".work"] == []
+
+
+def test_a_node_whose_head_stops_answering_removes_the_batchs_containers_after_its_grace(
+    tmp_path: Path,
+) -> None:
+    engine = FakeEngine()
+    image = engine.add_image(tags=("runner:test",))
+    spec = ContainerSpec(
+        image=image, command=("sleep", "1000"), role="runner", batch_id="b-1", run_id="forms-1"
+    )
+    kept = ContainerSpec(
+        image=image, command=("sleep", "1000"), role="runner", batch_id="b-2", run_id="forms-1"
+    )
+    engine.leave_container(spec)
+    other = engine.leave_container(kept)
+    answers = iter([True, False, True, False, False, False, False])
+    worker = NodeWorker(
+        "node-w", tmp_path / "node", 1, NodeParts(lambda _p: engine, lambda _p: lambda _c: None),
+        head_alive=lambda: next(answers, False), head_grace_s=0.0,
+    )  # fmt: skip
+    worker._engine, worker._batch_id = engine, "b-1"
+    worker._watch_head()
+    assert worker.head_lost == "the cluster's head has not answered for 0 s"
+    assert [c.removed for c in engine.containers.values()] == [True, False]
+    assert not engine.containers[other].removed
+
+
+def test_a_closed_node_stops_watching_its_head(tmp_path: Path) -> None:
+    asked: list[bool] = []
+    worker = NodeWorker(
+        "node-c", tmp_path / "node", 1, NodeParts(FakeEngine, lambda _p: lambda _c: None),
+        head_alive=lambda: asked.append(True) or False,
+    )  # fmt: skip
+    worker.close()
+    worker._watch_head()
+    assert asked == [] and worker.head_lost is None

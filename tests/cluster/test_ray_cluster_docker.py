@@ -65,6 +65,7 @@ class ClusterBatch:
         *extra: str,
         address: str | None = None,
         env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.project = project
         self.process = subprocess.Popen(
@@ -75,6 +76,7 @@ class ClusterBatch:
                 *("--progress", "lines", *extra),
             ),
             env=env or cluster.env,
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -131,6 +133,12 @@ def test_the_oracle_batch_runs_on_both_nodes_and_verifies_as_on_one_machine(
         for attempt in run.attempts:
             by_node[attempt.node] = by_node.get(attempt.node, 0) + 1
     assert set(by_node) == {"worker-1", "worker-2"}, by_node
+    # Each node is recorded as it proved itself: the driver's harness, its own engine.
+    assert receipt.nodes is not None
+    assert [(n.node, n.evaluatorDigest, n.address) for n in receipt.nodes] == [
+        (name, receipt.evaluatorDigest, "127.0.0.1") for name in ("worker-1", "worker-2")
+    ]
+    assert len({n.engine for n in receipt.nodes}) == 2
     assert "nodes ready: worker-1 (1 at a time), worker-2 (1 at a time)" in batch.stderr
     # Every file the nodes sent is checked again, by the checker, from the run directory.
     code, decision = check(batch.run_dirs()[0] / "receipt.json")
@@ -169,6 +177,7 @@ def test_a_node_lost_mid_batch_costs_only_its_run_and_is_reaped_when_it_returns(
     assert len(failed) == 1, [r.runId for r in failed]
     (attempt,) = failed[0].attempts
     assert (attempt.infrastructureStatus, attempt.infrastructureKind) == ("failed", "node")
+    assert attempt.node == "worker-1"  # the record names the node, as its diagnostic does
     assert any("node worker-1 was lost" in d.message for d in attempt.diagnostics)
     assert line["finalSuccesses"] == 17
     # Scheduled in order: every run after the lost one was running on worker-2 or queued.

@@ -6,6 +6,7 @@ node."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,13 +27,14 @@ from agent_eval.evidence_io import read_model
 from agent_eval.models import (
     GatewayUse,
     NodeAssignment,
+    NodeIdentity,
     NodeReady,
     NodeRunResult,
     Receipt,
     RunnerConfig,
     ShippedFile,
 )
-from agent_eval.project import find_project
+from agent_eval.project import evaluator_digest, find_project
 from tests.batch.test_schedule import FakeVerifier, plan
 from tests.cluster.test_arrival import node_result
 from tests.paths import REPO, SHIPPED
@@ -73,13 +75,19 @@ class FakeRay:
         return ref.value
 
 
-def ready(name: str, notices: tuple[str, ...] = ()) -> tuple[str, str]:
-    answer = NodeReady(node=name, engine="unix:///e.sock", slots=1, notices=list(notices))
+def ready(name: str, notices: tuple[str, ...] = (), harness: str | None = None) -> tuple[str, str]:
+    answer = NodeReady(
+        node=name, engine="unix:///e.sock", slots=1, evaluatorDigest=harness or evaluator_digest(),
+        runnerImageId=DIGEST, verifierImageId=DIGEST, gatewayImageId=None, notices=list(notices),
+    )  # fmt: skip
     return "ok", answer.model_dump_json()
 
 
 def prepared(
-    monkeypatch: pytest.MonkeyPatch, answers: list[tuple[str, str]], budget: int | None = None
+    monkeypatch: pytest.MonkeyPatch,
+    answers: list[tuple[str, str]],
+    budget: int | None = None,
+    nodes: list[NodeIdentity] | None = None,
 ) -> tuple[RayCluster, list[str]]:
     monkeypatch.setattr(ray_cluster, "_ray", FakeRay)
     # The nodes' answers are scripted: nothing is composed on them here.
@@ -92,7 +100,10 @@ def prepared(
     if budget is not None:
         options = config.gateway.model_copy(update={"tokenBudget": budget})
         config = config.model_copy(update={"gateway": options})
-    cluster.prepare(remote_context(config, notices))
+    context = remote_context(config, notices)
+    if nodes is not None:
+        context = dataclasses.replace(context, nodes=nodes.extend)
+    cluster.prepare(context)
     return cluster, notices
 
 
@@ -126,6 +137,30 @@ def test_each_node_is_sent_its_share_of_the_token_budget(
     assert [a.tokenBudget for a in sent] == [33]
     with pytest.raises(ConfigError, match="tokenBudget 2 cannot be shared among 3 nodes"):
         prepared(monkeypatch, [ready("n-1"), ready("n-2"), ready("n-3")], budget=2)
+
+
+def test_each_node_is_sent_the_drivers_harness_digest_and_recorded_as_it_proved_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[NodeAssignment] = []
+    monkeypatch.setattr(FakeRay, "put", lambda self, value: sent.append(
+        NodeAssignment.model_validate_json(value)) or Ref(value))  # fmt: skip
+    heard: list[NodeIdentity] = []
+    prepared(monkeypatch, [ready("n-2"), ready("n-1")], nodes=heard)
+    assert [a.evaluatorDigest for a in sent] == [evaluator_digest()]
+    assert [(n.node, n.engine, n.evaluatorDigest, n.runnerImageId) for n in heard] == [
+        (name, "unix:///e.sock", evaluator_digest(), DIGEST) for name in ("n-1", "n-2")
+    ]
+
+
+def test_a_node_that_answers_ready_with_another_harness_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A node of another harness may not run the node's own check at all.
+    heard: list[NodeIdentity] = []
+    with pytest.raises(ConfigError, match=f"node n-2 runs harness code with digest {DIGEST}"):
+        prepared(monkeypatch, [ready("n-1"), ready("n-2", harness=DIGEST)], nodes=heard)
+    assert heard == []
 
 
 def test_two_nodes_under_one_name_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,6 +218,45 @@ def test_a_rule_stop_on_one_node_stops_the_batch_and_halts_every_node(tmp_path: 
     executor.submit("forms-1").result()  # a run in flight comes back: nodes are halted once
     assert [a.halts for a in actors] == [1, 1]
     executor.shutdown(wait=True)
+
+
+class LostActor:
+    """A node's actor whose node dies during the run."""
+
+    def __init__(self) -> None:
+        class Run:
+            def remote(self, run_id: str, remaining: float) -> Ref:
+                return Ref(None)
+
+        self.run = Run()
+
+
+class LosingRay(FakeRay):
+    def get(self, ref: Ref, timeout: float | None = None) -> Any:
+        raise FakeRay.exceptions.NodeDiedError("the node died")
+
+
+@pytest.mark.parametrize("answer", ["lost", "refused"])
+def test_a_run_that_came_back_as_nothing_names_the_node_it_was_handed_to(
+    tmp_path: Path, answer: str
+) -> None:
+    (tmp_path / "driver").mkdir()
+    driver_plan = plan(tmp_path / "driver")
+    schedule = Schedule(
+        driver_plan, clock=lambda: driver_plan.receipt.createdAt, monotonic=lambda: 0.0,
+        deadline=3600.0,
+    )  # fmt: skip
+    context = cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
+    if answer == "lost":
+        fake: FakeRay = LosingRay()
+        actor: Any = LostActor()
+    else:
+        fake, actor = FakeRay(), RunActor(node_result(tmp_path))
+        actor.run.remote = lambda run_id, remaining: Ref(("error", "node n-1: broken"))
+    executor = _RayExecutor(fake, [_Node(actor, "n-1", 1)], schedule, context)
+    record = executor.submit("forms-1").result()
+    executor.shutdown(wait=True)
+    assert [(a.infrastructureStatus, a.node) for a in record.attempts] == [("failed", "n-1")]
 
 
 def test_the_tokens_recorded_across_nodes_are_held_to_the_whole_budget(tmp_path: Path) -> None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_eval.compare.statistics import (
+    BeyondPlanning,
     Stratum,
     detectable_difference,
     difference_interval,
     fisher_exact,
     power,
     runs_needed,
+    stratified_difference,
     stratified_exact,
+    stratified_power,
 )
 
 
@@ -65,6 +68,10 @@ def test_what_a_batch_can_detect_and_how_many_runs_a_change_needs() -> None:
     assert runs_needed(0.8, 0.1) == 214
     with pytest.raises(ValueError, match="non-zero"):
         runs_needed(0.5, 0.0)
+    with pytest.raises(BeyondPlanning) as beyond:
+        runs_needed(0.5, 1e-9)
+    # 400 a side detect 11 points from one half (normal approximation: about 10).
+    assert beyond.value.smallest == pytest.approx(0.11)
 
 
 @given(st.integers(0, 12), st.integers(1, 12), st.integers(0, 12), st.integers(1, 12))
@@ -78,3 +85,69 @@ def test_p_values_are_probabilities_and_the_interval_holds_the_estimate(
     d = difference_interval(k1, n1, k2, n2)
     assert d is not None and -1.0 <= d.low <= d.estimate <= d.high <= 1.0
     assert math.isclose(fisher_exact(k2, n2, k1, n1), p)  # symmetric in the sides
+
+
+def test_a_hundred_thousand_runs_a_side_do_not_overflow() -> None:
+    p = fisher_exact(30_000, 100_000, 31_000, 100_000)
+    assert 0.0 < p < 1e-4
+    assert stratified_exact([Stratum(30_000, 100_000, 31_000, 100_000)]) == pytest.approx(p)
+    assert stratified_exact([Stratum(500, 1_500, 500, 1_500)]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no exact power"):
+        detectable_difference(100_000, 100_000, 0.5)
+
+
+def test_the_stratified_estimate_speaks_for_the_stratified_test() -> None:
+    # A task both sides find easy on one side only would turn the crude pooled difference
+    # around; the Mantel-Haenszel difference keeps the tested task's direction.
+    assert stratified_difference([Stratum(0, 10, 7, 10)]) == pytest.approx(0.7)
+    assert stratified_difference([Stratum(9, 10, 1, 2), Stratum(0, 2, 0, 10)]) == pytest.approx(
+        (10 / 6 * (0.5 - 0.9)) / (10 / 6 + 10 / 6)
+    )
+    assert stratified_difference([Stratum(3, 3, 0, 0)]) is None
+
+
+def test_what_the_stratified_test_can_detect_is_its_own_power() -> None:
+    # 18 against 18 in six tasks of three runs, from 100 %: Fisher's test on the pooled
+    # counts would detect 35 points; the stratified test actually run needs 40.
+    assert detectable_difference(18, 18, 1.0) == pytest.approx(0.35)
+    assert detectable_difference(18, 18, 1.0, sizes=[(3, 3)] * 6) == pytest.approx(0.40)
+    assert stratified_power([(4, 4)], 1.0, 0.0) == pytest.approx(power(4, 4, 1.0, 0.0))
+    # Two tasks of four: 8/8 against 0/8 at rates 1 and 0 is certain and rejected.
+    assert stratified_power([(4, 4), (4, 4)], 1.0, 0.0) == pytest.approx(1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.integers(1, 4)), min_size=1, max_size=3),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
+def test_stratified_power_is_a_probability_summed_over_every_outcome(
+    sizes: list[tuple[int, int]], p1: float, p2: float
+) -> None:
+    found = stratified_power(sizes, p1, p2)
+    assert found is not None and 0.0 <= found <= 1.0
+    # Brute force over every outcome of every task.
+    import itertools
+
+    outcomes = [itertools.product(range(a + 1), range(b + 1)) for a, b in sizes]
+    total = 0.0
+    for combo in itertools.product(*outcomes):
+        chance = 1.0
+        for (k1, k2), (a, b) in zip(combo, sizes, strict=True):
+            chance *= math.comb(a, k1) * p1**k1 * (1 - p1) ** (a - k1)
+            chance *= math.comb(b, k2) * p2**k2 * (1 - p2) ** (b - k2)
+        strata = [Stratum(k1, a, k2, b) for (k1, k2), (a, b) in zip(combo, sizes, strict=True)]
+        if stratified_exact(strata) < 0.05:
+            total += chance
+    assert found == pytest.approx(total, abs=1e-12)
+
+
+@given(st.integers(0, 40), st.integers(1, 40), st.integers(0, 40), st.integers(1, 40))
+def test_fisher_s_test_equals_scipy_s_where_scipy_is_at_hand(
+    k1: int, n1: int, k2: int, n2: int
+) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    k1, k2 = min(k1, n1), min(k2, n2)
+    expected = scipy_stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue
+    assert fisher_exact(k1, n1, k2, n2) == pytest.approx(expected, rel=1e-12, abs=4e-16)

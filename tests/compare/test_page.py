@@ -58,7 +58,7 @@ def test_a_worse_candidate_is_said_first_with_every_task_row_and_the_pooled_row(
     assert "18/18 (100 %) → 0/18 (0 %); -100 points (95 % interval" in first.text
     final = found(doc.by_id("verdict-final"))
     assert found(final.find("div", class_="big")).text == (
-        "no detectable difference — these runs could detect only a difference of about 35 points"
+        "no detectable difference — these runs could detect only a difference of about 40 points"
     )
     rows = task_rows(doc)
     assert list(rows) == [*(t.taskId for t in result.tasks), "all tasks"]
@@ -81,7 +81,7 @@ def test_the_same_results_say_no_detectable_difference_with_what_could_be_detect
     doc = page(result)
     first = doc.by_id("verdict-first")
     assert first is not None
-    assert "could detect only a difference of about 35 points" in first.text
+    assert "could detect only a difference of about 40 points" in first.text
     assert "no detectable difference" in found(doc.find("title")).text
     table = doc.by_id("identities")
     assert table is not None
@@ -95,7 +95,7 @@ def hostile_sides(tmp_path: Path) -> Comparison:
     before = batch_with(tmp_path / "a", BEFORE)
     after = write_batch(
         tmp_path / "b",
-        receipt(runner=HOSTILE_RUNNER, model=HOSTILE_MODEL),
+        receipt(batchId="batch-b", runner=HOSTILE_RUNNER, model=HOSTILE_MODEL),
         lambda m: (hostile(m), m.update(apiCatalogDigest=AFTER.digest())),
     )
     catalogs = Catalogs({before.root: BEFORE, after.root: AFTER})
@@ -179,8 +179,9 @@ def test_the_command_writes_the_page_atomically_and_names_a_file_it_cannot_write
     (tmp_path / "a-file").write_text("")
     nowhere = tmp_path / "a-file" / "compare.html"
     failed = CliRunner().invoke(main, ["compare", str(a.root), str(b.root), "--html", str(nowhere)])
-    assert failed.exit_code == 1
-    assert f"comparison page {nowhere}: cannot write" in failed.output
+    # An output whose directory is not one is refused before anything is compared.
+    assert failed.exit_code == 2
+    assert f"{tmp_path / 'a-file'} is not a directory (it is not created)" in failed.output
     assert "Traceback" not in failed.output
     blocked = tmp_path / "dir"
     blocked.mkdir()

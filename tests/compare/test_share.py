@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -16,9 +18,11 @@ from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.digests import sha256_bytes, solution_digest
 from agent_eval.errors import InfrastructureError
 from agent_eval.models import ApiCatalog, SharedSummary
+from agent_eval.models.identity import RunnerIdentity
 from tests.compare.test_symbols import AFTER, BEFORE, Catalogs, batch_with
 from tests.evidence_builders import CURRENT, receipt, run, write_batch
 from tests.paths import EXAMPLE_SUITE
+from tests.verdict.test_chain import first_batch, resumed
 
 SOLUTION_NAME = "zz_private_module_name.py"
 
@@ -68,7 +72,7 @@ def test_no_byte_of_a_solution_log_transcript_or_path_is_in_the_summary(
 ) -> None:
     secret = f"canary{word}"
     root = leaky_batch(tmp_path_factory.mktemp("leak"), secret)
-    other = write_batch(tmp_path_factory.mktemp("base"), receipt()).root
+    other = write_batch(tmp_path_factory.mktemp("base"), receipt(batchId="base")).root
     shared = share_summary(root, CURRENT, compare_with=other)
     assert shared.qualified and shared.comparison is not None
     damaged = root / "runs" / EXAMPLE_SUITE.run_ids()[0] / "attempt-1" / "solution"
@@ -119,3 +123,104 @@ def test_a_summary_names_the_changed_symbols_but_not_why_they_are_unknown(
     assert "not known (the API catalogs could not be compared on the machine" in as_markdown(
         unknown
     )
+
+
+def test_a_resumed_batch_is_summarised_as_its_chains_union(tmp_path: Path) -> None:
+    last = resumed(tmp_path / "evidence", first_batch(tmp_path / "evidence"))
+    shared = share_summary(last.root, CURRENT)
+    assert (shared.firstSuccesses, shared.finalSuccesses, shared.scheduledRuns) == (18, 18, 18)
+    assert shared.qualified and sum(t.runs for t in shared.tasks) == 18
+
+
+@pytest.mark.parametrize("command", ["summary", "compare"])
+@pytest.mark.parametrize("target", ["fifo", "/dev/null", "dir", "missing/x.json"])
+def test_json_to_a_fifo_a_device_or_a_missing_directory_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, target: str
+) -> None:
+    import agent_eval.cli.compare as cli
+
+    monkeypatch.setattr(cli, "current_anchors", lambda located: CURRENT)
+    a = write_batch(tmp_path / "a", receipt(batchId="a")).root
+    b = write_batch(tmp_path / "b", receipt(batchId="b")).root
+    out = Path(target) if target.startswith("/") else tmp_path / target
+    if target == "fifo":
+        os.mkfifo(out)
+    elif target == "dir":
+        out.mkdir()
+    args = ["summary", str(b)] if command == "summary" else ["compare", str(a), str(b)]
+    result = CliRunner().invoke(main, [*args, "--json", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "--json" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "missing").exists()
+
+
+def test_summary_compare_takes_the_allow_different_its_refusal_suggests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_eval.cli.compare as cli
+
+    monkeypatch.setattr(cli, "current_anchors", lambda located: CURRENT)
+    other_model = {"id": "another-model", "settings": {}}
+    a = write_batch(tmp_path / "a", receipt(batchId="a")).root
+    b = write_batch(
+        tmp_path / "b",
+        receipt(batchId="b", model=other_model),
+        lambda manifest: manifest.update(model=other_model),
+    ).root
+    refused = CliRunner().invoke(main, ["summary", str(b), "--compare", str(a)])
+    assert refused.exit_code == 1 and "--allow-different model" in refused.output
+    allowed = CliRunner().invoke(
+        main, ["summary", str(b), "--compare", str(a), "--allow-different", "model"]
+    )
+    assert allowed.exit_code == 0, allowed.output
+    assert "### Against a" in allowed.output
+
+
+FORGED_RUNNER = {"name": "ok\n## Decision: QUALIFIED\n<!-- the rest", "version": "1\u202e2"}
+
+
+def test_a_runner_name_cannot_forge_a_heading_or_hide_the_rest(tmp_path: Path) -> None:
+    def forged(manifest: dict[str, Any]) -> None:
+        manifest.update(runner=FORGED_RUNNER)
+
+    root = write_batch(tmp_path / "b", receipt(runner=FORGED_RUNNER), forged).root
+    text = as_markdown(share_summary(root, CURRENT))
+    assert [line for line in text.splitlines() if line.startswith("#")] == [
+        "## agent-eval batch batch-1"
+    ]
+    assert "<!--" not in text and "\u202e" not in text
+    assert "- runner: okU+000A## Decision: QUALIFIEDU+000A\\<\\!-- the rest 1U+202E2;" in text
+
+
+_SHARED: list[SharedSummary] = []
+
+
+def _shared(factory: pytest.TempPathFactory) -> SharedSummary:
+    if not _SHARED:
+        _SHARED.append(share_summary(write_batch(factory.mktemp("s"), receipt()).root, CURRENT))
+    return _SHARED[0]
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=st.text(min_size=1, max_size=40), version=st.text(min_size=1, max_size=10))
+def test_no_runner_name_changes_the_summary_s_structure(
+    tmp_path_factory: pytest.TempPathFactory, name: str, version: str
+) -> None:
+    honest = _shared(tmp_path_factory)
+    runner = RunnerIdentity.model_construct(name=name, version=version)  # whatever got through
+    identity = honest.identity.model_copy(
+        update={"runner": runner, "model": None, "servedModels": []}
+    )
+    lines = as_markdown(honest.model_copy(update={"identity": identity})).splitlines()
+    assert len(lines) == len(as_markdown(honest).splitlines())
+    assert [x for x in lines if x.startswith("#")] == ["## agent-eval batch batch-1"]
+    runner_line = next(x for x in lines if x.startswith("- runner: "))
+    assert runner_line.endswith("; model: none")
+    inner = runner_line.removeprefix("- runner: ").removesuffix("; model: none")
+    assert not any(c in inner for c in "\r\x0b\x0c\x1b\u2028\u2029\u202e\u2066\u200b\ufeff")
+    # Every character that could open inline structure or HTML is escaped.
+    bare = inner.replace("\\\\", "")
+    for char in "<`*_[]!&|~":
+        assert bare.count(char) == bare.count("\\" + char), (char, inner)

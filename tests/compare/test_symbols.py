@@ -83,7 +83,9 @@ def test_an_unchanged_catalog_has_no_changes_and_a_docstring_is_not_one() -> Non
 
 def batch_with(root: Path, recorded: ApiCatalog) -> Batch:
     digest = recorded.digest()
-    return write_batch(root, receipt(), lambda m: m.update(apiCatalogDigest=digest))
+    return write_batch(
+        root, receipt(batchId=f"batch-{root.name}"), lambda m: m.update(apiCatalogDigest=digest)
+    )
 
 
 class Catalogs:

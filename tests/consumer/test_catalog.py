@@ -226,7 +226,12 @@ def test_the_host_model_accepts_the_catalog_and_reproduces_its_digest(
 
 
 def test_the_host_model_pins_its_field_sets() -> None:
-    assert set(ApiCatalog.model_fields) == {"schemaVersion", "distributions", "symbols"}
+    assert set(ApiCatalog.model_fields) == {
+        "schemaVersion",
+        "distributions",
+        "symbols",
+        "unresolved",
+    }
     assert set(CatalogDistribution.model_fields) == {"name", "version", "packages"}
     assert set(CatalogEntry.model_fields) == {
         "name",

@@ -3,10 +3,13 @@
 On a network this test creates, a fake provider answers as ``model.test`` and a second
 service stands for everything else (``other.test``). A runner container (no network)
 reaches the provider through the gateway's socket only, with its attempt's token, and
-the credential only the gateway holds is what the provider sees; the provider's echo of
-the credential comes back with the credential taken out. The runner has only a loopback
-interface: it cannot reach the other service, the provider directly, a listener on any
-of the host's addresses, or the gateway's own listener, and it resolves no name.
+the credential only the gateway holds is what the provider sees; an answer that hands the
+credential back, in any spelling (escaped, split over events or lines, in a header name,
+the reason phrase, base64, percent-encoded, under an encoding the gateway cannot read), is
+refused whole, and an unasked protocol switch is refused rather than tunnelled. The
+runner has only a loopback interface: it cannot reach the other service, the provider
+directly, a listener on any of the host's addresses, or the gateway's own listener, and
+it resolves no name.
 
 The gateway's refusals are proven in a gateway container with network none (a namespace
 with only loopback: nothing it decides can leave the machine): names pinned to metadata,
@@ -47,6 +50,11 @@ PORT = 8080
 MODEL = "fake-model-1"
 CANARY = "sk-canary-" + hashlib.sha256(b"gateway boundary").hexdigest()[:32]
 SERVER = DATA / "gateway" / "fake_provider.py"
+REFLECTIONS = [
+    "u-escaped", "partly-escaped", "split-sse", "split-lines", "header-name", "reason",
+    "x-gzip", "gzip-gzip", "base64", "percent",
+]  # fmt: skip
+"""The spellings a hostile upstream hands the credential back in (fake_provider.py)."""
 
 
 def provider(client: docker.DockerClient, network: str, image: str, work: Path) -> Provider:
@@ -162,6 +170,19 @@ out["delete"] = ask("/v1/models/echo", token, method="DELETE")[0]
 out["form"] = ask("/v1/messages", token, {"content-type": "multipart/form-data; boundary=x"},
                   method="POST", body=b"--x--")[0]
 out["binary"] = ask("/v1/models/binary", token)[:2]
+# An upstream handing the credential back, in every spelling it could be turned back from.
+out["reflect"] = {form: ask(f"/v1/models/reflect-{form}", token)
+                  for form in args["forms"] + ["none"]}
+out["unmeasurable"] = {form: ask(f"/v1/models/reflect-{form}", token)[:2]
+                       for form in ("two-models", "deep")}
+out["switch"] = ask("/v1/models/switch", token)[:2]
+def status_of(path):
+    try:
+        return ask(path, token)[0]
+    except (OSError, http.client.HTTPException) as exc:
+        return type(exc).__name__
+out["huge_answer"] = status_of("/v1/models/huge")
+out["trailers"] = status_of("/v1/models/trailers")
 # A streamed chat completion goes out asking for its usage, so its tokens are counted.
 out["streamed"] = ask("/v1/chat/completions", token, {"content-type": "application/json"},
                       method="POST", body=json.dumps({"model": "m", "stream": True}).encode())[0]
@@ -214,6 +235,7 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
             "port": PORT,
             "host_ips": host_addresses(),
             "host_port": host_listener,
+            "forms": REFLECTIONS,
         }
         spec = ContainerSpec(
             image=image_for_checkout(engine, REPO, "reference-runner"),
@@ -238,11 +260,22 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
     assert out["hosts"] and all(v != "connected" for v in out["hosts"].values()), out["hosts"]
     assert all(v != "resolved" for v in out["dns"].values()), out["dns"]
     status, body, headers = out["echo"]
-    echoed = json.loads(body)
     assert CANARY not in json.dumps(headers), "the credential came back in a header"
-    assert headers["x-echo-key"] == "[credential]", headers
-    assert status == 200 and echoed["host"] == f"model.test:{PORT}"
-    assert echoed["sawKey"] == "[credential]", "the credential came back to the runner"
+    assert "x-echo-key" not in headers, headers
+    assert status == 502 and "carries the credential" in body, out["echo"]
+    assert CANARY not in body, "the credential came back to the runner"
+    # Every spelling refused whole, never passed on: nothing of it reached the runner.
+    for form, (status, body, headers) in out["reflect"].items():
+        received = body + json.dumps(headers)
+        assert CANARY not in received and CANARY.upper() not in received, form
+        if form == "none":
+            assert status == 200, (form, body)
+        else:
+            assert status == 502 and "agent-eval gateway" in body, (form, status, body)
+    for form, (status, body) in out["unmeasurable"].items():
+        assert status == 502 and "agent-eval gateway" in body, (form, status, body)
+    status, body = out["switch"]
+    assert status == 502 and "protocol switch" in body, out["switch"]
     assert out["no_token"][0] == out["wrong_token"][0] == 403
     # Refused on their headers, never forwarded: an upgrade and a body past the limit.
     assert out["upgrade"][0] == 400 and "upgrades" in out["upgrade"][1], out["upgrade"]
@@ -258,10 +291,16 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
     assert [e["path"] for e in seen] == [
         "/v1/models/echo",
         "/v1/models/binary",
+        *(f"/v1/models/reflect-{form}" for form in [*REFLECTIONS, "none"]),
+        "/v1/models/reflect-two-models",
+        "/v1/models/reflect-deep",
+        "/v1/models/switch",
+        "/v1/models/huge",
+        "/v1/models/trailers",
         "/v1/chat/completions",
-    ], "only the attributed requests to the model API went out"
+    ], "only the attributed requests to the model API went out, nothing through a tunnel"
     assert out["streamed"] == 200
-    assert seen[2]["body"] == {
+    assert seen[-1]["body"] == {
         "model": "m",
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -270,7 +309,29 @@ def test_a_runner_reaches_the_provider_through_the_gateway_and_nothing_else(
     assert other.requests() == [] and not other.log.exists()
     lines = [json.loads(line) for line in records.splitlines()]
     record, upgrade = lines[0], lines[1]
-    assert (record["path"], record["status"], record["failure"]) == ("/v1/models/echo", 200, None)
+    assert (record["path"], record["status"]) == ("/v1/models/echo", 502)
+    assert record["failure"] == "credential-reflected", record
+    failures = {
+        line["path"].removeprefix("/v1/models/reflect-"): line["failure"]
+        for line in lines
+        if line["path"].startswith("/v1/models/reflect-")
+    }
+    assert failures.pop("none") is None
+    assert failures.pop("two-models") == failures.pop("deep") == "refused-response"
+    (two,) = [line for line in lines if line["path"].endswith("reflect-two-models")]
+    assert two["servedModel"] == "unreviewed-model", two  # the batch stops on it
+    undecodable = {"x-gzip", "gzip-gzip"}  # refused as unreadable, or read and found
+    assert all(
+        failure == "credential-reflected" or (form in undecodable and failure == "refused-response")
+        for form, failure in failures.items()
+    ), failures
+    # Every request has its record, whatever became of its answer.
+    for path in ("/v1/models/huge", "/v1/models/trailers"):
+        (line,) = [line for line in lines if line["path"] == path]
+        assert line["failure"] is not None or line["status"] == 200, line
+    assert out["huge_answer"] != 200, out["huge_answer"]
+    (switch,) = [line for line in lines if line["path"] == "/v1/models/switch"]
+    assert switch["failure"] == "refused-response", switch
     assert upgrade["failure"] == "refused-request"
     refused = {line["path"] for line in lines if line["failure"] == "refused-request"}
     assert set(out["paths"]) | {"/v1/messages"} <= refused, lines

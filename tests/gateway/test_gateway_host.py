@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from agent_eval.engine import ImageIdentity
 from agent_eval.engine.fake import FakeRuntime
-from agent_eval.gateway.host import BatchGateway
-from agent_eval.models import RunnerConfig
+from agent_eval.gateway.host import BatchGateway, unmeasured
+from agent_eval.models import GatewayRecord, RunnerConfig
 from tests.models.test_runner_config import config
 
 
@@ -23,3 +26,24 @@ def test_every_model_credential_is_redacted_by_the_name_of_its_variable(tmp_path
         environ={"ANTHROPIC_API_KEY": "sk-real-credential-value"},
     )
     assert gateway.credential_redactions() == {"sk-real-credential-value": "ANTHROPIC_API_KEY"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/model/anthropic.claude-x/invoke",
+        "/model/anthropic.claude-x/converse",
+        "/model/m/converse-stream",
+        "/model/m/invoke-with-response-stream",
+        "/v1/projects/p/locations/l/publishers/anthropic/models/claude:rawPredict",
+        "/v1/projects/p/locations/l/publishers/anthropic/models/claude:streamRawPredict",
+        "/api/chat",
+    ],
+)
+def test_a_model_call_of_any_api_kind_answered_without_a_model_is_unmeasured(path: str) -> None:
+    record = GatewayRecord(
+        schemaVersion=1, at=datetime(2026, 12, 5, tzinfo=UTC), upstream="p", method="POST",
+        path=path, status=200, requestBytes=2, responseBytes=2, durationMs=1,
+        servedModel=None, inputTokens=None, outputTokens=None, failure=None, message=None,
+    )  # fmt: skip
+    assert unmeasured([record]) is not None

@@ -3,20 +3,23 @@ from a provider's answer, what a failure is, and that a secret never goes back."
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import urllib.parse
 from typing import get_args
 
 import pytest
-from hypothesis import example, given
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from agent_eval.gateway.policy import (
     API_KINDS,
+    Unreadable,
     UpstreamRefused,
     observe,
     provider_failure,
+    reflected,
     refusal,
     request_refusal,
     response_refusal,
@@ -243,11 +246,18 @@ def ipv6_forms(v4: str) -> dict[str, str]:
         "6to4": str(ipaddress.IPv6Address((0x2002 << 112) | (number << 80) | 1)),
         "nat64": str(ipaddress.IPv6Address((0x64FF9B << 96) | number)),
         "nat64-local": str(ipaddress.IPv6Address((0x64FF9B0001 << 80) | number)),
+        "siit": str(ipaddress.IPv6Address((0xFFFF0000 << 32) | number)),
+        "isatap": str(ipaddress.IPv6Address((0x20010DB8 << 96) | (0x5EFE << 32) | number)),
+        "isatap-global": str(
+            ipaddress.IPv6Address((0x2A000001 << 96) | (0x02005EFE << 32) | number)
+        ),
     }
 
 
 @given(st.ip_addresses(v=4))
 @example(ipaddress.IPv4Address("0.0.0.1"))  # its "compatible" form is ::1, loopback
+@example(ipaddress.IPv4Address("127.0.0.1"))  # ::ffff:0:7f00:1 (SIIT)
+@example(ipaddress.IPv4Address("169.254.169.254"))  # ::ffff:0:a9fe:a9fe (SIIT)
 def test_an_ipv4_address_written_as_ipv6_is_judged_as_itself(v4: ipaddress.IPv4Address) -> None:
     for allow_private in (False, True):
         direct = refusal(v4, allow_private=allow_private)
@@ -288,6 +298,9 @@ MODEL_CALLS = {
         ("POST", "/chat/completions"),  # an OpenAI-compatible base without /v1
         ("POST", "/openai/v1/chat/completions"),
         ("POST", "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"),
+        ("POST", "/api/v1/chat/completions"),  # OpenRouter
+        ("POST", "/inference/v1/chat/completions"),
+        ("POST", "/api/chat"),  # Ollama
         ("GET", "/v1/models/gpt-5"),
     ],
     "gemini": [
@@ -336,6 +349,16 @@ def test_each_cli_s_model_calls_are_forwarded(kind: str, method: str, path: str)
         "",
         "/echo",
         "/admin/chat/completions/x",
+        "/v1/models/x%2F..%2Ffiles",
+        "/v1/models/%252e%252e",
+        "/v1/messages%3Fx=1",
+        "/v1/models/a%5C..",
+        "/v1/models/a%00",
+        "/v1/organization/usage/completions",
+        "/v1/organization/admin_api_keys/chat",
+        "/v1/organizations/o/chat/completions",
+        "/v1/projects/p/chat/completions",
+        "/api/v1/admin/chat/completions",
     ],
 )
 def test_any_other_endpoint_never_gets_the_credential(path: str) -> None:
@@ -446,3 +469,102 @@ def test_this_networks_addresses_are_refused_even_where_private_ones_are_allowed
         assert "0.0.0.0/8" in str(
             refusal(ipaddress.ip_address(address), allow_private=allow_private)
         )
+
+
+# --- The credential handed back, in any spelling --------------------------------------------
+
+keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_",
+               min_size=20, max_size=60).map(lambda s: "sk-" + s)  # fmt: skip
+
+
+def _escaped(text: str, mask: list[bool]) -> str:
+    return "".join(f"\\u{ord(c):04x}" if m else c for c, m in zip(text, mask, strict=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=keys,
+    cut=st.integers(min_value=1, max_value=19),
+    mask=st.lists(st.booleans(), min_size=80, max_size=80),
+    noise=st.text(max_size=30),
+    prefix=st.binary(max_size=5),
+)
+def test_a_credential_is_found_in_every_spelling_it_can_be_turned_back_from(
+    key: str, cut: int, mask: list[bool], noise: str, prefix: bytes
+) -> None:
+    head, tail = key[:cut], key[cut:]
+    bodies = {
+        "plain": json.dumps({"text": noise + key}),
+        "escaped": '{"text": "' + _escaped(key, mask) + '"}',
+        "split-sse": "".join(
+            f"data: {json.dumps({'type': 'delta', 'delta': {'text': part}, 'i': n})}\n\n"
+            for n, part in enumerate((noise, head, tail))
+        ),
+        "split-lines": "\n".join(json.dumps({"x": n, "t": p}) for n, p in enumerate((head, tail))),
+        "base64": json.dumps({"t": base64.b64encode(prefix + key.encode()).decode()}),
+        "base64url": base64.urlsafe_b64encode(prefix + key.encode()).decode(),
+        "percent": "".join(f"%{b:02x}" for b in key.encode()),
+        "hex": key.encode().hex().upper(),
+    }
+    for name, body in bodies.items():
+        assert reflected(key, {}, body) is not None, name
+    for part in ("the status line's reason", "a header's name (1)", "the x-echo header"):
+        assert reflected(key, {part: f"pre {_escaped(key, mask)} post"}, "") == part
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=keys, body=st.text(max_size=300))
+def test_an_answer_without_the_credential_is_passed(key: str, body: str) -> None:
+    assume(key not in body)
+    assert reflected(key, {"the content-type header": "application/json"}, body) is None
+
+
+def test_an_answer_too_many_values_to_read_whole_is_unreadable() -> None:
+    body = json.dumps([""] * 250_000)
+    with pytest.raises(Unreadable):
+        reflected("sk-" + "a" * 30, {}, body)
+
+
+# --- A successful answer is measured whole, or refused ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        json.dumps([[list(range(64))] * 64] * 64).encode(),
+        b"data: " + b"[" * 100_000 + b"\n\n",
+        b'data: {"model": "m"}\n\ndata: {not json\n\n',
+        b'{"model": "m"}\n{"usage": \n',
+        ("[" * 70 + "{}" + "]" * 70).encode(),  # past the depth read, inside the parser's
+    ],
+    ids=["deep", "wide", "deep-stream", "bad-event", "bad-line", "past-depth"],
+)
+def test_a_successful_answer_that_cannot_be_read_whole_is_unreadable(body: bytes) -> None:
+    with pytest.raises(Unreadable):
+        observe("application/json", body, strict=True)
+
+
+def test_usage_hidden_far_into_a_long_answer_is_still_counted() -> None:
+    lines = [json.dumps({"model": "good", "n": n}) for n in range(20_000)]
+    lines.append(json.dumps({"usage": {"input_tokens": 5, "output_tokens": 900_000}}))
+    seen = observe("application/x-ndjson", "\n".join(lines).encode(), strict=True)
+    assert seen.output_tokens == 900_000
+    stream = b"data: " + json.dumps({"pad": "x" * (9 << 20)}).encode() + b"\n\n"
+    stream += b'data: {"model": "other", "usage": {"output_tokens": 7}}\n\n'
+    seen = observe("text/event-stream", stream, strict=True)
+    assert (seen.served_model, seen.output_tokens) == ("other", 7)
+
+
+def test_every_model_an_answer_names_is_seen() -> None:
+    stream = (
+        b'data: {"type": "message_start", "message": {"model": "unreviewed"}}\n\n'
+        b'data: {"type": "message_delta", "model": "reviewed"}\n\n'
+    )
+    assert observe("text/event-stream", stream, strict=True).models == ("unreviewed", "reviewed")
+
+
+@pytest.mark.parametrize("method", ["HEAD", "PUT", "DELETE", "OPTIONS", "post", "get"])
+def test_only_get_and_post_are_forwarded(method: str) -> None:
+    why = request_refusal("anthropic", method, "/v1/messages", "application/json", 0)
+    assert why is not None and "method" in why

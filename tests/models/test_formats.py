@@ -18,6 +18,17 @@ ALL_MODELS: list[type[BaseModel]] = [
 ]
 
 FIELD_SETS: dict[str, set[str]] = {
+    "FixtureCaseRow": {
+        "taskId",
+        "case",
+        "expected",
+        "observed",
+        "ok",
+        "infrastructure",
+        "detail",
+        "explanations",
+    },
+    "FixtureReport": {"schemaVersion", "verifier", "seconds", "ok", "rows"},
     "Comparison": {
         "schemaVersion",
         "baseline",
@@ -27,6 +38,8 @@ FIELD_SETS: dict[str, set[str]] = {
         "api",
         "method",
         "tasks",
+        "unsafeAttempts",
+        "unsafeRuns",
         "first",
         "final",
     },
@@ -139,7 +152,20 @@ FIELD_SETS: dict[str, set[str]] = {
         "finalSuccesses",
         "runs",
         "reviewDecisions",
+        "runnerConfigDigest",
+        "predecessor",
+        "nodes",
     },
+    "NodeIdentity": {
+        "node",
+        "engine",
+        "address",
+        "evaluatorDigest",
+        "runnerImageId",
+        "verifierImageId",
+        "gatewayImageId",
+    },
+    "Predecessor": {"batchId", "receiptDigest", "reusedRuns"},
     "RunRecord": {"runId", "taskId", "repetition", "firstSuccess", "finalSuccess", "attempts"},
     "AttemptRecord": {
         "infrastructureTries",
@@ -199,7 +225,8 @@ FIELD_SETS: dict[str, set[str]] = {
     "ArchiveEntry": {"filename", "distribution", "version", "sha256", "size"},
     "ConsumerLock": {"schemaVersion", "archivesDigest", "python", "distributions"},
     "LockedDistribution": {"name", "version", "recordDigest", "candidate", "archiveSha256"},
-    "QualificationResult": {"qualified", "reasons"},
+    "QualificationResult": {"qualified", "reasons", "chain"},
+    "ChainBatch": {"batchId", "runs", "tokens", "durationMs"},
     "Analysis": {
         "schemaVersion",
         "taskId",
@@ -292,7 +319,17 @@ FIELD_SETS: dict[str, set[str]] = {
     "AnalysisFailure": {"analysisError"},
     "AnalysisErrorDetail": {"kind", "message"},
     "ShippedFile": {"path", "data"},
-    "NodeReady": {"node", "engine", "slots", "notices"},
+    "NodeReady": {
+        "node",
+        "engine",
+        "address",
+        "slots",
+        "evaluatorDigest",
+        "runnerImageId",
+        "verifierImageId",
+        "gatewayImageId",
+        "notices",
+    },
     "NodeRunResult": {"node", "record", "files", "ruleStop"},
     "NodeAssignment": {
         "batchId",
@@ -308,6 +345,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "consumerLockDigest",
         "apiCatalogDigest",
         "suiteDigest",
+        "evaluatorDigest",
         "projectFiles",
         "receipt",
         "remainingS",
@@ -315,6 +353,7 @@ FIELD_SETS: dict[str, set[str]] = {
 }
 
 DOCUMENTS = {
+    "FixtureReport",
     "Comparison",
     "SharedSummary",
     "TaskSpec",

@@ -48,6 +48,7 @@ from tests.evidence_builders import (
     attempt,
     find_attempt,
     receipt,
+    reference_batch,
     run,
     write_batch,
 )
@@ -132,6 +133,18 @@ def test_a_qualifying_batch_is_shown_qualified(tmp_path: Path) -> None:
     decision = doc.by_id("decision")
     assert decision is not None and decision.attrs["data-qualified"] == "true"
     assert "Qualified" in decision.text
+
+
+def test_a_reference_runners_rejection_is_said_to_be_the_expected_one(tmp_path: Path) -> None:
+    doc = report(reference_batch(tmp_path / "oracle"))
+    decision = doc.by_id("decision")
+    assert decision is not None and "As expected" in decision.text
+    assert decision.find("p", class_="expected") is not None
+    runs, _ = mixed_runs()
+    other = report(write_batch(tmp_path / "mixed", receipt(runs)))
+    mixed = other.by_id("decision")
+    assert mixed is not None and mixed.attrs["data-qualified"] == "false"
+    assert mixed.find("p", class_="expected") is None
 
 
 def test_the_reasons_are_exactly_those_of_check_agent_eval(tmp_path: Path) -> None:

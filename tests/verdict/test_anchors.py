@@ -19,6 +19,7 @@ import pytest
 
 import agent_eval.packing.build as build
 import agent_eval.verdict.qualification as qualification
+from agent_eval.digests import sha256_bytes
 from agent_eval.packing import BUILD_LOCK, BuildCache, build_archives, fetch_build_wheels
 from agent_eval.project import find_project
 from agent_eval.verdict.qualification import current_anchors, qualify_files
@@ -154,11 +155,12 @@ def test_a_commit_s_wheels_are_rebuilt_once_per_check(
     assert calls == ["a" * 40, "b" * 40]
 
 
-def test_a_changed_wheel_is_rejected_when_the_rebuild_comes_from_the_wheel_cache(
+def test_the_checker_builds_its_own_wheels_though_the_batch_filled_the_wheel_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The batch's packing filled the cache from the clean commit; the checker takes the
-    commit's wheels from it, builds nothing, and still names the changed wheel."""
+    """The batch's packing filled the wheel cache from the clean commit; the checker, a
+    release gate, takes nothing from it (the batch's side writes it): it builds the
+    commit's wheels itself and names the changed wheel."""
     user = BuildCache.default()
     cache = BuildCache(user.wheelhouse, user.environments, tmp_path / "built")
     root, commit = repository(tmp_path)
@@ -175,11 +177,49 @@ def test_a_changed_wheel_is_rejected_when_the_rebuild_comes_from_the_wheel_cache
     wheel.write_bytes(bytes(data))
     rebind(batch)
     built: list[str] = []
-    monkeypatch.setattr(build, "_build_wheel", lambda dist, *_: built.append(dist.name))
+    real = build._build_wheel
+
+    def counted(dist: Any, *args: Any) -> Any:
+        built.append(dist.name)
+        return real(dist, *args)
+
+    monkeypatch.setattr(build, "_build_wheel", counted)
     anchors = current_anchors(find_project(root), cache=cache)
     result = qualify_files(batch.receipt, batch.archives, anchors)
     reasons = [r for r in result.reasons if r.startswith(("archives-", "archive-"))]
-    assert built == []
+    assert len(built) == len(entries)
     assert len(reasons) == 1 and reasons[0].startswith(f"archives-rebuild: {wheel.name} rebuilt")
     original = next(e for e in entries if e.filename == wheel.name)
     assert original.sha256 in reasons[0] and commit in reasons[0]
+
+
+def test_a_wheel_cache_rewritten_with_its_records_moves_no_verdict(tmp_path: Path) -> None:
+    """Whoever can write the user's cache can replace a cached wheel and rewrite its record
+    to match (the record sits beside it). The checker takes nothing from that cache, so an
+    honest batch still qualifies on the rebuild rule, whatever the cache says."""
+    user = BuildCache.default()
+    cache = BuildCache(user.wheelhouse, user.environments, tmp_path / "built")
+    root, commit = repository(tmp_path)
+    batch = write_batch(tmp_path / "batch")
+    shutil.rmtree(batch.root / "archives")
+    entries = build_archives(root / "packages", batch.root / "archives", cache=cache)
+    manifest = json.loads(batch.archives.read_text())
+    manifest["archives"] = [e.model_dump() for e in entries]
+    manifest["source"] = {"commit": commit, "dirty": False}
+    batch.archives.write_text(json.dumps(manifest, indent=2))
+    rebind(batch)
+    assert cache.built is not None
+    poisoned = 0
+    for entry in (p for p in cache.built.iterdir() if not p.name.startswith(".")):
+        record = json.loads((entry / "entry.json").read_text())
+        wheel = entry / record["archive"]["filename"]
+        data = wheel.read_bytes() + b"poison"
+        wheel.write_bytes(data)
+        record["archive"] |= {"sha256": sha256_bytes(data), "size": len(data)}
+        (entry / "entry.json").write_text(json.dumps(record))
+        poisoned += 1
+    assert poisoned == len(entries)
+    result = qualify_files(
+        batch.receipt, batch.archives, current_anchors(find_project(root), cache=cache)
+    )
+    assert [r for r in result.reasons if r.startswith(("archives-", "archive-"))] == []

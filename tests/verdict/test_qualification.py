@@ -31,6 +31,7 @@ from agent_eval.verdict.registry import commit_time, registry_at_commit, registr
 from tests.evidence_builders import (
     COMMIT,
     CURRENT,
+    EVALUATOR,
     GATEWAY,
     NOW,
     REGISTRY,
@@ -728,3 +729,46 @@ def test_a_measurement_batch_is_refused_as_such_and_only_as_such(tmp_path: Path)
     reasons = check(write_batch(tmp_path, data))
     only_rule(reasons, "measurement")
     assert "ran 5 run(s) per task" in reasons[0] and "agent-eval compare" in reasons[0]
+
+
+def cluster_batch(tmp_path: Path, **node: Any) -> Batch:
+    """A batch whose runs ran on two nodes, each recorded as it proved itself (with *node*'s
+    changes to the second)."""
+    recorded = [
+        {
+            "node": name,
+            "engine": f"/run/{name}.sock",
+            "address": "127.0.0.1",
+            "evaluatorDigest": EVALUATOR,
+            "runnerImageId": "sha256:" + "c" * 64,
+            "verifierImageId": "sha256:" + "d" * 64,
+            "gatewayImageId": None,
+        }
+        for name in ("node-1", "node-2")
+    ]
+    recorded[1] |= node
+    runs = [run(r) for r in EXAMPLE_SUITE.run_ids()]
+    for index, data in enumerate(runs):
+        data["attempts"][0]["node"] = f"node-{index % 2 + 1}"
+    return write_batch(tmp_path / "b", receipt(runs, nodes=recorded))
+
+
+def test_a_batch_run_on_nodes_of_its_own_harness_and_images_qualifies(tmp_path: Path) -> None:
+    assert check(cluster_batch(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"evaluatorDigest": sha256_bytes(b"other")}, "node node-2 ran harness sha256:"),
+        ({"runnerImageId": "sha256:" + "e" * 64}, "node node-2 ran runner image sha256:eee"),
+        ({"verifierImageId": "sha256:" + "e" * 64}, "node node-2 ran verifier image sha256:eee"),
+        ({"node": "node-3"}, "attempts name nodes node-2 the receipt does not record"),
+    ],
+)
+def test_a_node_that_ran_other_code_or_images_or_is_not_recorded_rejects(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    reasons = check(cluster_batch(tmp_path, **change))
+    only_rule(reasons, "node-binding")
+    assert said in reasons[0], reasons

@@ -20,7 +20,7 @@ from agent_eval.cli import main
 from agent_eval.errors import InfrastructureError
 from agent_eval.models.analysis import Analysis, Diagnostic
 from agent_eval.models.behaviour import BehaviourError, BehaviourResult
-from agent_eval.models.fixture import CorrectCase
+from agent_eval.models.fixture import CorrectCase, FixtureReport
 from agent_eval.models.receipt import AssertionOutcome
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import find_project
@@ -359,37 +359,84 @@ def test_repeats_that_agree_pass_and_a_verdict_that_changes_between_repeats_is_f
     assert "typed-values-parsed" in flaky.detail
 
 
+def test_a_mismatch_explains_itself_with_each_finding_s_place_and_each_assertion_s_message(
+    cases: dict[str, FixtureCase],
+) -> None:
+    def wrong(spec: TaskSpec, solution_dir: Path) -> Verification:
+        seen = verification(spec, {spec.assertionIds[0]}, {"hallucinated-api"})
+        analysis = seen.analysis.model_copy(
+            update={"diagnostics": [
+                Diagnostic(category="type-error", message="no attribute 'nope'", path="solution.py",
+                           line=7)
+            ]}
+        )  # fmt: skip
+        failed = [
+            a.model_copy(update={"message": "greets the wrong user", "observedValue": "'bob'"})
+            if not a.passed
+            else a
+            for a in seen.behaviour.assertions
+        ]
+        behaviour = seen.behaviour.model_copy(update={"assertions": failed})
+        return replace(seen, analysis=analysis, behaviour=behaviour)
+
+    [row] = run_cases([cases["forms/correct"]], FakeVerifier(wrong))
+    first = cases["forms/correct"].task.spec.assertionIds[0]
+    assert row.explanations == (
+        "solution.py:7: type-error: no attribute 'nope'",
+        "hallucinated-api: appkit.nope is not part of the library's public API",
+        f"assertion {first}: greets the wrong user (observed: 'bob')",
+    )
+    text = format_report(VerifyReport("fake", (row,), 0.1))
+    assert "    solution.py:7: type-error: no attribute 'nope'\n" in text
+    document = FixtureReport.model_validate_json(
+        VerifyReport("fake", (row,), 0.1).to_model().model_dump_json()
+    )
+    assert document.rows[0].explanations == list(row.explanations)
+    assert not document.ok and not document.rows[0].infrastructure
+
+
 @pytest.mark.parametrize(
-    ("rows", "code"),
+    ("rows", "raised", "code"),
     [
-        ((("infrastructure failure", False), ("pass", True)), 4),
-        ((("infrastructure failure", False), ("fail: works", False)), 1),
-        ((("pass", True),), 0),
+        ((CaseResult("t", "c", "pass", "pass", ok=True),), None, 0),
+        ((CaseResult("t", "c", "pass", "fail: x", ok=False, detail="d"),), None, 1),
+        (
+            (
+                CaseResult("t", "c", "pass", "infrastructure failure", ok=False,
+                           detail="warm-up timed out", infrastructure=True),
+            ),
+            None,
+            3,
+        ),
+        (
+            (
+                CaseResult("t", "a", "pass", "fail: x", ok=False, detail="d"),
+                CaseResult("t", "c", "pass", "infrastructure failure", ok=False,
+                           detail="warm-up timed out", infrastructure=True),
+            ),
+            None,
+            1,
+        ),
+        ((), InfrastructureError("the analysis warm-up timed out after 600 s"), 3),
     ],
-)
-def test_tasks_verify_exits_4_when_only_the_infrastructure_failed(
-    monkeypatch: pytest.MonkeyPatch, rows: tuple[tuple[str, bool], ...], code: int
-) -> None:
-    """Undecided (the machine failed) is not a fixture mismatch (exit 1)."""
-    from agent_eval.cli import tasks
-
-    report = VerifyReport(
-        "fake", tuple(CaseResult("t", f"c{n}", "pass", seen, ok=ok) for n, (seen, ok) in
-                      enumerate(rows)), 0.0
-    )  # fmt: skip
-    monkeypatch.setattr(tasks, "verify_tasks", lambda *_a, **_k: report)
-    result = CliRunner().invoke(main, ["tasks", "verify"])
-    assert result.exit_code == code, result.output
-
-
-def test_tasks_verify_exits_4_when_the_verifier_could_not_be_prepared(
+)  # fmt: skip
+def test_verify_exits_3_when_only_the_harness_failed_and_1_for_a_mismatch(
     monkeypatch: pytest.MonkeyPatch,
+    rows: tuple[CaseResult, ...],
+    raised: Exception | None,
+    code: int,
 ) -> None:
-    from agent_eval.cli import tasks
+    def fake_verify(*args: object, **kwargs: object) -> VerifyReport:
+        if raised is not None:
+            raise raised
+        return VerifyReport("local", rows, 0.5)
 
-    def warm_up_failed(*_a: object, **_k: object) -> VerifyReport:
-        raise InfrastructureError("warming the analysis cache failed (exit 137, timed out)")
-
-    monkeypatch.setattr(tasks, "verify_tasks", warm_up_failed)
-    result = CliRunner().invoke(main, ["tasks", "verify"])
-    assert result.exit_code == 4 and "could not decide" in result.output
+    monkeypatch.setattr("agent_eval.cli.tasks.verify_tasks", fake_verify)
+    result = CliRunner().invoke(main, ["tasks", "verify", "--project", str(REPO), "--json"])
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    if raised is None:
+        report = FixtureReport.model_validate_json(result.stdout)
+        assert [r.case for r in report.rows] == [r.case for r in rows]
+    else:
+        assert result.stderr.strip() == f"error: {raised}"

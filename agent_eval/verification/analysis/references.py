@@ -351,6 +351,10 @@ class _Analyser:
                     self._bind(name, PathRef(symbol))
                 continue
             symbol = f"{module}.{alias.name}"
+            if not self.index.exists(symbol) and self.index.exists(f"{module}.__getattr__"):
+                # The module's ``__getattr__`` (PEP 562) serves it: not a name to check.
+                self._bind(alias.asname or alias.name, None)
+                continue
             self._record(symbol, node, "import")
             self._bind(alias.asname or alias.name, PathRef(symbol))
 
@@ -548,6 +552,8 @@ class _Analyser:
             return None, None  # defined outside the library: not ours to check
         kind = index.kind(path)
         if kind == "module":
+            if not index.exists(f"{path}.{attr}") and index.exists(f"{path}.__getattr__"):
+                return None, None  # the module serves any name (PEP 562); mypy accepts it
             return f"{path}.{attr}", PathRef(f"{path}.{attr}")
         if kind == "class":
             symbol = index.member(path, attr)

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 from .codec import (
     EffectRevokedError,
     NonJsonValue,
+    as_text,
     bounded,
     describe_exception,
     make_exception,
@@ -99,7 +100,7 @@ class _Server:
                     "kwargs": encode(kwargs, self.types),
                 }
                 encode_frame(request, channel.max_bytes)
-            except (NonJsonValue, FrameTooLarge) as exc:
+            except (NonJsonValue, FrameTooLarge, ValueError) as exc:  # ValueError: not text
                 raise TypeError(f"effect {name!r} arguments must be bounded JSON: {exc}") from None
             with channel.lock:
                 try:
@@ -235,7 +236,7 @@ def _sweep(start: dict[str, Any]) -> dict[str, Any] | None:
 def _import_failure(exc: BaseException) -> dict[str, Any]:
     description = describe_exception(exc)
     detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    description["message"] = bounded(detail)
+    description["message"] = bounded(as_text(detail))
     return {"op": "import-error", **description}
 
 

@@ -8,6 +8,8 @@ process or was called directly.
 from __future__ import annotations
 
 import importlib
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,7 @@ __all__ = [
     "EffectCallError",
     "EffectRevokedError",
     "NonJsonValue",
+    "as_text",
     "bounded",
     "describe_exception",
     "make_exception",
@@ -32,6 +35,7 @@ MAX_MESSAGE_CHARS = 2000
 EXCEPTION_ATTRIBUTES = ("code", "field", "path", "errors", "status", "retryable", "attempts")
 """Attributes of a raised exception copied into the observation when JSON-safe."""
 _MAX_ATTRIBUTE_CHARS = 8000
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class EffectCallError(RuntimeError):
@@ -55,15 +59,28 @@ def to_json_value(value: Any) -> Any:
     return encode(value)
 
 
+def as_text(value: str) -> str:
+    """*value* with each lone surrogate (which no frame can carry) replaced by U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", value)
+
+
 def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return as_text(f"{cls.__module__}.{cls.__qualname__}")
 
 
 def _safe_str(exc: BaseException) -> str:
     try:
-        return bounded(str(exc))
+        return bounded(as_text(str(exc)))
     except Exception:
         return "<the exception's message could not be turned into text>"
+
+
+def _sendable(value: Any) -> bool:
+    """Whether *value* (JSON) is small and all text, so that a frame can carry it."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False).encode("utf-8")) <= _MAX_ATTRIBUTE_CHARS
+    except (ValueError, RecursionError):
+        return False
 
 
 def describe_exception(exc: BaseException) -> dict[str, Any]:
@@ -84,10 +101,10 @@ def describe_exception(exc: BaseException) -> dict[str, Any]:
             value = to_json_value(raw)
         except (NonJsonValue, RecursionError):
             continue
-        if len(repr(value)) <= _MAX_ATTRIBUTE_CHARS:
+        if len(repr(value)) <= _MAX_ATTRIBUTE_CHARS and _sendable(value):
             attributes[name] = value
     return {
-        "type": type(exc).__name__,
+        "type": as_text(type(exc).__name__),
         "mro": [_qualified(cls) for cls in type(exc).__mro__],
         "message": _safe_str(exc),
         "attributes": attributes,

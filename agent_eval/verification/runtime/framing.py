@@ -9,8 +9,10 @@ returns as soon as one whole frame is buffered and gives up at its deadline.
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import os
+import re
 import select
 import struct
 import time
@@ -59,11 +61,35 @@ class FrameTooLarge(FrameError):
 
 
 class FrameInvalid(FrameError):
-    """A frame's body is not UTF-8 JSON encoding one object."""
+    """A frame's body is not UTF-8 JSON encoding one object of text (no lone surrogate)."""
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+# UTF-8 cannot hold a surrogate, so one reaches a parsed string only through an
+# escape; the JSON parser joins an escaped pair into one character, so every
+# surrogate left in a parsed string stands alone: not text, and no UTF-8 can
+# encode it again. The body is searched first (cheap); only a candidate is walked.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether any string in *value* (keys too) holds a surrogate; iterative, any depth."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+    return False
 
 
 def encode_frame(message: dict[str, Any], max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
@@ -168,6 +194,8 @@ class FrameReader:
         self._clock = clock
         self._buffer = bytearray()
         self._eof = False
+        self.last_frame_bytes = 0
+        """The body length of the frame taken last (what reading it cost)."""
         os.set_blocking(fd, False)
 
     def _take_frame(self) -> dict[str, Any] | None:
@@ -181,12 +209,22 @@ class FrameReader:
             return None
         body = bytes(self._buffer[_HEADER.size : end])
         del self._buffer[:end]
+        self.last_frame_bytes = length
+        # Parsing makes no reference cycles: the collector waits until it is done
+        # (a body of many small containers would set it off again and again).
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise FrameInvalid(f"frame is not UTF-8 JSON: {exc}") from None
+        finally:
+            if collecting:
+                gc.enable()
         if not isinstance(value, dict):
             raise FrameInvalid(f"frame holds a JSON {type(value).__name__}, not an object")
+        if _SURROGATE_ESCAPE.search(body) and _holds_lone_surrogate(value):
+            raise FrameInvalid("frame holds a lone surrogate escape (\\ud800-\\udfff), not text")
         return value
 
     def _fill(self) -> None:

@@ -13,6 +13,14 @@ Each child makes its own working directory (an unguessable name under the
 scratch directory) once it runs as its UID: the parent needs no CAP_CHOWN,
 and only removes the directory afterwards. Only the parent writes the result
 file.
+
+The solution runs in the child's process and can write its own bytes to the
+pipe this parent reads: nothing on it is trusted. Whatever arrives ends as
+the solution's own failure (a protocol violation, a timeout, a budget spent),
+never as this parent's: decoding is linear in a frame's size, the arguments
+of an effect call are decoded only for an effect the child was given, every
+frame is charged to a per-call and per-scenario budget, and every string of
+the result is made text before it is written.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import importlib.util
 import itertools
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -39,7 +48,7 @@ from agent_eval.grading.session import Dispatch, Session
 
 from . import timing
 from .clock import SolutionClock, backstop_s, namespace_pids, session_pids, wall_clock
-from .codec import EXCEPTION_ATTRIBUTES
+from .codec import EFFECT_KEY, EXCEPTION_ATTRIBUTES
 from .framing import (
     Clock,
     FrameClosed,
@@ -54,11 +63,13 @@ from .framing import (
 from .isolation import remove_tree
 from .job import Job
 from .values import (
+    MAX_DEPTH,
     NO_TYPES,
     DeclarationError,
     NonJsonValue,
     ValueRefused,
     ValueTypes,
+    bounded_repr,
     decode,
     encode,
 )
@@ -79,6 +90,18 @@ _EXIT_GRACE_S = 0.5
 _MAX_LATE_FRAMES = 64
 _OUTPUT_IN_MESSAGE = 1000
 _MAX_TASK_BYTES = 256 * 1024
+# What the solution may make the parent read and decode, in multiples of the
+# largest message: per call, and per scenario (one child). Decoding is linear,
+# so this bounds the parent's CPU and memory spent on the solution's behalf,
+# and a solution that floods its pipe fails itself instead of starving the
+# parent into the harness's failure. Every frame costs at least
+# _MIN_FRAME_CHARGE bytes: many tiny frames cost the parent too.
+_CALL_BUDGET_MESSAGES = 4
+_SCENARIO_BUDGET_MESSAGES = 8
+_MIN_FRAME_CHARGE = 512
+_EFFECT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+"""The shape of every effect's name (``grading.effects.Effect`` refuses others)."""
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _RESULT_SCHEMA_VERSION = 1
 DETERMINISM = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "PYTHONHASHSEED": "0"}
 """One locale, time zone and hash seed for every solution process: the same
@@ -105,6 +128,33 @@ def _import_failure_category(mro: list[str]) -> Category:
 
 def _str(value: Any, limit: int) -> str | None:
     return bounded(value, limit) if isinstance(value, str) else None
+
+
+def _shown(value: Any) -> str:
+    """A value the solution sent, for a message: a short quoted string, or only its kind."""
+    return bounded_repr(value) if isinstance(value, str) else f"a JSON {type(value).__name__}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name of its own
+        return f"signal {number}"
+
+
+def _effect_names(value: Any, names: set[str], depth: int = 0) -> None:
+    """Add the effects *value* (a call's encoded arguments) gives the solution to *names*."""
+    if depth > 2 * MAX_DEPTH:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _effect_names(item, names, depth + 1)
+    elif isinstance(value, dict):
+        if set(value) == {EFFECT_KEY} and isinstance(value[EFFECT_KEY], str):
+            names.add(value[EFFECT_KEY])
+            return
+        for item in value.values():
+            _effect_names(item, names, depth + 1)
 
 
 def encode_given(value: Any, types: ValueTypes, what: str) -> Any:
@@ -145,6 +195,10 @@ class ChildProcess:
         self._write_fd = -1
         self._out_fd = -1
         self._ready_at: float | None = None
+        self._given: set[str] = set()
+        """Effects this child's calls were given: only their calls' arguments are decoded."""
+        self._call_spent = 0
+        self._scenario_spent = 0
 
     # -- start -------------------------------------------------------------------
 
@@ -155,6 +209,11 @@ class ChildProcess:
             SolutionFailed: The solution did not import (or not in time).
             VerifierBroken: The child could not be started or isolated.
         """
+        self._spawn()
+        self._handshake(deadline)
+
+    def _spawn(self) -> None:
+        """Start the child process with its pipe pair and its output pipe."""
         limits, isolation = self.job.limits, self.job.isolation
         # The child makes its own working directory once it runs as its UID: the
         # parent keeps no CAP_CHOWN in the container, and a directory the child
@@ -213,6 +272,10 @@ class ChildProcess:
         finally:
             for fd in (to_child_r, to_parent_w, out_w):
                 os.close(fd)
+
+    def _handshake(self, deadline: float | None) -> None:
+        """Send the start message, then wait for the child's isolation and the import."""
+        limits, isolation = self.job.limits, self.job.isolation
         start = {
             "op": "start",
             "module": self.module,
@@ -247,7 +310,7 @@ class ChildProcess:
             # Nothing submitted has run yet: whatever happened is the verifier's.
             raise VerifierBroken(f"the solution process did not start: {failure}") from None
         if message.get("op") != "isolated":
-            detail = _str(message.get("message"), 500) or f"sent {message.get('op')!r}"
+            detail = _str(message.get("message"), 500) or f"sent {_shown(message.get('op'))}"
             self._kill()
             raise VerifierBroken(f"the solution process could not isolate itself: {detail}")
         what = f"importing the solution module {self.module!r}"
@@ -281,7 +344,7 @@ class ChildProcess:
                     whole_solution=True,
                 )
             )
-        raise self._fail(self._protocol_violation(what, f"unexpected message {op!r}"))
+        raise self._fail(self._protocol_violation(what, f"unexpected message {_shown(op)}"))
 
     # -- Transport -------------------------------------------------------------------
 
@@ -306,6 +369,8 @@ class ChildProcess:
             "args": self._encode(args, f"{what}: an argument"),
             "kwargs": self._encode(kwargs, f"{what}: an argument"),
         }
+        _effect_names([request["args"], request["kwargs"]], self._given)
+        self._call_spent = 0
         self._send(request, deadline, what)
         while True:
             message = self._receive(deadline, what)
@@ -315,7 +380,7 @@ class ChildProcess:
                 continue
             if message.get("id") != call_id:
                 raise self._fail(
-                    self._protocol_violation(what, f"an answer to another call ({op})")
+                    self._protocol_violation(what, f"an answer to another call ({_shown(op)})")
                 )
             if op == "return":
                 try:
@@ -330,7 +395,7 @@ class ChildProcess:
             if op == "fail":
                 detail = _str(message.get("message"), 1500) or "failed"
                 raise self._fail(SolutionFailed("behaviour", detail))
-            raise self._fail(self._protocol_violation(what, f"unexpected message {op!r}"))
+            raise self._fail(self._protocol_violation(what, f"unexpected message {_shown(op)}"))
 
     def close(self, dispatch: Dispatch) -> None:
         """Report late effect calls, then kill, reap and clean up; idempotent."""
@@ -365,10 +430,10 @@ class ChildProcess:
     def _answer_effect(
         self, message: dict[str, Any], dispatch: Dispatch, deadline: float | None, what: str
     ) -> None:
-        call = self._effect_call(message, what)
-        outcome = dispatch(str(message["effect"]), call)
+        name, call = self._effect_call(message, what)
+        outcome = dispatch(name, call)
         if isinstance(outcome, Return):
-            answered = f"{what}: the answer of effect {message['effect']!r}"
+            answered = f"{what}: the answer of effect {name!r}"
             value = self._encode(outcome.value, answered)
             reply: dict[str, Any] = {"op": "effect-result", "value": value}
         elif isinstance(outcome, Raise):
@@ -383,17 +448,24 @@ class ChildProcess:
             reply = {"op": "effect-error", "type": "$refused", "message": outcome.message}
         self._send(reply, deadline, what)
 
-    def _effect_call(self, message: dict[str, Any], what: str) -> EffectCall:
+    def _effect_call(self, message: dict[str, Any], what: str) -> tuple[str, EffectCall]:
+        """The effect's name and its call; the arguments only of an effect this child was given.
+
+        The name is checked first: a call of an effect never given is refused
+        whatever its arguments, so they are never decoded.
+        """
         name, args, kwargs = message.get("effect"), message.get("args"), message.get("kwargs")
         if (
             not isinstance(name, str)
+            or not _EFFECT_NAME.fullmatch(name)
             or not isinstance(args, list)
             or not isinstance(kwargs, dict)
-            or not all(isinstance(k, str) for k in kwargs)
         ):
             raise self._fail(self._protocol_violation(what, "a malformed effect call"))
+        if name not in self._given:
+            return name, EffectCall(())
         try:
-            return EffectCall(tuple(decode(args, self.types)), decode(kwargs, self.types))
+            return name, EffectCall(tuple(decode(args, self.types)), decode(kwargs, self.types))
         except ValueRefused as exc:
             raise self._fail(self._protocol_violation(what, f"effect {name!r}: {exc}")) from None
 
@@ -415,9 +487,13 @@ class ChildProcess:
             or not set(attributes) <= set(EXCEPTION_ATTRIBUTES)
         ):
             return self._fail(self._protocol_violation(what, "a malformed exception report"))
-        return SolutionRaised(
-            function, type_name, [bounded(m, 300) for m in mro], text, dict(attributes)
-        )
+        try:
+            # Plain JSON, bounded in depth like every value the grader is given.
+            copied = decode(attributes)
+        except ValueRefused as exc:
+            detail = f"an exception attribute is refused: {exc}"
+            return self._fail(self._protocol_violation(what, detail))
+        return SolutionRaised(function, type_name, [bounded(m, 300) for m in mro], text, copied)
 
     def _protocol_violation(self, what: str, detail: str) -> SolutionFailed:
         return SolutionFailed("behaviour", f"{what}: the solution broke the protocol ({detail})")
@@ -451,7 +527,9 @@ class ChildProcess:
     def _receive(self, deadline: float | None, what: str) -> dict[str, Any]:
         assert self._reader is not None
         try:
-            return self._reader.read(deadline, self._backstop)
+            message = self._reader.read(deadline, self._backstop)
+            self._charge(what)
+            return message
         except FrameStarved:
             raise self._starved(what) from None
         except FrameTimeout:
@@ -463,6 +541,26 @@ class ChildProcess:
             raise self._fail(self._protocol_violation(what, str(exc))) from None
         except FrameError as exc:
             raise VerifierBroken(f"{what}: reading the solution's pipe failed: {exc}") from exc
+
+    def _charge(self, what: str) -> None:
+        """Count the frame just read against the call's and the scenario's budget."""
+        assert self._reader is not None
+        cost = max(self._reader.last_frame_bytes, _MIN_FRAME_CHARGE)
+        self._call_spent += cost
+        self._scenario_spent += cost
+        largest = self.job.limits.max_message_bytes
+        for spent, budget, per in (
+            (self._call_spent, _CALL_BUDGET_MESSAGES * largest, "call"),
+            (self._scenario_spent, _SCENARIO_BUDGET_MESSAGES * largest, "scenario"),
+        ):
+            if spent > budget:
+                raise self._fail(
+                    SolutionFailed(
+                        "behaviour",
+                        f"{what}: the solution sent more than {budget} bytes of messages in one "
+                        f"{per} (each message counts at least {_MIN_FRAME_CHARGE} bytes)",
+                    )
+                )
 
     def _on_idle(self) -> None:
         self._drain_output()
@@ -492,7 +590,7 @@ class ChildProcess:
         elif status.si_code == os.CLD_EXITED:
             how = f"exited with status {status.si_status}"
         else:
-            signame = signal.Signals(status.si_status).name
+            signame = _signal_name(status.si_status)
             how = f"was killed by {signame}"
             if status.si_status == signal.SIGXCPU:
                 category, how = "timeout", "exceeded its CPU time limit"
@@ -530,19 +628,14 @@ class ChildProcess:
         for _ in range(_MAX_LATE_FRAMES):
             try:
                 message = self._reader.poll_frame()
-            except FrameError:
+                if message is None:
+                    return
+                self._charge("after the scenario")
+                if message.get("op") == "effect":
+                    name, call = self._effect_call(message, "after the scenario")
+                    dispatch(name, call)
+            except (FrameError, SolutionFailed):
                 return
-            if message is None:
-                return
-            if message.get("op") == "effect" and isinstance(message.get("effect"), str):
-                args, kwargs = message.get("args"), message.get("kwargs")
-                dispatch(
-                    str(message["effect"]),
-                    EffectCall(
-                        tuple(args) if isinstance(args, list) else (),
-                        kwargs if isinstance(kwargs, dict) else {},
-                    ),
-                )
 
     def _kill(self) -> None:
         if self._proc is None:
@@ -660,6 +753,9 @@ class ChildOpener:
         proc = self._current._proc if self._current is not None else None
         return [] if proc is None else session_pids(proc.pid)
 
+    def _new_process(self, workdir: Path) -> ChildProcess:
+        return ChildProcess(self.job, self.module, workdir, self.clock, self.types)
+
     def __call__(self, scenario: str, deadline: float | None) -> ChildProcess:
         if self._import_failure is not None:
             failure = self._import_failure
@@ -670,7 +766,7 @@ class ChildOpener:
         workdir = self.job.scratch_dir / f"scenario-{self.started}-{secrets.token_hex(8)}"
         # An earlier scenario's processes are gone: their PIDs may come back as new ones.
         self.clock.forget()
-        process = ChildProcess(self.job, self.module, workdir, self.clock, self.types)
+        process = self._new_process(workdir)
         self._current = process
         try:
             with timing.span("scenario: child start, isolation, solution import"):
@@ -775,10 +871,26 @@ def run_job(job: Job) -> GradeReport:
     return session.grade()
 
 
+def _text_only(value: Any) -> Any:
+    """*value* with every lone surrogate in its strings (keys too) replaced by U+FFFD.
+
+    Whatever the solution sent may reach the result inside a message, and JSON
+    escapes let it send surrogates that no UTF-8 can encode; one character for
+    one keeps every length bound the host checks.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_text_only(k): _text_only(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_text_only(item) for item in value]
+    return value
+
+
 def write_result(path: Path, result: dict[str, Any]) -> None:
-    """Write the result file atomically, readable by its owner only."""
-    data = (json.dumps(result, ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode()
-    write_bytes(path, data)
+    """Write the result file atomically, readable by its owner only; every string as text."""
+    text = json.dumps(_text_only(result), ensure_ascii=False, allow_nan=False, indent=2)
+    write_bytes(path, (text + "\n").encode())
 
 
 def write_bytes(path: Path, data: bytes) -> None:

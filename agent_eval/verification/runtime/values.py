@@ -36,6 +36,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import gc
 import importlib
 import math
 import re
@@ -387,56 +388,82 @@ def bounded_repr(text: str, limit: int = 40) -> str:
 
 
 # -- decoding ----------------------------------------------------------------------------
+#
+# Decoding runs in the trusted parent on whatever the solution sends, so its cost
+# is linear in the value's size: a location ("a[0].b") is a chain of (parent, step)
+# pairs, made in constant time per container and turned into text only when a
+# value is refused, with each key cut to a few characters.
+
+Location = tuple[Any, "str | int"] | None
+"""Where a value sits in the whole: None at the top, else (the parent's location, key or index)."""
+_SHOWN_KEY_CHARS = 40
 
 
-def _only(data: dict[str, Any], keys: set[str], tag: str, where: str) -> None:
-    if set(data) != keys:
-        keys_given = [bounded_repr(k) for k in sorted(data)][:8]
-        raise ValueRefused(where, f"a {tag!r} value has the keys {keys_given}, not {sorted(keys)}")
+def _place(location: Location) -> str:
+    """The text of *location*: ``a[0].b`` (long keys cut), ``the value`` at the top."""
+    steps: list[str] = []
+    while location is not None:
+        location, step = location
+        if isinstance(step, int):
+            steps.append(f"[{step}]")
+        else:
+            shown = step if len(step) <= _SHOWN_KEY_CHARS else step[:_SHOWN_KEY_CHARS] + "..."
+            steps.append(f".{shown}")
+    return "".join(reversed(steps)).lstrip(".") or "the value"
 
 
-def _text(data: dict[str, Any], limit: int, tag: str, where: str) -> str:
+def _refused(location: Location, problem: str) -> ValueRefused:
+    return ValueRefused(_place(location), problem)
+
+
+def _only(data: dict[str, Any], keys: set[str], tag: str, at: Location) -> None:
+    if len(data) != len(keys) or any(k not in data for k in keys):
+        keys_given = [bounded_repr(k) for k in sorted(data)[:8]]
+        raise _refused(at, f"a {tag!r} value has the keys {keys_given}, not {sorted(keys)}")
+
+
+def _text(data: dict[str, Any], limit: int, tag: str, at: Location) -> str:
     text = data["value"]
     if not isinstance(text, str):
-        raise ValueRefused(where, f"a {tag!r} value must be a string")
+        raise _refused(at, f"a {tag!r} value must be a string")
     if len(text) > limit:
-        raise ValueRefused(where, f"a {tag!r} value is longer than {limit} characters")
+        raise _refused(at, f"a {tag!r} value is longer than {limit} characters")
     return text
 
 
-def _decode_scalar(tag: str, data: dict[str, Any], where: str) -> Any:
+def _decode_scalar(tag: str, data: dict[str, Any], at: Location) -> Any:
     if tag == "timedelta":
         micro = data["value"]
         if not isinstance(micro, int) or isinstance(micro, bool) or abs(micro) > _TIMEDELTA_MAX_US:
-            raise ValueRefused(where, "a 'timedelta' value must be an integer of microseconds")
+            raise _refused(at, "a 'timedelta' value must be an integer of microseconds")
         return dt.timedelta(microseconds=micro)
     if tag == "decimal":
-        text = _text(data, MAX_DECIMAL_CHARS, tag, where)
+        text = _text(data, MAX_DECIMAL_CHARS, tag, at)
         if not _DECIMAL.fullmatch(text):
-            raise ValueRefused(where, f"{bounded_repr(text)} is not a finite decimal")
+            raise _refused(at, f"{bounded_repr(text)} is not a finite decimal")
         number = decimal.Decimal(text)
         if not _decimal_in_range(number, text):
-            raise ValueRefused(where, f"{bounded_repr(text)} is outside the decimal range")
+            raise _refused(at, f"{bounded_repr(text)} is outside the decimal range")
         return number
     if tag == "bytes":
-        text = _text(data, sys.maxsize, tag, where)
+        text = _text(data, sys.maxsize, tag, at)
         try:
             return base64.b64decode(text, validate=True)
         except (binascii.Error, ValueError):
-            raise ValueRefused(where, "a 'bytes' value is not base64") from None
+            raise _refused(at, "a 'bytes' value is not base64") from None
     if tag in ("posix-path", "windows-path"):
-        text = _text(data, MAX_PATH_CHARS, tag, where)
+        text = _text(data, MAX_PATH_CHARS, tag, at)
         return PurePosixPath(text) if tag == "posix-path" else PureWindowsPath(text)
     parse: type[dt.date | dt.time] = {"date": dt.date, "time": dt.time, "datetime": dt.datetime}[
         tag
     ]
-    text = _text(data, MAX_TEXT_CHARS, tag, where)
+    text = _text(data, MAX_TEXT_CHARS, tag, at)
     try:
         parsed = parse.fromisoformat(text)
     except ValueError:
-        raise ValueRefused(where, f"{bounded_repr(text)} is not an ISO {tag}") from None
+        raise _refused(at, f"{bounded_repr(text)} is not an ISO {tag}") from None
     if tag == "date" and isinstance(parsed, dt.datetime):
-        raise ValueRefused(where, f"{bounded_repr(text)} is not an ISO date")
+        raise _refused(at, f"{bounded_repr(text)} is not an ISO date")
     if isinstance(parsed, dt.datetime | dt.time) and parsed.utcoffset() == dt.timedelta(0):
         # Python 3.11 reads an offset under a second ("+00:00:00.000001") as UTC itself.
         written = _SUB_SECOND_OFFSET.search(text)
@@ -453,106 +480,152 @@ _SUB_SECOND_OFFSET = re.compile(r"(?P<sign>[+-])00:00:00\.(?P<micro>[0-9]{6})$")
 _SCALAR_NAMES = frozenset(t for tags in _SCALAR_TAGS.values() for t in tags)
 
 
-def _declared(types: ValueTypes, data: dict[str, Any], kind: str, where: str) -> _Named:
+def _declared(types: ValueTypes, data: dict[str, Any], kind: str, at: Location) -> _Named:
     name = data["name"]
     if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:
-        raise ValueRefused(where, f"an {kind!r} value needs a name of up to {MAX_NAME_CHARS} chars")
+        raise _refused(at, f"an {kind!r} value needs a name of up to {MAX_NAME_CHARS} chars")
     entry = types.named.get(name)
     if entry is None or entry.kind != kind:
-        raise ValueRefused(where, f"{bounded_repr(name)} is not a declared {kind} type")
+        raise _refused(at, f"{bounded_repr(name)} is not a declared {kind} type")
     return entry
 
 
-def _decode_enum(types: ValueTypes, data: dict[str, Any], where: str) -> Any:
-    _only(data, {TYPE_KEY, "name", "value"}, "enum", where)
-    entry = _declared(types, data, "enum", where)
+def _decode_enum(types: ValueTypes, data: dict[str, Any], at: Location) -> Any:
+    _only(data, {TYPE_KEY, "name", "value"}, "enum", at)
+    entry = _declared(types, data, "enum", at)
     member = data["value"]
     if member is not None and not isinstance(member, str | int | float | bool):
-        raise ValueRefused(where, f"an {entry.name} value must be a JSON scalar")
-    cls = types.class_of(entry, where)
+        raise _refused(at, f"an {entry.name} value must be a JSON scalar")
+    cls = types.class_of(entry, _place(at))
     try:
         return cls(member)
     except Exception:  # the enum's own lookup refused the value
         shown = bounded_repr(member) if isinstance(member, str) else repr(member)
-        raise ValueRefused(where, f"{shown} is not a value of {entry.name}") from None
+        raise _refused(at, f"{shown} is not a value of {entry.name}") from None
 
 
-def _decode_record(types: ValueTypes, data: dict[str, Any], depth: int, where: str) -> Any:
-    _only(data, {TYPE_KEY, "name", "fields"}, "record", where)
-    entry = _declared(types, data, "record", where)
+def _decode_record(types: ValueTypes, data: dict[str, Any], depth: int, at: Location) -> Any:
+    _only(data, {TYPE_KEY, "name", "fields"}, "record", at)
+    entry = _declared(types, data, "record", at)
     given = data["fields"]
     if not isinstance(given, dict):
-        raise ValueRefused(where, f"the fields of an {entry.name} must be an object")
+        raise _refused(at, f"the fields of an {entry.name} must be an object")
     missing = [f for f in entry.required if f not in given]
-    extra = sorted(f for f in given if f not in entry.fields)
-    if missing or extra:
-        raise ValueRefused(
-            where,
+    if missing or len(given) > len(entry.fields) or any(f not in entry.fields for f in given):
+        extra = sorted(f for f in given if f not in entry.fields)
+        raise _refused(
+            at,
             f"an {entry.name} needs the fields {list(entry.fields)}: "
             f"missing {missing}, unknown {[f[:40] for f in extra[:8]]}",
         )
-    fields = _decode_items(given, types, depth, where)
+    fields = _decode_object(given, types, depth, at)
     if entry.shape == "typeddict":
         return fields
-    cls = types.class_of(entry, where)
+    cls = types.class_of(entry, _place(at))
     try:
         return cls(**fields)
     except Exception as exc:  # the declared constructor refused the fields
         problem = f"an {entry.name} cannot be built: {type(exc).__name__}"
-        raise ValueRefused(where, problem) from None
+        raise _refused(at, problem) from None
 
 
-def _decode_items(items: dict[str, Any], types: ValueTypes, depth: int, where: str) -> Any:
-    return {k: decode(v, types, _depth=depth + 1, _where=f"{where}.{k}") for k, v in items.items()}
+def _decode_list(items: list[Any], types: ValueTypes, depth: int, at: Location) -> list[Any]:
+    if items and depth >= MAX_DEPTH:
+        raise _refused((at, 0), f"nested deeper than {MAX_DEPTH} levels")
+    out: list[Any] = []
+    append = out.append
+    deeper = depth + 1
+    for i, item in enumerate(items):
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            append(item)
+        elif kind is list:
+            append(_decode_list(item, types, deeper, (at, i)))
+        elif kind is dict and TYPE_KEY not in item:
+            append(_decode_object(item, types, deeper, (at, i)))
+        else:
+            append(_decode(item, types, deeper, (at, i)))
+    return out
 
 
-def decode(data: Any, types: ValueTypes = NO_TYPES, *, _depth: int = 0, _where: str = "") -> Any:
-    """The value *data* (parsed JSON) encodes; see the module docstring for the tags.
+def _decode_object(
+    items: dict[str, Any], types: ValueTypes, depth: int, at: Location
+) -> dict[str, Any]:
+    if items and depth >= MAX_DEPTH:
+        raise _refused((at, next(iter(items))), f"nested deeper than {MAX_DEPTH} levels")
+    out: dict[str, Any] = {}
+    deeper = depth + 1
+    for key, item in items.items():
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            out[key] = item
+        elif kind is list:
+            out[key] = _decode_list(item, types, deeper, (at, key))
+        elif kind is dict and TYPE_KEY not in item:
+            out[key] = _decode_object(item, types, deeper, (at, key))
+        else:
+            out[key] = _decode(item, types, deeper, (at, key))
+    return out
 
-    Raises:
-        ValueRefused: An unknown tag, a type not in *types*, a malformed or
-            oversized value, nesting deeper than ``MAX_DEPTH``.
-    """
-    where = _where.lstrip(".") or "the value"
-    if _depth > MAX_DEPTH:
-        raise ValueRefused(where, f"nested deeper than {MAX_DEPTH} levels")
+
+def _decode(data: Any, types: ValueTypes, depth: int, at: Location) -> Any:
+    if depth > MAX_DEPTH:
+        raise _refused(at, f"nested deeper than {MAX_DEPTH} levels")
     if data is None or isinstance(data, bool | int | str):
         return data
     if isinstance(data, float):
         if not math.isfinite(data):
-            raise ValueRefused(where, f"{data} is not JSON")
+            raise _refused(at, f"{data} is not JSON")
         return data
     if isinstance(data, list):
-        deeper = _depth + 1
-        return [
-            decode(v, types, _depth=deeper, _where=f"{_where}[{i}]") for i, v in enumerate(data)
-        ]
+        return _decode_list(data, types, depth, at)
     if not isinstance(data, dict):
-        raise ValueRefused(where, f"a {type(data).__name__} is not JSON")
+        raise _refused(at, f"a {type(data).__name__} is not JSON")
     if TYPE_KEY not in data:
-        return _decode_items(data, types, _depth, _where)
+        return _decode_object(data, types, depth, at)
     tag = data[TYPE_KEY]
     if tag == "map":
-        _only(data, {TYPE_KEY, "value"}, "map", where)
+        _only(data, {TYPE_KEY, "value"}, "map", at)
         inner = data["value"]
         if not isinstance(inner, dict):
-            raise ValueRefused(where, "a 'map' value must be an object")
-        return _decode_items(inner, types, _depth, _where)
+            raise _refused(at, "a 'map' value must be an object")
+        return _decode_object(inner, types, depth, at)
     if tag == "enum":
-        return _decode_enum(types, data, where)
+        return _decode_enum(types, data, at)
     if tag == "record":
-        return _decode_record(types, data, _depth, where)
+        return _decode_record(types, data, depth, at)
     if not isinstance(tag, str) or tag not in _SCALAR_NAMES:
         shown = bounded_repr(tag) if isinstance(tag, str) else type(tag).__name__
-        raise ValueRefused(where, f"unknown tag {shown}")
-    _only(data, {TYPE_KEY, "value"}, tag, where)
+        raise _refused(at, f"unknown tag {shown}")
+    _only(data, {TYPE_KEY, "value"}, tag, at)
     if tag not in types.tags:
-        raise ValueRefused(where, f"a {tag!r} value, a type the task does not declare")
+        raise _refused(at, f"a {tag!r} value, a type the task does not declare")
     try:
-        return _decode_scalar(tag, data, where)
+        return _decode_scalar(tag, data, at)
     except (ArithmeticError, ValueError) as exc:
         if isinstance(exc, ValueRefused):
             raise
         # A value the checks above let through that the type itself refuses
         # (an exponent or a duration out of range): refused, never raised on.
-        raise ValueRefused(where, f"a {tag!r} value out of range: {type(exc).__name__}") from None
+        raise _refused(at, f"a {tag!r} value out of range: {type(exc).__name__}") from None
+
+
+def decode(data: Any, types: ValueTypes = NO_TYPES) -> Any:
+    """The value *data* (parsed JSON) encodes; see the module docstring for the tags.
+
+    Takes time linear in the size of *data*, whatever its shape: it runs in the
+    trusted parent on what the solution sent.
+
+    Raises:
+        ValueRefused: An unknown tag, a type not in *types*, a malformed or
+            oversized value, nesting deeper than ``MAX_DEPTH``.
+    """
+    # Decoding makes no reference cycles: the collector, which a value of many
+    # small containers would set off again and again, waits until it is done.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode(data, types, 0, None)
+    finally:
+        if collecting:
+            gc.enable()

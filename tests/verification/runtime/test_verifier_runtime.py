@@ -317,6 +317,34 @@ def test_a_crash_mid_call_reports_the_exit_and_the_tail_of_the_output(
     )
 
 
+def test_an_exception_whose_message_is_not_text_is_still_observed(
+    tmp_path: Path, library: Path
+) -> None:
+    # A lone surrogate cannot cross in a frame: it arrives as U+FFFD, the rest intact.
+    source = CORRECT.replace(
+        "def place_order(order, send):",
+        "def place_order(order, send):\n    raise RuntimeError('bad \\ud800 input')",
+    )
+    result = verify(tmp_path, library, source)
+    assert result.error is not None and result.error.category == "behaviour"
+    assert "place_order raised RuntimeError: bad \ufffd input" in result.error.message
+
+
+def test_a_solution_killed_by_a_signal_without_a_name_fails_itself(
+    tmp_path: Path, library: Path
+) -> None:
+    # A real-time signal has no name in the signal module: still the solution's doing.
+    number = signal.SIGRTMIN + 6
+    source = CORRECT.replace(
+        "def orders_seen():",
+        f"def orders_seen():\n    import os; os.kill(os.getpid(), {int(number)})",
+    )
+    result = verify(tmp_path, library, source)
+    assert result.failed_assertion_ids == ["fresh-per-scenario"]
+    assert result.error is not None and result.error.category == "behaviour", result.error
+    assert f"was killed by signal {int(number)}" in result.error.message
+
+
 @pytest.mark.parametrize(
     ("source", "category", "text"),
     [

@@ -1,0 +1,1 @@
+"""A batch in the formats other tools read (ATIF trajectories)."""

@@ -1,0 +1,150 @@
+"""The catalog lists what ``import`` and the type checker accept, and notes what it cannot resolve.
+
+Rule: a module without ``__all__`` exports what it defines, what it re-exports
+explicitly (``import a as a``, ``from m import n as n``) and what it takes in
+with ``from x import *`` (``x``'s ``__all__``, or ``x``'s exports by this same
+rule, along any chain, a cycle included); a name of ``__all__`` that the
+module's ``__getattr__`` serves is a member (a module, class or function as
+what it is, another value as ``lazy``); a name nothing serves, or a submodule
+that fails to import, is listed under ``unresolved`` and the rest is still
+catalogued. Every listed name imports at run time and passes mypy with
+``--no-implicit-reexport``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_eval.consumer.catalog import catalog_digest
+from agent_eval.models.catalog import ApiCatalog
+from tests.paths import DATA, REPO
+
+STARKIT_SRC = DATA / "analysis" / "starkit" / "src"
+
+
+def generate(work: Path) -> dict[str, Any]:
+    """Catalogue starkit as if installed, in a fresh interpreter."""
+    info = work / "site" / "starkit-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: starkit\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("starkit\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [REPO, info.parent, STARKIT_SRC])))
+    command = [sys.executable, "-m", "agent_eval.consumer.catalog", "--distribution", "starkit"]
+    command += ["--output-dir", str(work / "out")]
+    subprocess.run(command, check=True, capture_output=True, env=env, timeout=120)
+    catalog: dict[str, Any] = json.loads((work / "out" / "api-catalog.json").read_text("utf-8"))
+    return catalog
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return generate(tmp_path_factory.mktemp("starkit"))
+
+
+def entries(catalog: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["name"]: entry for entry in catalog["symbols"]}
+
+
+def module_names(catalog: dict[str, Any], module: str) -> set[str]:
+    prefix = module + "."
+    return {
+        name[len(prefix) :]
+        for name in entries(catalog)
+        if name.startswith(prefix) and "." not in name[len(prefix) :]
+    }
+
+
+def test_a_star_import_honours_the_source_modules_all(catalog: dict[str, Any]) -> None:
+    # starkit.validators: ``from starkit._impl.validators import *``, whose __all__
+    # leaves out ``not_listed`` and the imported ``os``.
+    assert module_names(catalog, "starkit.validators") == {"in_", "instance_of"}
+    assert entries(catalog)["starkit.validators.in_"]["kind"] == "function"
+
+
+def test_a_chain_of_star_imports_without_all_carries_public_and_explicit_names(
+    catalog: dict[str, Any],
+) -> None:
+    # converters <- * _impl.chain <- * _impl.conv: what conv defines, and what it
+    # re-exports explicitly (``import json as json``, ``from typing import Any as Any``);
+    # not ``path`` (an implicit import) nor ``_private``.
+    assert module_names(catalog, "starkit.converters") == {"Any", "json", "to_bool"}
+    found = entries(catalog)
+    assert found["starkit.converters.json"]["reexportOf"] == "json"
+    assert found["starkit.converters.to_bool"]["reexportOf"] == "starkit.to_bool"
+
+
+def test_names_served_by_a_module_getattr_are_members(catalog: dict[str, Any]) -> None:
+    found = entries(catalog)
+    assert found["starkit.__version__"]["kind"] == "lazy"
+    assert found["starkit.__author__"]["type"] == "str"
+    # A class it serves is catalogued as a class, with its members.
+    assert found["starkit.Engine"]["kind"] == "class"
+    assert found["starkit.Engine.run"]["signature"] == "(steps: int) -> int"
+    assert found["starkit.__getattr__"]["kind"] == "function"
+
+
+def test_a_name_that_cannot_be_resolved_is_noted_and_the_rest_is_catalogued(
+    catalog: dict[str, Any],
+) -> None:
+    reasons = {item["name"]: item["reason"] for item in catalog["unresolved"]}
+    assert set(reasons) == {"starkit.broken", "starkit.missing", "starkit.optional"}
+    assert "RuntimeError: no metadata" in reasons["starkit.broken"]
+    assert "ModuleNotFoundError" in reasons["starkit.optional"]
+    assert not {"starkit.broken", "starkit.missing", "starkit.optional"} & set(entries(catalog))
+
+
+def test_submodules_and_a_cycle_of_star_imports(catalog: dict[str, Any]) -> None:
+    found = entries(catalog)
+    assert found["starkit.validators"]["kind"] == "module"
+    # ring_a and ring_b star-import each other: ring_a ends up with both names, ring_b
+    # (imported while ring_a was still empty) with its own only, as at run time.
+    assert module_names(catalog, "starkit.ring_a") == {"a", "b"}
+    assert module_names(catalog, "starkit.ring_b") == {"b"}
+
+
+def test_the_host_model_accepts_it_and_reproduces_its_digest(catalog: dict[str, Any]) -> None:
+    model = ApiCatalog.model_validate(catalog)
+    assert model.digest() == catalog_digest(catalog)
+
+
+def test_a_catalog_without_unresolved_names_keeps_its_former_digest(
+    catalog: dict[str, Any],
+) -> None:
+    # The key is written only when there is a name: a catalog without one is the
+    # same document (and digest) as before the key existed.
+    bare = {k: v for k, v in catalog.items() if k != "unresolved"}
+    assert "unresolved" not in ApiCatalog.model_validate(bare).model_dump(exclude_defaults=True)
+    assert ApiCatalog.model_validate(bare).digest() == catalog_digest(bare)
+
+
+def test_every_listed_name_imports_and_passes_mypy_without_implicit_reexport(
+    catalog: dict[str, Any], tmp_path: Path
+) -> None:
+    modules = {e["name"] for e in catalog["symbols"] if e["kind"] == "module"}
+    lines: list[str] = []
+    for entry in catalog["symbols"]:
+        module, _, name = entry["name"].rpartition(".")
+        if module in modules and not name.startswith("__getattr__"):
+            lines.append(f"from {module} import {name} as _{len(lines)}")
+    probe = tmp_path / "probe.py"
+    probe.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
+    run = subprocess.run(
+        [sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stdout

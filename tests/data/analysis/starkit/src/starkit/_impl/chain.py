@@ -1,0 +1,1 @@
+from starkit._impl.conv import *  # noqa: F403

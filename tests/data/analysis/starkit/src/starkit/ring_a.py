@@ -1,0 +1,4 @@
+from starkit.ring_b import *  # noqa: F403
+
+
+def a() -> None: ...
