@@ -54,6 +54,22 @@ from tests.batches import eval_agent, project_copy, write_config  # noqa: E402
 from tests.loadrig import LoadRig  # noqa: E402
 
 
+def _batch_tries(checkout: Path, line: dict[str, Any]) -> dict[str, Any]:
+    """The oracle batch's infrastructure tries run again, and its runs not passed (each
+    is a flip: the reference solution passes on a quiet machine)."""
+    from agent_eval.models import Receipt
+
+    receipt_path = Path(line["receipt"])
+    if not receipt_path.is_absolute():
+        receipt_path = Path.cwd() / receipt_path  # as eval-agent printed it, from here
+    receipt = Receipt.model_validate_json(receipt_path.read_bytes())
+    attempts = [a for run in receipt.runs for a in run.attempts]
+    return {
+        "batchRetries": sum(len(a.infrastructureTries) for a in attempts),
+        "batchFlips": sum(not run.finalSuccess for run in receipt.runs),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", default="0,10,40,100", help="load factors, comma-separated")
@@ -126,6 +142,7 @@ def main() -> int:
                         figure["batch"] = (
                             f"{line['status']} {line['firstSuccesses']}/{line['finalSuccesses']}"
                         )
+                        figure.update(_batch_tries(checkout, line))
                 results.append(figure)
                 print(json.dumps(figure, sort_keys=True), file=sys.stderr, flush=True)
     finally:
@@ -136,7 +153,11 @@ def main() -> int:
 
     print("loops  flips/verifications  infrastructure  retried  wall     pressure  batch")
     for f in results:
-        batch_text = f"{f['batch']} in {f['batchS']} s" if "batchS" in f else "-"
+        batch_text = (
+            f"{f['batch']} in {f['batchS']} s, {f['batchRetries']} retried, {f['batchFlips']} flips"
+            if "batchS" in f
+            else "-"
+        )
         print(
             f"{f['loops']:>5}  {f['flips']:>5}/{f['verifications']:<13} {f['infrastructure']:>14}"
             f"  {f['retried']:>7}  {f['wallS']:>6} s  {f['cpuPressure']!s:>8}  {batch_text}"

@@ -24,14 +24,19 @@ from agent_eval.batch.ports import GatewayRoute, RunExecutor, RunnerOutcome, Run
 from agent_eval.batch.progress import ProgressEvent, RunState
 from agent_eval.batch.receipt_book import describe_failure
 from agent_eval.batch.response import ResponseVerdict, judge_response
-from agent_eval.batch.schedule import ExecutorFactory, Schedule, ScheduledTask
+from agent_eval.batch.schedule import ExecutorFactory, Schedule, ScheduledTask, left_files
 from agent_eval.digests import sha256_bytes
-from agent_eval.errors import AgentEvalError
+from agent_eval.errors import AgentEvalError, CleanupError, EngineUnavailableError
 from agent_eval.evidence_io import write_bytes_atomic
 from agent_eval.gateway.host import parse_records, provider_problem, summarise, unmeasured
 from agent_eval.layout import MAX_TRANSCRIPT_BYTES, AttemptDirectory
 from agent_eval.models import (
+    MAX_TRIES_PER_ATTEMPT,
+    RETRYABLE_KINDS,
+    TRY_FOLDER,
     AttemptRecord,
+    InfrastructureKind,
+    InfrastructureTry,
     ProtectedInputs,
     RepairFeedback,
     RunnerRequest,
@@ -84,14 +89,73 @@ class Attempts:
         previous: Path | None = task.starter_dir
         for number in (1, 2):
             if schedule.stop.is_set():
-                break
-            record = self.attempt(run_id, task, number, feedback, previous)
+                # A repair the stop kept from running is the batch's, never the agent's.
+                return schedule.unfinished(run_id, schedule.stop_reason or "the batch stopped")
+            record = self.tried(run_id, task, number, feedback, previous)
             schedule.finish_attempt(run_id, record)
             feedback = repair_feedback(record)
             if feedback is None:
                 break
             previous = schedule.evidence.attempt(run_id, number).solution
         return schedule.record(run_id, schedule.attempts_of(run_id))
+
+    def tried(
+        self,
+        run_id: str,
+        task: ScheduledTask,
+        number: int,
+        feedback: RepairFeedback | None,
+        seed_dir: Path | None,
+    ) -> AttemptRecord:
+        """One attempt, run again in fresh containers while it ends in infrastructure a
+        repeat may cure, up to :data:`MAX_TRIES_PER_ATTEMPT` tries and the batch's budget.
+
+        Each earlier try's files are moved, as they were, to ``attempt-<k>/try-<n>/`` and
+        accounted for in the recorded attempt's ``infrastructureTries``.
+        """
+        schedule = self.schedule
+        kept: list[InfrastructureTry] = []
+        while True:
+            record = self.attempt(run_id, task, number, feedback, seed_dir, again=bool(kept))
+            kind = record.infrastructureKind
+            if kind not in RETRYABLE_KINDS or not schedule.take_retry(
+                f"{kind}: {_infrastructure_words(record)}",
+                wanted=len(kept) + 1 < MAX_TRIES_PER_ATTEMPT,
+            ):
+                return record.model_copy(update={"infrastructureTries": kept})
+            kept.append(self._keep_try(run_id, number, len(kept) + 1, record))
+            schedule.plan.progress(
+                ProgressEvent(
+                    f"{run_id} attempt {number}: {kind} failure, trying again in fresh "
+                    f"containers (try {len(kept) + 1} of {MAX_TRIES_PER_ATTEMPT})",
+                    run_id,
+                    "repairing" if number > 1 else "running",
+                )
+            )
+
+    def _keep_try(
+        self, run_id: str, number: int, try_number: int, record: AttemptRecord
+    ) -> InfrastructureTry:
+        """Move what a failed try left below ``try-<n>/``; its account in the record."""
+        schedule = self.schedule
+        root = schedule.evidence.attempt(run_id, number).root
+        earlier = {TRY_FOLDER.format(n=n) for n in range(1, try_number)}
+        kept = root / TRY_FOLDER.format(n=try_number)
+        kept.mkdir()
+        for entry in sorted(root.iterdir()):
+            if entry.name not in earlier and entry != kept:
+                entry.rename(kept / entry.name)
+        shutil.rmtree(schedule.plan.work_dir / run_id / f"attempt-{number}", ignore_errors=True)
+        files = left_files(kept, {})
+        assert record.infrastructureKind is not None
+        return InfrastructureTry(
+            tryNumber=try_number,
+            startedAt=record.startedAt,
+            durationMs=record.durationMs,
+            kind=record.infrastructureKind,
+            reason=_infrastructure_words(record),
+            files=files,
+        )
 
     def stop_everything(self, reason: str) -> list[str]:
         """Stop every attempt in flight; returns what could not be stopped, as reasons."""
@@ -111,19 +175,23 @@ class Attempts:
         number: int,
         feedback: RepairFeedback | None,
         seed_dir: Path | None,
+        *,
+        again: bool = False,
     ) -> AttemptRecord:
-        """Run, observe and judge one attempt, seeded with *seed_dir*'s files."""
+        """Run, observe and judge one attempt (or, *again*, one more try of it), seeded
+        with *seed_dir*'s files."""
         schedule = self.schedule
         started = schedule.monotonic()
+        began = schedule.begin_attempt(run_id, number)
         evidence = schedule.evidence.attempt(run_id, number)
-        evidence.root.mkdir(parents=True, exist_ok=False)
+        evidence.root.mkdir(parents=True, exist_ok=again)
         workspace = schedule.plan.work_dir / run_id / f"attempt-{number}"
         if seed_dir is not None and seed_dir.is_dir():
             shutil.copytree(seed_dir, workspace, symlinks=True)
         else:
             workspace.mkdir(parents=True)
         seen = AttemptObservations(
-            attempt=number, started_at=schedule.clock(), duration_ms=0, repair_feedback=feedback
+            attempt=number, started_at=began, duration_ms=0, repair_feedback=feedback
         )
         now = _Attempt(run_id, task, number, evidence, workspace, seen)
         if self._run_runner(now) and self._submitted(now):
@@ -133,7 +201,13 @@ class Attempts:
             seen.runner_log_digest = self._runner_log(evidence, now.outcome, seen)
             seen.transcript_digest = self._transcript(evidence, now.outcome, seen)
             seen.resources = now.outcome.resources
-        return judge_attempt(seen)
+        record = judge_attempt(seen)
+        if record.infrastructureStatus == "failed":
+            # What a try that did not finish left (a solution never verified) is kept
+            # and accounted for, never mistaken for a file added to the run directory.
+            left = left_files(evidence.root, record.evidence_files())
+            record = record.model_copy(update={"leftFiles": left})
+        return record
 
     def _run_runner(self, now: _Attempt) -> bool:
         """Run the runner within the time left; whether what it did is the agent's to judge."""
@@ -262,11 +336,15 @@ class Attempts:
                 now.state or "verifying",
             )
         )
+        if not self._trusted(seen):
+            return  # the batch stopped: no verifier container is started after that
         try:
             verification = self.verifier.verify(spec, now.evidence.solution, now.run_id)
         except AgentEvalError as exc:
             # Whatever kept the verifier from a trusted result, it is not the agent's doing.
             seen.infrastructure_error = str(exc)
+            seen.infrastructure_kind = _verifier_kind(exc)
+            self._trusted(seen)
             return
         if not self._trusted(seen):
             return
@@ -408,3 +486,20 @@ def on_this_engine(runner: RunnerPort, verifier: Verifier) -> ExecutorFactory:
         return LocalExecutor(Attempts(schedule, runner, verifier))
 
     return executor
+
+
+def _verifier_kind(exc: AgentEvalError) -> InfrastructureKind:
+    """Which party a verification that gave no trusted result failed on."""
+    if isinstance(exc, (CleanupError, EngineUnavailableError)):
+        return "engine"
+    if "did not start" in str(exc):
+        return "verifier-start"
+    return "verifier"
+
+
+def _infrastructure_words(record: AttemptRecord, limit: int = 500) -> str:
+    for diagnostic in record.diagnostics:
+        if diagnostic.category in ("infrastructure", "provider"):
+            text = diagnostic.message
+            return text if len(text) <= limit else text[: limit - 3] + "..."
+    return "no diagnostic was recorded"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
 
 from agent_eval.batch.collection import Collection
 from agent_eval.batch.response import ResponseVerdict
@@ -21,6 +20,7 @@ from agent_eval.models import (
     Diagnostic,
     FailureCategory,
     GatewayUse,
+    InfrastructureKind,
     ProtectedInputs,
     RepairFeedback,
     RunnerResources,
@@ -63,7 +63,7 @@ class AttemptObservations:
     started_at: datetime
     duration_ms: int
     infrastructure_error: str | None = None
-    infrastructure_kind: Literal["engine", "provider", "disk", "stopped", "node"] = "engine"
+    infrastructure_kind: InfrastructureKind = "engine"
     identity_problem: str | None = None
     """The gateway saw the provider serve a model outside the accepted set."""
     timed_out: bool = False
@@ -113,21 +113,23 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
     elif obs.budget_exhausted:
         category = "budget-exhausted"
         diagnostics.append(_diag("timeout", obs.budget_message))
+    elif obs.timed_out and obs.resources is not None and obs.resources.starved:
+        # The machine, not the agent, spent the runner's time: the harness's failure.
+        category = "infrastructure"
+        used = obs.resources
+        cpu = "an unmeasured" if used.cpuSeconds is None else f"{used.cpuSeconds:.1f}"
+        diagnostics.append(
+            _diag(
+                "infrastructure",
+                "the machine starved the runner: the host's CPU pressure was "
+                f"{(used.hostCpuPressure or 0) * 100:.0f} % over its "
+                f"{used.wallSeconds or 0:.0f} s, in which it got {cpu} s of CPU; "
+                "lower the batch's concurrency or use a quieter machine",
+            )
+        )
     elif obs.timed_out:
         category = "timeout"
         diagnostics.append(_diag("timeout", "the runner did not finish within its time budget"))
-        if obs.resources is not None and obs.resources.starved:
-            used = obs.resources
-            cpu = "an unmeasured" if used.cpuSeconds is None else f"{used.cpuSeconds:.1f}"
-            diagnostics.append(
-                _diag(
-                    "timeout",
-                    "the machine starved the runner: the host's CPU pressure was "
-                    f"{(used.hostCpuPressure or 0) * 100:.0f} % over its "
-                    f"{used.wallSeconds or 0:.0f} s, in which it got {cpu} s of CPU; "
-                    "lower the batch's concurrency or use a quieter machine",
-                )
-            )
     elif verdict is None or verdict.problem is not None:
         category = verdict.problem if verdict and verdict.problem else "invalid-response"
         diagnostics.append(_diag("runner", verdict.message if verdict else "no response"))
@@ -193,7 +195,11 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
         success=category is None,
         failureCategory=category,
         infrastructureStatus="failed" if infra else "ok",
-        infrastructureKind=obs.infrastructure_kind if infra else None,
+        infrastructureKind=(
+            (obs.infrastructure_kind if obs.infrastructure_error is not None else "starved")
+            if infra
+            else None
+        ),
         failureKind=failure_kind,
         gateway=obs.gateway,
         runnerLogDigest=obs.runner_log_digest,

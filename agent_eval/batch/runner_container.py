@@ -119,7 +119,18 @@ class ContainerRunner:
                 stdin=request.model_dump_json().encode("utf-8") + b"\n",
             )
         except InfrastructureError as exc:
-            return RunnerOutcome(b"", False, False, None, f"runner container: {exc}")
+            # Its limits and wall time say a container was asked for (it may have run).
+            tried = RunnerResources(
+                memoryLimitBytes=spec.limits.memory_bytes,
+                cpus=spec.limits.nano_cpus / 1e9,
+                pidsLimit=spec.limits.pids,
+                tmpBytes=spec.limits.tmp_bytes,
+                wallSeconds=round(time.monotonic() - began, 3),
+                hostCpuPressure=pressure.share(time.monotonic() - began),
+            )
+            return RunnerOutcome(
+                b"", False, False, None, f"runner container: {exc}", resources=tried
+            )
         finally:
             transcript = _read_transcript(transcripts / TRANSCRIPT_FILE)
             shutil.rmtree(transcripts, ignore_errors=True)

@@ -22,9 +22,12 @@ from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_
 from agent_eval.batch.ports import GatewayPort, RunExecutor
 from agent_eval.batch.progress import ProgressEvent, Tally, duration, run_outcome
 from agent_eval.batch.receipt_book import ReceiptBook, ReceiptNotWritten, describe_failure
-from agent_eval.batch.signals import Stop
+from agent_eval.batch.signals import ABANDON, Stop
+from agent_eval.digests import DigestError, file_sha256, regular_files
 from agent_eval.layout import RunDirectory
 from agent_eval.models import (
+    MAX_TRIES_PER_ATTEMPT,
+    RETRYABLE_KINDS,
     AttemptRecord,
     BatchStatus,
     ModelIdentity,
@@ -41,6 +44,7 @@ __all__ = [
     "Schedule",
     "ScheduledTask",
     "describe_failure",
+    "left_files",
     "run_schedule",
 ]
 
@@ -86,6 +90,10 @@ class BatchPlan:
     """Tokens the whole batch may spend, as the gateway saw them reported."""
     redactions: Mapping[str, str] = field(default_factory=dict)
     """Values never written into runner.log, each replaced by its name."""
+    retry_budget: int | None = None
+    """Infrastructure tries the whole batch may run again (None: one per scheduled run,
+    at least :data:`MIN_RETRY_BUDGET`); once spent, the next infrastructure failure stops
+    the batch."""
 
 
 @dataclass
@@ -109,7 +117,41 @@ class Schedule:
     """Tokens the gateway saw reported so far."""
     finished: dict[str, list[AttemptRecord]] = field(default_factory=dict)
     """The attempts each run has finished so far (for runs cut short)."""
+    started: dict[str, tuple[int, datetime]] = field(default_factory=dict)
+    """The attempt each run is in and when it started (for runs cut short: their real
+    start)."""
+    retried: list[str] = field(default_factory=list)
+    """Why each infrastructure try run again so far failed (its kind and reason)."""
+    infrastructure_failures: int = 0
+    """Tries of attempts that ended in infrastructure a repeat may cure, so far."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def retry_budget(self) -> int:
+        budget = self.plan.retry_budget
+        return max(MIN_RETRY_BUDGET, len(self.plan.run_ids)) if budget is None else budget
+
+    def take_retry(self, why: str, *, wanted: bool = True) -> bool:
+        """Count one more infrastructure failure and whether its attempt may be tried again
+        (False when the batch's budget is spent or the batch stopped)."""
+        with self._lock:
+            self.infrastructure_failures += 1
+            if not wanted or len(self.retried) >= self.retry_budget or self.stop.is_set():
+                return False
+            self.retried.append(why)
+            return True
+
+    def budget_spent(self) -> bool:
+        with self._lock:
+            return len(self.retried) >= self.retry_budget
+
+    def begin_attempt(self, run_id: str, number: int) -> datetime:
+        """Note (and return) when attempt *number* of *run_id* starts (its first try)."""
+        now = self.clock()
+        with self._lock:
+            if self.started.get(run_id, (0, now))[0] != number:
+                self.started[run_id] = (number, now)
+        return now
 
     @property
     def evidence(self) -> RunDirectory:
@@ -138,15 +180,28 @@ class Schedule:
         """A run the batch stopped: its finished attempts, then the one it was in, failed."""
         attempts = self.attempts_of(run_id)
         feedback = repair_feedback(attempts[-1]) if attempts else None
-        if not attempts or feedback is not None:
-            cut = AttemptObservations(
-                attempt=len(attempts) + 1,
-                started_at=self.clock(),
-                duration_ms=0,
-                infrastructure_error=f"the batch stopped during this attempt: {reason}",
-                repair_feedback=feedback,
-            )
-            attempts.append(judge_attempt(cut))
+        if attempts and feedback is None:
+            return self.record(run_id, attempts)  # finished: no repair was to come
+        number = len(attempts) + 1
+        with self._lock:
+            noted = self.started.get(run_id)
+        began = noted[1] if noted is not None and noted[0] == number else None
+        cut = AttemptObservations(
+            attempt=number,
+            started_at=began or self.clock(),
+            duration_ms=0,
+            infrastructure_error=f"the batch stopped during this attempt: {reason}",
+            infrastructure_kind="stopped",
+            repair_feedback=feedback,
+        )
+        if began is not None:
+            elapsed = (self.clock() - began).total_seconds()
+            cut.duration_ms = max(0, int(elapsed * 1000))
+        record = judge_attempt(cut)
+        if began is not None:  # what it left is kept and accounted for, judged by nobody
+            left = left_files(self.evidence.attempt(run_id, number).root, {})
+            record = record.model_copy(update={"leftFiles": left})
+        attempts.append(record)
         return self.record(run_id, attempts)
 
     def failed(self, run_id: str, error: str, *, node_lost: bool = False) -> RunRecord:
@@ -171,6 +226,33 @@ class Schedule:
             finalSuccess=bool(attempts) and attempts[-1].success,
             attempts=attempts,
         )
+
+
+MIN_RETRY_BUDGET = 3
+"""The smallest batch's budget of infrastructure tries run again."""
+
+
+def left_files(folder: Path, accounted: Mapping[str, str]) -> dict[str, str]:
+    """Every regular file below *folder* that *accounted* does not name, with its digest.
+
+    What an attempt that did not finish left (a collected solution never verified):
+    kept as evidence and accounted for in its record, so an honest stop never reads as
+    a file added to the run directory. A link or a device is not digested here: the
+    checker then names it, as it must.
+    """
+    try:
+        found = regular_files(folder) if folder.is_dir() else []
+    except DigestError:
+        return {}
+    left = {}
+    for name in found:
+        if name in accounted:
+            continue
+        try:
+            left[name] = file_sha256(folder / name)
+        except DigestError:
+            continue
+    return left
 
 
 ExecutorFactory = Callable[[Schedule], RunExecutor]
@@ -265,7 +347,11 @@ class _Dispatch:
         self.reasons.append(stopped_by)
         self.reasons += self.runs.stop_everything(stopped_by)
         self.runs.shutdown(wait=False)
-        wait(self.in_flight, timeout=grace_s)
+        ends = self.schedule.monotonic() + grace_s
+        while not ABANDON.is_set() and (left := ends - self.schedule.monotonic()) > 0:
+            _, pending = wait(self.in_flight, timeout=min(left, 0.2))
+            if not pending:
+                break
         for future, run_id in self.in_flight.items():
             if future.done() and not future.cancelled() and future.exception() is None:
                 self.book.add_run(future.result())
@@ -334,8 +420,28 @@ class _Dispatch:
             )
         elif state == "infrastructure":
             self.status = "infrastructure-failure"
-            self.reasons.append(f"infrastructure failure in {run_id}; the batch stopped")
-            self.schedule.stop.set()
+            last = record.attempts[-1] if record.attempts else None
+            kind = (last.infrastructureKind if last else None) or "engine"
+            why = _first_words(last)
+            tries = last.tries if last else 1
+            if (
+                kind in RETRYABLE_KINDS
+                and tries >= MAX_TRIES_PER_ATTEMPT
+                and not self.schedule.budget_spent()
+            ):
+                # Tried as often as one attempt may be: that run is lost, not the batch.
+                self.reasons.append(
+                    f"infrastructure failure in {run_id} after {tries} tries "
+                    f"({kind}: {why}); the other runs went on"
+                )
+            else:
+                failures = self.schedule.infrastructure_failures
+                if kind in RETRYABLE_KINDS and failures > 1:
+                    cause = f"the {_KIND_WORDS.get(kind, kind)} failed {failures} times"
+                else:
+                    cause = f"the {_KIND_WORDS.get(kind, kind)} failed"
+                self.reasons.append(f"{cause}: {why} (last in {run_id}); the batch stopped")
+                self.schedule.stop.set()
         elif self.status == "completed" and (
             self.runs.rule_stop() is not None
             or any(a.failureCategory == "identity-mismatch" for a in record.attempts)
@@ -372,3 +478,26 @@ def _gateway_lost(plan: BatchPlan) -> str | None:
 def _node_lost(record: RunRecord) -> bool:
     failed = [a for a in record.attempts if a.infrastructureStatus == "failed"]
     return bool(failed) and all(a.infrastructureKind == "node" for a in failed)
+
+
+_KIND_WORDS = {
+    "engine": "engine",
+    "verifier": "verifier's harness",
+    "verifier-start": "start of the solution's process",
+    "starved": "machine (a starved runner)",
+    "provider": "model provider",
+    "disk": "disk",
+    "stopped": "batch's stop",
+    "node": "cluster node",
+}
+
+
+def _first_words(record: AttemptRecord | None, limit: int = 200) -> str:
+    """The attempt's first infrastructure diagnostic, shortened for a headline."""
+    if record is None:
+        return "no attempt was recorded"
+    for diagnostic in record.diagnostics:
+        if diagnostic.category in ("infrastructure", "provider"):
+            text = diagnostic.message
+            return text if len(text) <= limit else text[: limit - 3] + "..."
+    return "no diagnostic was recorded"

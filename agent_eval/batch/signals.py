@@ -12,14 +12,28 @@ there must not swallow the line that says how the batch ended.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
 from types import FrameType
 
-__all__ = ["STOPPING_SIGNALS", "Signals", "Stop", "stopping_on_signals"]
+__all__ = ["ABANDON", "STOPPING_SIGNALS", "Signals", "Stop", "stopping_on_signals"]
 
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+ABANDON = threading.Event()
+"""Set by a second stopping signal before the receipt is final: the batch stops waiting
+for the runs in flight to come back and records them as cut short at once."""
+
+ACKNOWLEDGEMENT = (
+    "agent-eval: {name} received: starting nothing more; stopping the runs in flight and "
+    "recording them (at most {grace} s); a second signal stops waiting for them\n"
+)
+"""Written at once on the first signal, to stderr, before anything else is done."""
+
+GRACE_S = 60
+"""What the acknowledgement promises at most: the schedule's grace for runs in flight."""
 
 
 class Stop(BaseException):
@@ -67,9 +81,14 @@ def stopping_on_signals(*, until_exit: bool = False) -> Iterator[Signals]:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         signals.received.append(signum)
-        if len(signals.received) == 1 and not signals.settled:
+        if signals.settled:
+            return
+        if len(signals.received) == 1:
+            _acknowledge(signum)
             raise Stop(signum)
+        ABANDON.set()
 
+    ABANDON.clear()
     previous = {s: signal.signal(s, handler) for s in STOPPING_SIGNALS}
     try:
         yield signals
@@ -77,3 +96,10 @@ def stopping_on_signals(*, until_exit: bool = False) -> Iterator[Signals]:
         if not (until_exit and signals.settled):
             for signum, old in previous.items():
                 signal.signal(signum, old)
+
+
+def _acknowledge(signum: int) -> None:
+    """Say at once what the stop waits for; a closed or broken stderr never stops the stop."""
+    line = ACKNOWLEDGEMENT.format(name=signal.Signals(signum).name, grace=GRACE_S)
+    with contextlib.suppress(OSError):
+        os.write(2, line.encode("utf-8"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import re
@@ -47,21 +48,30 @@ def report_outcome(
 ) -> None:
     """Say how the batch ended: its reasons and report on stderr, the one line on stdout
     (with ``"partial": true`` for a batch of some runs only); with *junit*, the batch
-    and check-agent-eval's decision as JUnit XML there too."""
-    say = say or _say
-    if outcome.status != "completed":
-        for reason in outcome.reasons:
-            say(f"{outcome.status}: {reason}")
+    and check-agent-eval's decision as JUnit XML there too.
+
+    The report is written first and whatever stderr and stdout have become (a pipe whose
+    reader a Ctrl-C ended): a line that cannot be shown never costs the report.
+    """
+    say = _unbroken(say or _say)
+    report: str | None = None
     if outcome.receipt_written:
         # The reviewer's view; a batch whose report cannot be written keeps its exit code.
         try:
             from agent_eval.report.render import write_report
 
-            say(f"report: {write_report(outcome.receipt.parent, project=project)}")
+            report = f"report: {write_report(outcome.receipt.parent, project=project)}"
         except AgentEvalError as exc:
-            say(f"warning: no report: {exc}")
+            report = f"warning: no report: {exc}"
         if junit is not None:
             _write_junit(outcome.receipt, project, junit, say)
+    if outcome.status != "completed":
+        for reason in outcome.reasons:
+            say(f"{outcome.status}: {reason}")
+    if outcome.receipt_written and (note := _infrastructure_note(outcome.receipt)):
+        say(note)
+    if report is not None:
+        say(report)
     try:
         shown = outcome.receipt.relative_to(Path.cwd())
     except ValueError:
@@ -74,7 +84,30 @@ def report_outcome(
     }
     if partial:
         line["partial"] = True
-    click.echo(json.dumps(line))
+    with contextlib.suppress(OSError):
+        click.echo(json.dumps(line))
+
+
+def _infrastructure_note(receipt: Path) -> str | None:
+    """The batch's retries, starved runners and host pressure, if any (never an error)."""
+    from agent_eval.evidence_io import read_model
+    from agent_eval.models import Receipt
+    from agent_eval.verdict.qualification import infrastructure_note
+
+    try:
+        return infrastructure_note(read_model(receipt, Receipt, what="receipt"))
+    except AgentEvalError:
+        return None
+
+
+def _unbroken(say: Callable[[str], None]) -> Callable[[str], None]:
+    """*say*, quiet once its stream is gone (a closed or broken pipe)."""
+
+    def said(text: str) -> None:
+        with contextlib.suppress(OSError):
+            say(text)
+
+    return said
 
 
 def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str], None]) -> None:
@@ -225,7 +258,8 @@ def eval_agent_command(
                 resume=resume,
             )
         finally:
-            display.close()
+            with contextlib.suppress(OSError):  # a stderr gone with its reader
+                display.close()
         signals.settle()
         report_outcome(outcome, located.root, display.say, partial=bool(only), junit=junit)
     sys.exit(outcome.exit_code)

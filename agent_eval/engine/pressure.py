@@ -9,11 +9,14 @@ been starved rather than slow; the attempt's record says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
     "STARVED_PRESSURE",
+    "CrowdedDeadline",
     "PressureWindow",
     "cpu_pressure_total_us",
     "recent_cpu_pressure",
@@ -66,3 +69,46 @@ class PressureWindow:
         if self.started_us is None or ended is None or seconds <= 0:
             return None
         return round(min(1.0, max(0.0, (ended - self.started_us) / (seconds * 1e6))), 3)
+
+
+@dataclass
+class CrowdedDeadline:
+    """A harness step's limit counted in the time the machine let it run, with a backstop.
+
+    A step of the harness itself (the gateway's start, a cache warm-up) is bounded by
+    *limit_s* of wall time less the share of it some task waited for a CPU (the
+    machine's time, not the step's), and by *backstop_s* of wall time whatever the
+    machine did: a crowded machine delays a batch's start instead of failing it, and a
+    step that hangs on a quiet one still fails within *limit_s*. Without a pressure
+    counter the wall clock alone counts.
+    """
+
+    limit_s: float
+    backstop_s: float
+    monotonic: Callable[[], float] = time.monotonic
+    path: Path = CPU_PRESSURE
+    started: float = field(init=False)
+    window: PressureWindow = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.monotonic()
+        self.window = PressureWindow.open(self.path)
+
+    def counted_s(self) -> float:
+        """The seconds counted so far: wall time less the share the machine was crowded."""
+        elapsed = self.monotonic() - self.started
+        share = self.window.share(elapsed, self.path) or 0.0
+        return elapsed * (1.0 - share)
+
+    def expired(self) -> bool:
+        elapsed = self.monotonic() - self.started
+        return elapsed >= self.backstop_s or self.counted_s() >= self.limit_s
+
+    def describe(self) -> str:
+        """How the limit ran out, for a one-line error."""
+        elapsed = self.monotonic() - self.started
+        return (
+            f"{self.counted_s():.0f} s counted of its {self.limit_s:g} s limit "
+            f"({elapsed:.0f} s of wall time, backstop {self.backstop_s:g} s; "
+            f"host CPU pressure {recent_cpu_pressure(self.path)})"
+        )

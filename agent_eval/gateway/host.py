@@ -33,7 +33,7 @@ from agent_eval.engine import (
     Mount,
     ResourceLimits,
 )
-from agent_eval.engine.pressure import recent_cpu_pressure
+from agent_eval.engine.pressure import CrowdedDeadline
 from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.evidence_io import format_validation_error, write_bytes_atomic
 from agent_eval.gateway.policy import route_name
@@ -65,9 +65,12 @@ __all__ = [
 
 _FIRST_PORT = 18001
 _READY_TIMEOUT_S = 300.0
-"""How long the gateway may take to open its sockets. A gateway that exits is noticed at
+"""How long the gateway may take to open its sockets, in time the machine let it run
+(:class:`~agent_eval.engine.pressure.CrowdedDeadline`). A gateway that exits is noticed at
 once (its container's state is asked every tenth of a second); only one that hangs waits
 this long, and on a crowded machine mitmproxy's start alone took over a minute."""
+_READY_BACKSTOP_S = 1800.0
+"""The wall-clock backstop of the gateway's start, whatever the machine's load."""
 _PROBE_TIMEOUT_S = 60.0
 _ALIVE_TIMEOUT_S = 30.0
 """How long a health check waits for the gateway's own answer (it never goes upstream);
@@ -233,8 +236,10 @@ class BatchGateway:
         )
         self.container_id = self.engine.create(spec)
         self.engine.start(self.container_id)
-        deadline = self._monotonic() + _READY_TIMEOUT_S
-        while self._monotonic() < deadline:
+        # Its own start, not the neighbours' load: time the machine kept it waiting
+        # for a CPU is not counted, within a wall backstop.
+        deadline = CrowdedDeadline(_READY_TIMEOUT_S, _READY_BACKSTOP_S, self._monotonic)
+        while not deadline.expired():
             if (self.sockets / "ready").exists():
                 return
             problem = self.problem()
@@ -242,9 +247,7 @@ class BatchGateway:
                 raise InfrastructureError(f"the model gateway did not start: {problem}")
             time.sleep(0.1)
         raise InfrastructureError(
-            f"the model gateway did not open its sockets within {_READY_TIMEOUT_S:g} s "
-            f"(host CPU pressure {recent_cpu_pressure()})"
-            f"{self._log_tail()}"
+            f"the model gateway did not open its sockets: {deadline.describe()}{self._log_tail()}"
         )
 
     def _log_tail(self) -> str:

@@ -43,10 +43,15 @@ from agent_eval.models.install_recipe import InstallRecipe, PayloadFile, RunnerI
 from agent_eval.models.lease import Lease
 from agent_eval.models.qualification import QualificationResult
 from agent_eval.models.receipt import (
+    MAX_TRIES_PER_ATTEMPT,
+    RETRYABLE_KINDS,
+    TRY_FOLDER,
     AssertionOutcome,
     AttemptRecord,
     BatchStatus,
     FailureCategory,
+    InfrastructureKind,
+    InfrastructureTry,
     NodeIdentity,
     Predecessor,
     ProtectedInputs,
@@ -75,7 +80,10 @@ from agent_eval.models.verifier_attempt import (
 )
 
 __all__ = [
+    "MAX_TRIES_PER_ATTEMPT",
+    "RETRYABLE_KINDS",
     "TASK_ID_PATTERN",
+    "TRY_FOLDER",
     "Analysis",
     "AnalysisErrorDetail",
     "AnalysisFailure",
@@ -108,6 +116,8 @@ __all__ = [
     "IdentityDifference",
     "ImageRecipe",
     "ImageRecord",
+    "InfrastructureKind",
+    "InfrastructureTry",
     "InstallRecipe",
     "IntegrationRequirement",
     "IntegrationResult",

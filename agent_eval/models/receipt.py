@@ -17,7 +17,7 @@ from agent_eval.layout import (
     SOLUTION_DIR,
     TRANSCRIPT_FILE,
 )
-from agent_eval.models.analysis import Diagnostic, DiagnosticCategory
+from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS, Diagnostic, DiagnosticCategory
 from agent_eval.models.base import (
     BatchId,
     Digest,
@@ -33,10 +33,15 @@ from agent_eval.models.suite import SuiteSpec
 __all__ = [
     "FAILURE_DIAGNOSTICS",
     "MAX_ASSERTION_TEXT_CHARS",
+    "MAX_TRIES_PER_ATTEMPT",
+    "RETRYABLE_KINDS",
+    "TRY_FOLDER",
     "AssertionOutcome",
     "AttemptRecord",
     "BatchStatus",
     "FailureCategory",
+    "InfrastructureKind",
+    "InfrastructureTry",
     "NodeIdentity",
     "Predecessor",
     "ProtectedInputs",
@@ -231,6 +236,43 @@ class AssertionOutcome(WireModel):
         return self.observed and not self.passed
 
 
+InfrastructureKind = Literal[
+    "engine", "provider", "disk", "stopped", "node", "verifier", "verifier-start", "starved"
+]
+"""What failed outside the agent: the engine (or a container it could not start or kill),
+the model provider or the gateway, the disk, the batch's stop, a cluster node, the
+verifier's harness, the start of the solution's process on a crowded machine, or the
+machine that starved the runner of CPU."""
+
+RETRYABLE_KINDS: frozenset[str] = frozenset({"engine", "verifier", "verifier-start", "starved"})
+"""Infrastructure an attempt is run again for, in fresh containers: what a moment of a
+crowded machine or a hiccup of the engine does (a full disk, a provider's failure, a
+stopped batch or a lost node are not repaired by trying again)."""
+
+MAX_TRIES_PER_ATTEMPT = 3
+"""Tries of one attempt at most (the first and two repeats)."""
+
+TRY_FOLDER = "try-{n}"
+"""Below ``attempt-<k>/``: what an infrastructure try of the attempt left, kept as it was."""
+
+
+class InfrastructureTry(WireModel):
+    """One try of an attempt that ended in infrastructure and was run again."""
+
+    tryNumber: int = Field(ge=1, le=MAX_TRIES_PER_ATTEMPT - 1)
+    """Which try (the recorded attempt is the try after the last of these)."""
+    startedAt: datetime
+    """When the try started."""
+    durationMs: int = Field(ge=0)
+    """Its wall time."""
+    kind: InfrastructureKind
+    """What failed."""
+    reason: str = Field(max_length=MAX_DIAGNOSTIC_CHARS)
+    """How it failed, as the try's record said it."""
+    files: dict[str, Digest] = Field(default_factory=dict, max_length=2000)
+    """Every file the try left, relative to ``attempt-<k>/try-<n>/``, with its digest."""
+
+
 class AttemptRecord(WireModel):
     """One submission (first or repair) of one scheduled run."""
 
@@ -284,10 +326,8 @@ class AttemptRecord(WireModel):
     """Why it failed; None exactly when success is true."""
     infrastructureStatus: Literal["ok", "failed"]
     """failed: the engine or cleanup broke; the attempt says nothing about the agent."""
-    infrastructureKind: Literal["engine", "provider", "disk", "stopped", "node"] | None = None
-    """With a failed infrastructure: the engine (or a verifier) failed, the model provider
-    or the gateway did, the disk filled, the batch was stopped during the attempt, or the
-    cluster node running it was lost."""
+    infrastructureKind: InfrastructureKind | None = None
+    """With a failed infrastructure: what failed (see :data:`InfrastructureKind`)."""
     failureKind: Literal["refused", "budget", "provider", "error"] | None = None
     """What the runner said of its failure (its response's failureKind), as it said it."""
     gateway: GatewayUse | None = None
@@ -310,6 +350,22 @@ class AttemptRecord(WireModel):
     """sha256 of attempt-<k>/transcript.jsonl: the CLI's own events as its adapter kept
     them (bounded, redacted); None when the runner kept none. Diagnostics, not evidence."""
 
+    infrastructureTries: list[InfrastructureTry] = Field(
+        default_factory=list, max_length=MAX_TRIES_PER_ATTEMPT - 1
+    )
+    """Earlier tries of this attempt that ended in infrastructure and were run again in
+    fresh containers (empty: the first try is the one recorded); each one's files are kept
+    under ``attempt-<k>/try-<n>/``."""
+    leftFiles: dict[str, Digest] = Field(default_factory=dict, max_length=2000)
+    """Files an attempt cut short by the batch's stop left in ``attempt-<k>/`` (a solution
+    collected but never verified, a log), with their digests: kept and accounted for,
+    judged by nobody."""
+
+    @property
+    def tries(self) -> int:
+        """How many times this attempt was run (1: no infrastructure repeat)."""
+        return len(self.infrastructureTries) + 1
+
     def evidence_files(self) -> dict[str, Digest]:
         """Every file of ``attempt-<k>/`` this record accounts for, with its digest.
 
@@ -327,6 +383,10 @@ class AttemptRecord(WireModel):
         ):
             if digest is not None:
                 files[name] = digest
+        files.update(self.leftFiles)
+        for kept in self.infrastructureTries:
+            folder = TRY_FOLDER.format(n=kept.tryNumber)
+            files.update({f"{folder}/{name}": digest for name, digest in kept.files.items()})
         return files
 
     @property

@@ -66,6 +66,7 @@ __all__ = [
     "Anchors",
     "current_anchors",
     "evidence_reasons",
+    "infrastructure_note",
     "qualify",
     "qualify_files",
     "self_test",
@@ -522,10 +523,21 @@ def _success_rules(receipt: Receipt, suite: SuiteSpec) -> list[str]:
             f"successes, at least {suite.minFirstSuccesses} required"
         )
     if receipt.finalSuccesses < suite.requiredFinalSuccesses:
-        failed = [r.runId for r in receipt.runs if not r.finalSuccess]
+        lost = [
+            r.runId
+            for r in receipt.runs
+            if not r.finalSuccess and r.attempts and r.attempts[-1].infrastructureStatus == "failed"
+        ]
+        failed = [r.runId for r in receipt.runs if not r.finalSuccess and r.runId not in lost]
+        lost_words = (
+            f"; lost to infrastructure (not the agent's): {', '.join(lost)}" if lost else ""
+        )
+        note = infrastructure_note(receipt)
         reasons.append(
             f"final-successes: {receipt.finalSuccesses}/{suite.scheduledRuns} final successes, "
             f"{suite.requiredFinalSuccesses} required; failed: {', '.join(failed) or 'none listed'}"
+            + lost_words
+            + (f" ({note})" if note else "")
         )
     for run in receipt.runs:
         if run.attempts and run.attempts[-1].unsupportedApiCount:
@@ -739,8 +751,9 @@ def _evidence_file_rules(
             if att.solutionFiles:  # _check_solution names any other file in it
                 solved.add(f"{here}/{SOLUTION_DIR}/")
             reasons += _check_solution(att, folder.solution, where)
+            collected = {f"{SOLUTION_DIR}/{f.path}" for f in att.solutionFiles}
             for name, recorded in files.items():
-                if name.startswith(f"{SOLUTION_DIR}/"):
+                if name in collected:  # _check_solution compares these
                     continue
                 rule = _FILE_RULES.get(name, "log-integrity")
                 try:
@@ -816,3 +829,37 @@ def _check_solution(att: AttemptRecord, folder: Path, where: str) -> list[str]:
     if solution_digest(on_disk) != att.solutionDigest:
         return [f"solution-integrity: {where}: solutionDigest does not match the saved files"]
     return []
+
+
+def infrastructure_note(receipt: Receipt) -> str | None:
+    """How often the machine or the engine failed the batch, and what to do; None if never.
+
+    Said wherever a verdict is read (the checker's reasons, the report's decision box,
+    the terminal's last lines), not only inside each attempt: a batch on a crowded
+    machine must not read as an agent's failure.
+    """
+    retried = starved = lost = 0
+    pressure: list[float] = []
+    for run in receipt.runs:
+        for att in run.attempts:
+            retried += len(att.infrastructureTries)
+            starved += sum(t.kind == "starved" for t in att.infrastructureTries)
+            starved += att.infrastructureKind == "starved"
+            if att.resources is not None and att.resources.hostCpuPressure is not None:
+                pressure.append(att.resources.hostCpuPressure)
+        if run.attempts and run.attempts[-1].infrastructureStatus == "failed":
+            lost += 1
+    if not (retried or starved or lost):
+        return None
+    said = [f"{retried} attempt tr{'y was' if retried == 1 else 'ies were'} run again"]
+    if starved:
+        said.append(f"{starved} starved of CPU by the machine")
+    if lost:
+        said.append(f"{lost} run(s) ended in infrastructure")
+    if pressure:
+        said.append(f"host CPU pressure up to {max(pressure) * 100:.0f} %")
+    return (
+        "infrastructure: "
+        + ", ".join(said)
+        + "; lower the batch's concurrency or use a quieter machine, then run the lost runs again"
+    )

@@ -41,20 +41,27 @@ def verify_with_retries(
     tries: int = TRIES,
     backoff_s: tuple[float, ...] = BACKOFF_S,
     sleep: Callable[[float], None] = time.sleep,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> Verification:
     """The first verification that is not the harness's failure, with the reasons of those before.
 
     Raises:
         InfrastructureError: Every try failed on the harness's side (the message
             says how many and why).
-        CleanupError: A container's removal was not confirmed (never retried:
-            it stops the batch).
+        CleanupError: A container's removal was not confirmed (never retried here:
+            the batch runs the whole attempt again in fresh containers).
     """
     reasons: list[str] = []
     last: Verification | None = None
     for number in range(1, tries + 1):
         if number > 1:
             sleep(backoff_s[min(number - 2, len(backoff_s) - 1)])
+        if stopped():
+            # A stopped batch starts nothing more: a try its stop killed is not repeated.
+            raise InfrastructureError(
+                "the batch stopped: the verification was not run"
+                + (" again after: " + " | ".join(reasons) if reasons else "")
+            )
         try:
             result = verify_once()
         except CleanupError:

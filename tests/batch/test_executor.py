@@ -108,7 +108,9 @@ def test_any_other_failure_an_executor_reports_stops_the_batch(tmp_path: Path) -
         plan(tmp_path, slots=1), executor,
     )  # fmt: skip
     assert receipt.status == "infrastructure-failure"
-    assert receipt.reasons == ["infrastructure failure in storage-hash-1; the batch stopped"]
+    assert receipt.reasons == [
+        "the engine failed: node n1 sent a changed file (last in storage-hash-1); the batch stopped"
+    ]
     assert len(receipt.runs) < 18
 
 

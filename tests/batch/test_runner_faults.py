@@ -29,7 +29,7 @@ def test_a_runner_whose_output_the_engine_may_have_lost_is_the_infrastructures(
         return RunnerOutcome(b"", False, False, 0, engine_lost=True)
 
     receipt = run_schedule(
-        plan(tmp_path, slots=1), on_this_engine(FakeRunner(lost), FakeVerifier())
+        plan(tmp_path, slots=1, retry_budget=0), on_this_engine(FakeRunner(lost), FakeVerifier())
     )
     first = receipt.runs[0].attempts[0]
     assert (first.failureCategory, first.infrastructureKind) == ("infrastructure", "engine")
@@ -55,17 +55,24 @@ def timed_out(resources: RunnerResources) -> FakeRunner:
     return FakeRunner(script)
 
 
-def test_a_runner_that_timed_out_on_a_crowded_machine_is_flagged_as_starved(
+def test_a_runner_starved_on_a_crowded_machine_is_the_infrastructures_and_tried_again(
     tmp_path: Path,
 ) -> None:
     starved = RESOURCES.model_copy(
         update={"cpuSeconds": 3.2, "wallSeconds": 600.0, "hostCpuPressure": 0.93, "starved": True}
     )
+    runner = timed_out(starved)
     receipt = run_schedule(
-        plan(tmp_path, slots=1), on_this_engine(timed_out(starved), FakeVerifier())
+        plan(tmp_path, slots=1, retry_budget=2), on_this_engine(runner, FakeVerifier())
     )
     first = receipt.runs[0].attempts[0]
-    assert first.failureCategory == "timeout"
+    # Never charged to the agent: the machine's failure, tried again in fresh containers.
+    assert (first.failureCategory, first.infrastructureKind) == ("infrastructure", "starved")
+    assert first.tries == 3 and [t.kind for t in first.infrastructureTries] == ["starved"] * 2
+    assert len(runner.requests) == 3 and len(receipt.runs) == 1
+    assert receipt.reasons[0].startswith(
+        "the machine (a starved runner) failed 3 times: the machine starved the runner"
+    )
     assert first.resources is not None and first.resources.starved
     said = [d.message for d in first.diagnostics]
     assert any(

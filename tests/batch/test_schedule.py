@@ -242,17 +242,6 @@ def test_tampering_with_protected_inputs_fails_the_attempt(tmp_path: Path) -> No
     assert {r.attempts[0].failureCategory for r in receipt.runs} == {"tampering"}
 
 
-def test_an_infrastructure_failure_stops_the_batch_with_a_partial_receipt(tmp_path: Path) -> None:
-    runner = FakeRunner(writes("BROKEN"))
-    receipt = run_schedule(plan(tmp_path, slots=1), on_this_engine(runner, FakeVerifier()))
-    assert receipt.status == "infrastructure-failure"
-    assert (
-        len(receipt.runs) == 1 and receipt.runs[0].attempts[0].failureCategory == "infrastructure"
-    )
-    assert len(runner.requests) == 1
-    assert saved(tmp_path).status == "infrastructure-failure"
-
-
 @pytest.mark.parametrize("where", ["runner-failed", "runner-answered", "while-verifying"])
 def test_a_disk_that_fills_during_an_attempt_makes_it_the_infrastructures_failure(
     tmp_path: Path, where: str

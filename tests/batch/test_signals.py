@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_eval.batch.signals import STOPPING_SIGNALS, Stop, stopping_on_signals
+from agent_eval.batch.signals import ABANDON, STOPPING_SIGNALS, Stop, stopping_on_signals
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +49,20 @@ def test_a_settled_block_of_a_library_caller_gives_the_handlers_back() -> None:
         deliver(signal.SIGTERM)  # settled: only counted
     assert signals.received == [signal.SIGTERM]
     assert {s: signal.getsignal(s) for s in STOPPING_SIGNALS} == before
+
+
+def test_the_first_signal_is_acknowledged_at_once_and_a_second_abandons_the_wait(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(Stop), stopping_on_signals() as signals:
+        try:
+            deliver(signal.SIGINT)
+        except Stop:
+            said = capfd.readouterr().err
+            # Said before anything else is done: what is waited for, and how to abandon it.
+            assert said.startswith("agent-eval: SIGINT received: starting nothing more")
+            assert "a second signal stops waiting" in said and said.count("\n") == 1
+            assert not ABANDON.is_set()
+            deliver(signal.SIGINT)
+            assert ABANDON.is_set() and signals.received == [signal.SIGINT] * 2
+            raise

@@ -168,6 +168,8 @@ FIELD_SETS: dict[str, set[str]] = {
     "Predecessor": {"batchId", "receiptDigest", "reusedRuns"},
     "RunRecord": {"runId", "taskId", "repetition", "firstSuccess", "finalSuccess", "attempts"},
     "AttemptRecord": {
+        "infrastructureTries",
+        "leftFiles",
         "attempt",
         "startedAt",
         "durationMs",

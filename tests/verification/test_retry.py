@@ -80,3 +80,19 @@ def test_after_every_try_failed_it_is_infrastructure_saying_how_often() -> None:
 def test_an_unconfirmed_cleanup_is_never_retried() -> None:
     with pytest.raises(CleanupError):
         run(CleanupError("not removed"), verification())
+
+
+def test_a_stopped_batch_starts_no_further_verification() -> None:
+    """A try the batch's stop killed is never repeated: no container after the signal."""
+    stopped = False
+    calls = 0
+
+    def once() -> Verification:
+        nonlocal stopped, calls
+        calls += 1
+        stopped = True  # the stop arrives while the first try runs and kills it
+        raise InfrastructureError("verifier container was removed")
+
+    with pytest.raises(InfrastructureError, match="the batch stopped"):
+        verify_with_retries(once, sleep=lambda _s: None, stopped=lambda: stopped)
+    assert calls == 1

@@ -49,6 +49,7 @@ from agent_eval.digests import (
     solution_digest,
 )
 from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, run_container
+from agent_eval.engine.pressure import recent_cpu_pressure
 from agent_eval.errors import ConfigError, EvidenceError, InfrastructureError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import (
@@ -103,6 +104,11 @@ class AnalysisCacheEntry(WireModel):
     """The cache's files: canonical JSON of their sorted (path, sha256) pairs."""
 
 
+WARM_UP_BACKSTOP_S = 1800.0
+"""The analysis cache warm-up's wall-clock backstop: at load 100-150 the grading limit
+(300 s) killed it and no batch could start."""
+
+
 def warm_analysis_cache(
     engine: ContainerRuntime,
     verifier_image: str,
@@ -139,6 +145,9 @@ def warm_analysis_cache(
         CleanupError: The container's removal was not confirmed.
     """
     limits = limits or VerificationLimits()
+    # The harness's own work on the library, never a submission's: a crowded machine
+    # slows it, and only a generous backstop bounds it (never the grading limit).
+    warm_up_s = max(limits.analysis_timeout_s, WARM_UP_BACKSTOP_S)
     check_consumer(consumer_dir)
     catalog = json.loads(ConsumerLayout(consumer_dir).catalog.read_text(encoding="utf-8"))
     packages = sorted(
@@ -179,7 +188,7 @@ def warm_analysis_cache(
                 f"{RESULT_MOUNT}/{ANALYSIS_FILE}",
             ),
             *("--search-path", str(IN_CONTAINER_CONSUMER.site)),
-            *("--timeout", f"{limits.analysis_timeout_s:g}"),
+            *("--timeout", f"{warm_up_s:g}"),
         ),
         role="verifier",
         batch_id=batch_id,
@@ -198,15 +207,20 @@ def warm_analysis_cache(
     done = run_container(
         engine,
         spec,
-        timeout_s=limits.analysis_timeout_s + ANALYSIS_GRACE_S,
+        timeout_s=warm_up_s + ANALYSIS_GRACE_S,
         log_limit_bytes=LOG_TAIL_BYTES,
     )
     cache = out / "scratch" / MYPY_CACHE_DIR
     if done.wait.timed_out or done.wait.exit_code != 0 or not cache.is_dir():
         tail = done.output.stderr.decode("utf-8", errors="replace").strip()[-1000:]
+        timed = (
+            f", timed out after {warm_up_s:g} s, host CPU pressure {recent_cpu_pressure()}"
+            if done.wait.timed_out
+            else ""
+        )
         raise InfrastructureError(
-            f"warming the analysis cache failed (exit {done.wait.exit_code}"
-            f"{', timed out' if done.wait.timed_out else ''}): {tail or 'no output'}"
+            f"warming the analysis cache failed (exit {done.wait.exit_code}{timed}): "
+            f"{tail or 'no output'}"
         )
     return cache
 

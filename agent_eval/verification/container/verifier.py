@@ -18,6 +18,7 @@ import json
 import queue
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -69,6 +70,8 @@ class ContainerVerifier:
         for slot in range(slots):
             self._slots.put(slot)
         self._catalog: Mapping[str, Any] | None = None
+        self._stopped = threading.Event()
+        """Set by :meth:`cancel_all`: no verifier container is started after it."""
 
     def api_catalog(self) -> Mapping[str, Any]:
         """The consumer's API catalog (what static analysis supports)."""
@@ -92,6 +95,8 @@ class ContainerVerifier:
         def once() -> Verification:
             slot = self._slots.get()
             try:
+                if self._stopped.is_set():
+                    raise InfrastructureError("the batch stopped: no verifier container started")
                 return verify_in_container(
                     self.setup,
                     task,
@@ -103,7 +108,7 @@ class ContainerVerifier:
             finally:
                 self._slots.put(slot)
 
-        return verify_with_retries(once)
+        return verify_with_retries(once, stopped=self._stopped.is_set)
 
     def cancel_all(self) -> None:
         """Remove every verifier container still running (each removal confirmed).
@@ -111,6 +116,7 @@ class ContainerVerifier:
         Raises:
             CleanupError: One or more removals were not confirmed (all are tried first).
         """
+        self._stopped.set()
         failures = []
         for container_id in self.setup.running.snapshot():
             try:

@@ -12,7 +12,11 @@ interval between two readings, by the larger of
   the time the parent itself waited for or used a CPU (while the solution
   waits for the parent's answer to an effect call, that is the parent's time).
   A solution that sleeps or blocks is measured by the wall clock: sleeping
-  is its own doing.
+  is its own doing; but an interval that every one of its processes spent in
+  uninterruptible sleep (state ``D`` at both readings around it: a page
+  fault waiting on the memory map's lock, memory reclaim on a crowded
+  machine) is the machine's, not the solution's. A probe child took 119 s
+  to start with 0.54 s of CPU, 43 s waiting for a CPU and 75 s in ``D``.
 
 The wall clock still bounds everything, generously (:func:`backstop_s`): a
 backstop that expires before the solution's clock reached its limit means
@@ -78,6 +82,15 @@ def _cpu_s(proc_root: str, pid: int, *, children: bool = True) -> float | None:
         return None
 
 
+def _state(proc_root: str, pid: int) -> str | None:
+    """The scheduler state of *pid* (``R``, ``S``, ``D``...), None if it is gone."""
+    text = _read(f"{proc_root}/{pid}/stat")
+    if text is None:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return fields[0] if fields else None
+
+
 def _delay_s(proc_root: str, pid: int) -> float:
     """Summed ``run_delay`` of *pid*'s threads: how long they were runnable without a CPU."""
     try:
@@ -128,6 +141,14 @@ class SolutionClock:
         """CPU time the solution's processes used since the clock started."""
         self.waited_s = 0.0
         """Time the solution's processes (or the parent, for them) waited for a CPU."""
+        self.blocked_s = 0.0
+        """Time every solution process was in uninterruptible sleep (not counted)."""
+        self._blocked = self._all_blocked(pids())
+
+    def _all_blocked(self, pids: Iterable[int]) -> bool:
+        states = [_state(self._proc, pid) for pid in pids if pid != self._parent]
+        states = [state for state in states if state is not None]
+        return bool(states) and all(state == "D" for state in states)
 
     def _parent_busy(self) -> float:
         # Its own CPU only: the solution it reaps is not the parent's time.
@@ -136,12 +157,14 @@ class SolutionClock:
 
     def __call__(self) -> float:
         """Seconds of the solution's time since the clock started; never decreases."""
+        states = []
         for pid in self._pids():
             if pid == self._parent:
                 continue
             cpu = _cpu_s(self._proc, pid)
             if cpu is None:
                 continue
+            states.append(_state(self._proc, pid))
             before = self._seen.get(pid, (0.0, 0.0))
             self._seen[pid] = (max(cpu, before[0]), max(_delay_s(self._proc, pid), before[1]))
         cpu = sum(c for c, _ in self._seen.values())
@@ -150,9 +173,14 @@ class SolutionClock:
         d_cpu = max(0.0, cpu - self._last_cpu)
         d_waited = max(0.0, delay - self._last_delay) + max(0.0, parent - self._last_parent)
         d_wall = max(0.0, wall - self._last_wall)
-        self._now += max(d_cpu, d_wall - min(d_wall, d_waited))
+        blocked = bool(states) and all(state == "D" for state in states)
+        # In D at both ends of the interval: the kernel held every process, the machine's time.
+        d_blocked = max(0.0, d_wall - d_waited) if blocked and self._blocked else 0.0
+        self._blocked = blocked
+        self._now += max(d_cpu, d_wall - min(d_wall, d_waited + d_blocked))
         self.cpu_s += d_cpu
         self.waited_s += min(d_wall, d_waited)
+        self.blocked_s += d_blocked
         self._last_wall, self._last_cpu, self._last_delay = wall, cpu, delay
         self._last_parent = parent
         return self._now

@@ -34,13 +34,25 @@ class FakeProc:
         self.wall = 0.0
         self.set(PARENT, cpu=0.0, delay=0.0)
 
-    def set(self, pid: int, *, cpu: float, delay: float, children: float = 0.0) -> None:
+    def set(
+        self, pid: int, *, cpu: float, delay: float, children: float = 0.0, state: str = "S"
+    ) -> None:
         task = self.root / str(pid) / "task" / str(pid)
         task.mkdir(parents=True, exist_ok=True)
         ticks = round(cpu * TICKS)
         child_ticks = round(children * TICKS)
         # pid (comm) state ppid pgrp session ... utime stime cutime cstime
-        fields = ["S", "1", str(pid), str(pid), *["0"] * 7, str(ticks), "0", str(child_ticks), "0"]
+        fields = [
+            state,
+            "1",
+            str(pid),
+            str(pid),
+            *["0"] * 7,
+            str(ticks),
+            "0",
+            str(child_ticks),
+            "0",
+        ]
         (self.root / str(pid) / "stat").write_text(f"{pid} (py thon) " + " ".join(fields))
         (task / "schedstat").write_text(f"{int(cpu * 1e9)} {int(delay * 1e9)} 1\n")
 
@@ -62,6 +74,29 @@ def test_a_busy_solution_is_measured_by_its_cpu_time(proc: FakeProc) -> None:
     proc.wall, _ = 10.0, proc.set(20, cpu=1.0, delay=9.0)
     assert clock() == pytest.approx(1.0)
     assert clock.cpu_s == pytest.approx(1.0) and clock.waited_s == pytest.approx(9.0)
+
+
+def test_time_the_kernel_held_every_solution_process_is_not_the_solutions(
+    proc: FakeProc,
+) -> None:
+    """A child that waited 43 s for a CPU and 75 s in D (the mmap lock) did not take 119 s."""
+    proc.set(20, cpu=0.0, delay=0.0, state="D")
+    clock = proc.clock([20])
+    proc.wall = 118.0
+    proc.set(20, cpu=0.5, delay=43.0, state="D")
+    assert clock() == pytest.approx(0.5) and clock.blocked_s == pytest.approx(75.0)
+    proc.wall = 119.0
+    proc.set(20, cpu=0.54, delay=43.0, state="R")
+    assert clock() == pytest.approx(1.5)  # running again: the wall clock counts
+
+
+def test_a_sleep_in_d_at_only_one_end_of_an_interval_is_still_counted(proc: FakeProc) -> None:
+    proc.set(20, cpu=0.0, delay=0.0, state="S")
+    proc.set(21, cpu=0.0, delay=0.0, state="D")
+    clock = proc.clock([20, 21])
+    proc.wall = 10.0
+    proc.set(20, cpu=0.0, delay=0.0, state="D")
+    assert clock() == pytest.approx(10.0)  # one process was not held: its own sleep
 
 
 def test_a_sleeping_solution_is_measured_by_the_wall_clock(proc: FakeProc) -> None:

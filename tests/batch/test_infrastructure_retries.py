@@ -1,0 +1,133 @@
+"""An attempt that ends in infrastructure is tried again in fresh containers, within bounds.
+
+Every try's files are kept below ``attempt-<k>/try-<n>/`` and accounted for in the
+recorded attempt, so the checker's evidence-integrity rule holds; the batch stops only
+when the batch's budget of tries is spent, and its headline names the cause.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from agent_eval.batch.attempt import on_this_engine
+from agent_eval.batch.ports import RunnerOutcome
+from agent_eval.batch.schedule import run_schedule
+from agent_eval.batch.signals import Stop
+from agent_eval.models import TaskSpec
+from agent_eval.verdict.qualification import _evidence_file_rules
+from agent_eval.verification.protocol import Verification
+from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, saved, writes
+from tests.paths import EXAMPLE_SUITE
+
+
+def integrity(tmp_path: Path) -> list[str]:
+    """The checker's evidence-integrity and log-integrity reasons (the fake verifier's
+    analysis is not of the solution, so analysis-integrity is not asked here)."""
+    reasons = _evidence_file_rules(saved(tmp_path), tmp_path / "batch")
+    return [r for r in reasons if not r.startswith("analysis-integrity")]
+
+
+class Hiccups(FakeVerifier):
+    """Fails on the harness's side for the calls numbered in *failing* (from 0)."""
+
+    def __init__(self, failing: set[int]) -> None:
+        super().__init__()
+        self.failing, self.calls = failing, 0
+
+    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        self.calls += 1
+        if self.calls - 1 in self.failing:
+            from agent_eval.errors import InfrastructureError
+
+            raise InfrastructureError("the engine answered 500: Cannot kill container")
+        return super().verify(task, solution_dir, run_id)
+
+
+def test_one_engine_hiccup_is_tried_again_and_the_batch_completes(tmp_path: Path) -> None:
+    runner = FakeRunner(writes("GOOD"))
+    receipt = run_schedule(plan(tmp_path, slots=1), on_this_engine(runner, Hiccups({2})))
+    assert (receipt.status, receipt.finalSuccesses, len(receipt.runs)) == ("completed", 18, 18)
+    third = receipt.runs[2].attempts[0]
+    assert third.success and third.tries == 2
+    [kept] = third.infrastructureTries
+    assert kept.kind == "verifier" and "Cannot kill container" in kept.reason
+    assert "solution/solution.py" in kept.files
+    folder = tmp_path / "batch" / "runs" / receipt.runs[2].runId / "attempt-1"
+    assert (folder / "try-1" / "solution" / "solution.py").read_text() == "GOOD"
+    assert len(runner.requests) == 19
+    # Every kept file is accounted for: the checker finds nothing added or changed.
+    assert integrity(tmp_path) == []
+
+
+def test_the_batch_stops_when_its_budget_of_tries_is_spent_and_names_the_cause(
+    tmp_path: Path,
+) -> None:
+    runner = FakeRunner(writes("BROKEN"))
+    receipt = run_schedule(
+        plan(tmp_path, slots=1, retry_budget=4), on_this_engine(runner, FakeVerifier())
+    )
+    assert receipt.status == "infrastructure-failure"
+    # Two runs, three tries each (the first went on, the second spent the budget).
+    assert len(receipt.runs) == 2 and len(runner.requests) == 6
+    assert all(r.attempts[0].tries == 3 for r in receipt.runs)
+    assert receipt.reasons[0] == (
+        f"infrastructure failure in {receipt.runs[0].runId} after 3 tries (verifier: "
+        "verifier container removal unconfirmed); the other runs went on"
+    )
+    assert receipt.reasons[1] == (
+        "the verifier's harness failed 6 times: verifier container removal unconfirmed "
+        f"(last in {receipt.runs[1].runId}); the batch stopped"
+    )
+    assert integrity(tmp_path) == []
+
+
+def test_an_attempt_a_signal_cut_short_accounts_for_what_it_left(tmp_path: Path) -> None:
+    """An honest stop is an incomplete batch, never a file added to the run directory."""
+
+    class Signalled(FakeVerifier):
+        calls = 0
+
+        def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+            self.calls += 1
+            if self.calls == 3:
+                raise Stop(signal.SIGINT)
+            return super().verify(task, solution_dir, run_id)
+
+    final = run_schedule(
+        plan(tmp_path, slots=1), on_this_engine(FakeRunner(writes("GOOD")), Signalled())
+    )
+    assert final.status == "interrupted"
+    [cut] = final.runs[2].attempts
+    assert (cut.failureCategory, cut.infrastructureKind) == ("infrastructure", "stopped")
+    assert "solution/solution.py" in cut.leftFiles
+    assert integrity(tmp_path) == []
+
+
+def test_the_checker_and_the_terminal_say_how_often_the_machine_failed_the_batch(
+    tmp_path: Path,
+) -> None:
+    from agent_eval.models import RunnerResources
+    from agent_eval.verdict.qualification import _success_rules, infrastructure_note
+
+    starved = RunnerResources(
+        memoryLimitBytes=1, cpus=1.0, pidsLimit=1, tmpBytes=1, cpuSeconds=2.3,
+        wallSeconds=181.0, hostCpuPressure=0.97, starved=True,
+    )  # fmt: skip
+
+    def script(request: object, workspace: Path) -> RunnerOutcome:
+        return RunnerOutcome(b"", False, True, 137, resources=starved)
+
+    receipt = run_schedule(
+        plan(tmp_path, slots=1, retry_budget=2), on_this_engine(FakeRunner(script), FakeVerifier())
+    )
+    note = infrastructure_note(receipt)
+    assert note == (
+        "infrastructure: 2 attempt tries were run again, 3 starved of CPU by the machine, "
+        "1 run(s) ended in infrastructure, host CPU pressure up to 97 %; lower the batch's "
+        "concurrency or use a quieter machine, then run the lost runs again"
+    )
+    suite = EXAMPLE_SUITE
+    [final] = [r for r in _success_rules(receipt, suite) if r.startswith("final-successes")]
+    assert "lost to infrastructure (not the agent's): " + receipt.runs[0].runId in final
+    assert note in final
