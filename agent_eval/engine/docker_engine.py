@@ -168,14 +168,43 @@ _UNREACHABLE = (
 T = TypeVar("T")
 
 
+class _Outages:
+    """How often any engine call of this process found an engine unreachable.
+
+    A container's outcome is judged against it: an engine that went away and came back
+    (a restart kills its running containers, exit 143) while a container lived, seen by
+    any call, not only that container's own wait, leaves its non-zero exit untrusted.
+    Process-wide rather than per engine (an exception does not say which socket it
+    came from): a process with several engines may take an outage of one for another,
+    which only ever sends an outcome to the infrastructure (a try again), never to the
+    agent.
+    """
+
+    _lock = threading.Lock()
+    _seen = 0
+
+    @classmethod
+    def saw_one(cls) -> None:
+        with cls._lock:
+            cls._seen += 1
+
+    @classmethod
+    def count(cls) -> int:
+        with cls._lock:
+            return cls._seen
+
+
 def _unreachable(exc: BaseException) -> bool:
     if isinstance(exc, requests.exceptions.ReadTimeout):
         return False
-    return isinstance(exc, _UNREACHABLE) or (
+    unreachable = isinstance(exc, _UNREACHABLE) or (
         isinstance(exc, docker.errors.DockerException)
         and not isinstance(exc, docker.errors.APIError)
         and isinstance(exc.__context__, _UNREACHABLE)
     )
+    if unreachable:
+        _Outages.saw_one()
+    return unreachable
 
 
 def _never_sent(exc: BaseException) -> bool:
@@ -359,6 +388,8 @@ class DockerEngine(ContainerEngine):
         self._api = api
         self.socket_path = socket_path
         self.address = socket_path
+        # Per container made here: the outage count before it was asked for.
+        self._outages_at_create: dict[str, int] = {}
 
     def close(self) -> None:
         """Close the client's connections."""
@@ -439,7 +470,10 @@ class DockerEngine(ContainerEngine):
                     raise  # a container of that name that is not this one: never taken
                 return str(found["Id"])
 
-        return self._settled(lambda: _again(what, create))
+        outages = _Outages.count()
+        container_id = self._settled(lambda: _again(what, create))
+        self._outages_at_create[container_id] = outages
+        return container_id
 
     def _settled(self, create: Callable[[], str]) -> str:
         """Run *create* in a thread of its own, so that nothing it makes is left unknown.
@@ -598,6 +632,9 @@ class DockerEngine(ContainerEngine):
         short = container_id[:12]
         with _UsageWatch(container_id) as usage:
             exited, lost = self._wait_until(container_id, time.monotonic() + timeout_s)
+        created_at = self._outages_at_create.pop(container_id, None)
+        # An outage any call saw while the container lived counts as this wait's own.
+        lost = lost or (created_at is not None and _Outages.count() != created_at)
         timed_out = not exited
         if timed_out:
             try:
@@ -667,6 +704,7 @@ class DockerEngine(ContainerEngine):
 
     def remove(self, container_id: str) -> None:
         """See :meth:`ContainerEngine.remove`."""
+        self._outages_at_create.pop(container_id, None)
         last = "no answer"
         for delay in _REMOVE_DELAYS_S:
             time.sleep(delay)

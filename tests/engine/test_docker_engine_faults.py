@@ -190,3 +190,30 @@ def test_a_container_that_ended_badly_while_the_engine_was_unreachable_is_not_tr
 def test_a_container_that_ended_badly_with_the_engine_in_reach_is_its_own_outcome() -> None:
     api = StubApi(wait=[{"StatusCode": 137}], inspect_container=[state(137)])
     assert engine(api).wait("abc", timeout_s=30).exit_code == 137
+
+
+def test_a_container_that_ended_badly_after_another_call_found_the_engine_away_is_not_trusted() -> (
+    None
+):
+    """A restart of the engine kills the containers it finds running (exit 143): a container
+    whose own wait never saw the outage (it was between calls) is judged by any call that
+    did, from its creation on."""
+    runner = StubApi(create_container=[{"Id": "abc"}], wait=[{"StatusCode": 143}],
+                     inspect_container=[state(143)])  # fmt: skip
+    made = engine(runner)
+    assert made.create(SPEC) == "abc"
+    neighbour = StubApi(create_container=[connection_error(NEVER_SENT[0]), {"Id": "def"}])
+    assert engine(neighbour).create(SPEC) == "def"
+    with pytest.raises(InfrastructureError, match=r"unreachable.*not trusted"):
+        made.wait("abc", timeout_s=30)
+
+
+def test_an_outage_before_a_container_was_made_leaves_its_outcome_its_own() -> None:
+    neighbour = StubApi(create_container=[connection_error(NEVER_SENT[0]), {"Id": "def"}])
+    assert engine(neighbour).create(SPEC) == "def"
+    runner = StubApi(create_container=[{"Id": "abc"}], wait=[{"StatusCode": 143}],
+                     inspect_container=[state(143)])  # fmt: skip
+    made = engine(runner)
+    assert made.create(SPEC) == "abc"
+    result = made.wait("abc", timeout_s=30)
+    assert (result.exit_code, result.engine_lost) == (143, False)
