@@ -192,8 +192,10 @@ def _signature(obj: Any, *, drop_first: bool) -> str | None:
     return str(sig.replace(parameters=rendered, return_annotation=ret))
 
 
-def _first_line(doc: str | None) -> str:
-    if not doc:
+def _first_line(doc: object) -> str:
+    # A class's ``__doc__`` slot may hold anything (numpy's compiled classes keep a
+    # descriptor there); only text is a docstring.
+    if not isinstance(doc, str) or not doc:
         return ""
     for line in inspect.cleandoc(doc).splitlines():
         if line.strip():
@@ -430,7 +432,11 @@ class _Walker:
     def _import(self, name: str) -> None:
         try:
             module = importlib.import_module(name)
-        except Exception as exc:  # any import-time failure of the library is reported as such
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            # BaseException too: a module may end its import with SystemExit or a test
+            # framework's skip (numpy's test modules call pytest.skip at import time).
             if "." in name:
                 # One submodule (often one needing an optional dependency) is noted,
                 # not fatal: the import system refuses it too, so it is not supported.
@@ -465,7 +471,9 @@ class _Walker:
         if module is None:
             try:
                 module = importlib.import_module(name)
-            except Exception:  # the importing module could not have imported it either
+            except KeyboardInterrupt:
+                raise
+            except BaseException:
                 return frozenset()
         if name in self._exporting:
             # A cycle of star imports: the module being computed contributes nothing

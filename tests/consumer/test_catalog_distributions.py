@@ -14,8 +14,10 @@ No disagreement is allowed.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +38,9 @@ KNOWN = {
     'Module "rpds" has no attribute "rpds"',
     # Defined only on one branch of a runtime condition mypy does not take.
     'Module "hypothesis.extra.pytestplugin" has no attribute "pytest_addoption"',
+    'Module "hypothesis.extra.pytestplugin" has no attribute "PRINT_STATISTICS_OPTION"',
+    # Classes made at run time by exec of a template, which no checker reads.
+    'Module "numpy.distutils.tests.test_ccompiler_opt" has no attribute "TestCCompilerOpt_',
     # Not yet right in the catalog: a submodule shadowed by an imported str
     # (filelock.version), and a name imported in ``try`` and assigned in its
     # ``except ImportError`` fallback (counted as defined; mypy sees the import).
@@ -44,6 +49,26 @@ KNOWN = {
     'Module "urllib3.util.ssl_" does not explicitly export attribute "OP_NO_TICKET"',
     'Module "urllib3.util.ssl_" does not explicitly export attribute "VERIFY_X509_PARTIAL_CHAIN"',
 }
+
+
+def read_from_a_stub(error: str) -> bool:
+    """Whether mypy's error is about a module it reads from a shipped ``.pyi`` stub.
+
+    The catalog lists what the runtime serves; where a library ships a stub beside
+    its source (numpy's ``matlib.pyi``, ``f2py/*.pyi``), mypy reads the stub, and a
+    stub that lists less than the runtime is the library's own disagreement.
+    """
+    match = re.search(r'Module "([\w.]+)"', error)
+    if match is None:
+        return False
+    # Found on disk from the top-level package: importing the module here would run it.
+    top, *rest = match.group(1).split(".")
+    spec = importlib.util.find_spec(top)
+    for base in (spec.submodule_search_locations or []) if spec is not None else []:
+        where = Path(base, *rest)
+        if where.with_suffix(".pyi").is_file() or (where / "__init__.pyi").is_file():
+            return True
+    return False
 
 
 def installed() -> list[str]:
@@ -108,7 +133,11 @@ def test_a_probe_importing_listed_names_passes_mypy_without_implicit_reexport(
         timeout=900,
     )
     errors = [line for line in checked.stdout.splitlines() if ": error: " in line]
-    unknown = [e for e in errors if not any(k in e for k in KNOWN)]
-    print(f"mypy probe: {len(lines)} names, {len(errors)} known disagreements")
+    stubbed = [e for e in errors if read_from_a_stub(e)]
+    unknown = [e for e in errors if not any(k in e for k in KNOWN) and e not in stubbed]
+    print(
+        f"mypy probe: {len(lines)} names, {len(errors)} known disagreements"
+        f" ({len(stubbed)} where mypy reads the library's own stub)"
+    )
     assert unknown == [], "\n".join(unknown)
     assert checked.returncode == 0 or errors, checked.stdout[-3000:]
