@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_eval.digests import file_sha256
-from agent_eval.errors import ConfigError
+from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.packing import (
     BUILD_LOCK,
     BuildCache,
@@ -481,3 +481,24 @@ def test_outside_a_repository_there_is_no_commit_and_the_tree_counts_as_dirty(
 ) -> None:
     outside = source_identity(tmp_path)
     assert outside.commit is None and outside.dirty is True
+
+
+def test_a_fetch_cut_off_leaves_no_part_of_a_wheel_where_others_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip writes into a folder of the fetch's own: a reader of the wheelhouse (another
+    batch, another test worker) never meets the half wheel a cut-off download leaves."""
+    seen: list[Path] = []
+
+    def cut_off(arguments: list[str], doing: str) -> subprocess.CompletedProcess[str]:
+        dest = Path(arguments[arguments.index("--dest") + 1])
+        seen.append(dest)
+        (dest / "setuptools-75.0.0-py3-none-any.whl").write_bytes(b"PK\x03\x04 half")
+        return subprocess.CompletedProcess(arguments, 1, "", "connection reset")
+
+    monkeypatch.setattr("agent_eval.packing.lock.run_pip", cut_off)
+    wheelhouse = tmp_path / "wheelhouse"
+    with pytest.raises(InfrastructureError, match="connection reset"):
+        fetch_build_wheels(SETUPTOOLS_LOCK, wheelhouse)
+    assert seen and seen[0].parent == wheelhouse and seen[0] != wheelhouse
+    assert list(wheelhouse.iterdir()) == []

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,14 +230,20 @@ def fetch_build_wheels(lock_path: Path, wheelhouse: Path) -> list[Path]:
     except ConfigError:
         pass
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    done = run_pip(
-        ["download", "--no-deps", "--require-hashes", "--only-binary=:all:", "--quiet",
-         "--dest", str(wheelhouse), "-r", str(lock_path)],
-        doing=f"downloading the wheels of {lock_path}",
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise InfrastructureError(
-            f"downloading the wheels of {lock_path} failed (exit {done.returncode}): "
-            f"{done.stderr.strip()[-1500:]}"
-        )
+    # pip writes into a folder of this call's own, and each whole wheel is then renamed
+    # in: another process reading or fetching the same wheelhouse never meets half a
+    # wheel (two batches, or two test workers, may start at once on a new machine).
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=wheelhouse) as staging:
+        done = run_pip(
+            ["download", "--no-deps", "--require-hashes", "--only-binary=:all:", "--quiet",
+             "--dest", staging, "-r", str(lock_path)],
+            doing=f"downloading the wheels of {lock_path}",
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise InfrastructureError(
+                f"downloading the wheels of {lock_path} failed (exit {done.returncode}): "
+                f"{done.stderr.strip()[-1500:]}"
+            )
+        for wheel in Path(staging).glob("*.whl"):
+            os.replace(wheel, wheelhouse / wheel.name)
     return verified_wheels(lock, wheelhouse)
