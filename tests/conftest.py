@@ -18,6 +18,7 @@ from typing import NoReturn
 import docker
 import docker.errors
 import pytest
+from hypothesis import HealthCheck, settings
 
 from agent_eval.consumer.cache import CACHE_ENV
 from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
@@ -28,6 +29,13 @@ BASE_IMAGE = "agent-eval/base:bookworm"
 
 # Where the SDK's docker.from_env() looks when DOCKER_HOST is unset.
 DEFAULT_SOCKET = "/var/run/docker.sock"
+
+# Properties are checked for what they say, not for how fast one example runs: the
+# suite runs on two workers on shared machines, where an example's time says nothing.
+settings.register_profile(
+    "shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("shared-machine")
 
 
 def in_ci() -> bool:

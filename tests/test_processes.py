@@ -23,6 +23,9 @@ from hypothesis import strategies as st
 
 from agent_eval.processes import run_group
 
+# Its busy process trees would load a neighbour's timed run; it runs in the serial phase.
+pytestmark = pytest.mark.serial
+
 _TREE = textwrap.dedent(
     """
     import os, subprocess, sys, time

@@ -32,6 +32,8 @@ def evidence(tmp_path: Path) -> Path:
     return tmp_path / "evidence"
 
 
+# Serial: it waits for a reverify container by looking at the whole engine.
+@pytest.mark.serial
 def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
     engine: ContainerEngine, tmp_path: Path
 ) -> None:

@@ -27,7 +27,7 @@ from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import batch_verifier_factory
 from tests.batches import project_copy, write_config
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.serial]
 
 OTHER = sha256_bytes(b"another")
 

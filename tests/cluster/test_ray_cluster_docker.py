@@ -36,7 +36,7 @@ from tests.faults.engines import containers_of
 from tests.faults.test_faults_docker import OUTCOME_RULES, slow_oracle
 from tests.paths import REPO, SHIPPED
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.serial]
 
 
 MODEL_KEY = f"trial-{secrets.token_hex(16)}"

@@ -26,7 +26,7 @@ from tests.faults.engines import containers_of
 from tests.faults.test_faults_docker import slow_oracle
 from tests.paths import REPO
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.serial]
 
 
 def test_a_node_whose_head_is_gone_removes_the_batchs_containers_itself(

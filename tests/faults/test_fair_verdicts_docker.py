@@ -25,7 +25,7 @@ from tests.conftest import engine_unavailable
 from tests.loadrig import LoadRig, rig_available
 from tests.paths import REPO
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.serial]
 
 LOOPS = 40
 """Busy loops in the containers' cgroup: the crowded machine the fairness rule is held to."""

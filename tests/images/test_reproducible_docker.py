@@ -42,7 +42,7 @@ from agent_eval.images.recipes import (
 )
 from tests.paths import REPO
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.serial]
 
 RUNNER = "claude-code"
 NAMES = ("verifier", "runner-base", "reference-runner", f"runner-{RUNNER}")

@@ -72,6 +72,8 @@ def test_the_docker_verifier_gives_every_fixture_the_verdict_of_the_local_verifi
     assert len([r for r in docker_report.rows if not r.case.startswith("(")]) >= 50
 
 
+# Serial: every tasks-verify container the engine holds afterwards would be its own.
+@pytest.mark.serial
 def test_tasks_verify_runs_the_docker_verifier_from_the_command_line(
     tmp_path: Path, verifier_image: str, engine: DockerEngine
 ) -> None:
