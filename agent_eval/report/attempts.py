@@ -40,6 +40,7 @@ from agent_eval.report.text import (
     Loaded,
     head,
     html_cost,
+    link_on_the_way,
     read_bounded,
     split_lines,
     tail,
@@ -252,7 +253,12 @@ class AttemptReader:
         reuse what the attempt's own section read (the report stays linear in the files)."""
         key = (root, relative, from_end)
         if key not in self._reads:
-            self._reads[key] = read_bounded(root, relative, from_end=from_end)
+            link = link_on_the_way(self.run.root, root) if root != self.run.root else None
+            self._reads[key] = (
+                Loaded(None, 0, problem=f"{link} is a symbolic link; not read")
+                if link is not None
+                else read_bounded(root, relative, from_end=from_end)
+            )
         return self._reads[key]
 
     def forget(self) -> None:
@@ -264,6 +270,8 @@ class AttemptReader:
         """:func:`solution_files` of *folder*, hashed once; raises its DigestError each time."""
         if folder not in self._listings:
             try:
+                if (link := link_on_the_way(self.run.root, folder)) is not None:
+                    raise DigestError(f"{link} is a symbolic link; not read")
                 self._listings[folder] = solution_files(folder)
             except DigestError as exc:
                 self._listings[folder] = exc
@@ -372,8 +380,8 @@ class AttemptReader:
         if record.analysisDigest is None and not path.exists():
             return None, None
         where = self.relative(path)
-        if path.is_symlink():
-            return None, self.note(where, "is a symbolic link; not read")
+        if (link := link_on_the_way(self.run.root, path)) is not None:
+            return None, self.note(where, f"{link} is a symbolic link; not read")
         # One read: the bytes parsed are the bytes hashed.
         try:
             data = evidence_io.read_bounded(path, what="analysis", max_bytes=MAX_EVIDENCE_BYTES)

@@ -126,6 +126,22 @@ class Loaded:
     """Why the text is missing or not exactly the file's (shown as a note)."""
 
 
+def link_on_the_way(root: Path, path: Path) -> str | None:
+    """The first component of *path* below *root* that is a symbolic link, relative to
+    *root* (None: none is, or the path ends early). The report reads nothing through a
+    link at any level of the run directory, not only as the file itself."""
+    here = root
+    for part in path.relative_to(root).parts:
+        here = here / part
+        try:
+            info = os.lstat(here)
+        except OSError:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            return here.relative_to(root).as_posix()
+    return None
+
+
 def read_bounded(
     root: Path, relative: str | PurePosixPath, *, from_end: bool = False
 ) -> Loaded | None:

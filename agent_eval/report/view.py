@@ -74,7 +74,9 @@ def _provenance(run: RunDirectory, receipt: Receipt, current: Anchors) -> Proven
     """The source commit's and the registry's commit times, read from the repository at
     hand (never from the run directory); None without a repository or a commit."""
     try:
-        archives = read_model(run.archives_manifest, ArchivesManifest, what="archives.json")
+        archives = read_model(
+            run.archives_manifest, ArchivesManifest, what="archives.json", follow_symlinks=False
+        )
     except AgentEvalError:
         return None  # the decision already says why
     commit = archives.source.commit
@@ -191,7 +193,7 @@ def load_batch(
     if not run_dir.is_dir():
         raise EvidenceError(f"run directory {run_dir}: not a directory")
     run = RunDirectory(run_dir.resolve())
-    receipt = read_model(run.receipt, Receipt, what="receipt")
+    receipt = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
     decision = qualify_files(run.receipt, run.archives_manifest, current)
     attempts = sum(len(r.attempts) for r in receipt.runs)
     reader = AttemptReader(run=run, budget=Budget.for_attempts(attempts))

@@ -503,6 +503,27 @@ def test_a_linked_solution_file_is_never_read(tmp_path: Path) -> None:
     assert "symbolic link" in parse_html(html).by_id("problems").text  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    "level",
+    ["runs", "runs/forms-1", "runs/forms-1/attempt-1", "runs/forms-1/attempt-1/solution"],
+)
+def test_nothing_is_read_through_a_link_at_any_level_of_the_run_directory(
+    tmp_path: Path, level: str
+) -> None:
+    batch = write_batch(tmp_path / "batch")
+    linked = batch.root / level
+    elsewhere = tmp_path / "elsewhere"
+    linked.rename(elsewhere)
+    # What lies behind the link: every text file there carries the operator's secret.
+    for path in [p for p in elsewhere.rglob("*") if p.is_file() and p.suffix != ".json"]:
+        path.write_text(path.read_text() + "\nthe operator's secret\n")
+    linked.symlink_to(elsewhere, target_is_directory=True)
+    html = write_report(batch.root, current=CURRENT, now=NOW).read_text()
+    assert "the operator's secret" not in html
+    problems = parse_html(html).by_id("problems")
+    assert problems is not None and f"{level} is a symbolic link" in problems.text
+
+
 # --- Each attempt's evidence ----------------------------------------------------------
 
 
