@@ -123,7 +123,10 @@ class Attempts:
                 wanted=len(kept) + 1 < MAX_TRIES_PER_ATTEMPT,
             ):
                 return record.model_copy(update={"infrastructureTries": kept})
-            kept.append(self._keep_try(run_id, number, len(kept) + 1, record))
+            with schedule.evidence_writes(run_id, number) as open_:
+                if not open_:  # booked as cut short meanwhile: its files stay where counted
+                    return record.model_copy(update={"infrastructureTries": kept})
+                kept.append(self._keep_try(run_id, number, len(kept) + 1, record))
             schedule.plan.progress(
                 ProgressEvent(
                     f"{run_id} attempt {number}: {kind} failure, trying again in fresh "
@@ -198,8 +201,10 @@ class Attempts:
             self._verify(now)
         seen.duration_ms = int((schedule.monotonic() - started) * 1000)
         if now.outcome is not None:
-            seen.runner_log_digest = self._runner_log(evidence, now.outcome, seen)
-            seen.transcript_digest = self._transcript(evidence, now.outcome, seen)
+            with schedule.evidence_writes(run_id, number) as open_:
+                if open_:
+                    seen.runner_log_digest = self._runner_log(evidence, now.outcome, seen)
+                    seen.transcript_digest = self._transcript(evidence, now.outcome, seen)
             seen.resources = now.outcome.resources
         record = judge_attempt(seen)
         if record.infrastructureStatus == "failed":
@@ -240,7 +245,7 @@ class Attempts:
         seen.protected = ProtectedInputs(before=before, after=after)
         if route is not None:
             try:
-                now.provider = self._gateway_use(route, now.evidence, seen)
+                now.provider = self._gateway_use(route, now, seen)
             except AgentEvalError as exc:
                 seen.infrastructure_error = f"the model gateway's record: {exc}"
                 seen.infrastructure_kind = "provider"
@@ -320,9 +325,12 @@ class Attempts:
             and seen.protected is not None
             and seen.protected.after == seen.protected.before
         ):
-            seen.collection = collect_solution(
-                now.workspace, now.evidence.solution, now.task.spec.allowedOutputPaths
-            )
+            with self.schedule.evidence_writes(now.run_id, now.number) as open_:
+                if not open_:
+                    return False
+                seen.collection = collect_solution(
+                    now.workspace, now.evidence.solution, now.task.spec.allowedOutputPaths
+                )
             return not seen.collection.hostile and bool(seen.collection.files)
         return False
 
@@ -348,14 +356,17 @@ class Attempts:
             return
         if not self._trusted(seen):
             return
-        write_bytes_atomic(now.evidence.analysis, verification.analysis_json)
+        with self.schedule.evidence_writes(now.run_id, now.number) as open_:
+            if not open_:
+                return
+            write_bytes_atomic(now.evidence.analysis, verification.analysis_json)
         seen.verification_retries = verification.retried
         seen.analysis = verification.analysis
         seen.analysis_digest = sha256_bytes(verification.analysis_json)
         seen.behaviour = verification.behaviour
 
     def _gateway_use(
-        self, route: GatewayRoute, attempt: AttemptDirectory, seen: AttemptObservations
+        self, route: GatewayRoute, now: _Attempt, seen: AttemptObservations
     ) -> str | None:
         """Save the attempt's gateway records and judge them; the provider failure, if any.
 
@@ -366,7 +377,9 @@ class Attempts:
         gateway = schedule.plan.gateway
         assert gateway is not None
         data = gateway.close_route(route)
-        write_bytes_atomic(attempt.gateway_record, data)
+        with schedule.evidence_writes(now.run_id, now.number) as open_:
+            if open_:
+                write_bytes_atomic(now.evidence.gateway_record, data)
         records = parse_records(data)
         seen.gateway = summarise(records, sha256_bytes(data))
         accepted = gateway.accepted_models()

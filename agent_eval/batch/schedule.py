@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -125,6 +126,21 @@ class Schedule:
     infrastructure_failures: int = 0
     """Tries of attempts that ended in infrastructure a repeat may cure, so far."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _sealed: set[tuple[str, int]] = field(default_factory=set)
+    """Attempts booked as cut short: what they left was counted, nothing more is written."""
+    _writes: threading.RLock = field(default_factory=threading.RLock)
+
+    @contextmanager
+    def evidence_writes(self, run_id: str, number: int) -> Iterator[bool]:
+        """Whether attempt *number* of *run_id* may still write its evidence, held while it does.
+
+        A run the batch books as cut short (:meth:`unfinished`) has what its attempt left
+        counted into its record; an attempt thread that goes on after that (its container
+        removed by the cleanup, a second signal that stopped the wait) must not add a file
+        the receipt does not account for. The booking and every write take turns.
+        """
+        with self._writes:
+            yield (run_id, number) not in self._sealed
 
     @property
     def retry_budget(self) -> int:
@@ -198,9 +214,11 @@ class Schedule:
             elapsed = (self.clock() - began).total_seconds()
             cut.duration_ms = max(0, int(elapsed * 1000))
         record = judge_attempt(cut)
-        if began is not None:  # what it left is kept and accounted for, judged by nobody
-            left = left_files(self.evidence.attempt(run_id, number).root, {})
-            record = record.model_copy(update={"leftFiles": left})
+        with self._writes:
+            self._sealed.add((run_id, number))
+            if began is not None:  # what it left is kept and accounted for, judged by nobody
+                left = left_files(self.evidence.attempt(run_id, number).root, {})
+                record = record.model_copy(update={"leftFiles": left})
         attempts.append(record)
         return self.record(run_id, attempts)
 

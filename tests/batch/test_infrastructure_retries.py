@@ -131,3 +131,30 @@ def test_the_checker_and_the_terminal_say_how_often_the_machine_failed_the_batch
     [final] = [r for r in _success_rules(receipt, suite) if r.startswith("final-successes")]
     assert "lost to infrastructure (not the agent's): " + receipt.runs[0].runId in final
     assert note in final
+
+
+def test_an_attempt_booked_as_cut_short_writes_nothing_more(tmp_path: Path) -> None:
+    """Its thread may go on (the cleanup removed its container, a second signal ended the
+    wait): once the batch counted what it left, no later write reaches the run directory."""
+    import time
+    from datetime import UTC, datetime
+
+    from agent_eval.batch.schedule import Schedule
+
+    the_plan = plan(tmp_path)
+    clock = lambda: datetime(2026, 12, 1, tzinfo=UTC)  # noqa: E731
+    schedule = Schedule(the_plan, clock=clock, monotonic=time.monotonic, deadline=1e12)
+    run_id = the_plan.run_ids[0]
+    schedule.begin_attempt(run_id, 1)
+    folder = schedule.evidence.attempt(run_id, 1).root
+    folder.mkdir(parents=True)
+    (folder / "runner.log").write_text("written before the stop\n")
+    with schedule.evidence_writes(run_id, 1) as open_:
+        assert open_
+    cut = schedule.unfinished(run_id, "interrupted by the operator (Ctrl-C)")
+    assert list(cut.attempts[0].leftFiles) == ["runner.log"]
+    with schedule.evidence_writes(run_id, 1) as open_:
+        assert not open_
+    # Another run's attempt, not booked, writes as before.
+    with schedule.evidence_writes(the_plan.run_ids[1], 1) as open_:
+        assert open_

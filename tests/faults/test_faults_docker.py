@@ -215,7 +215,8 @@ def assert_finished_runs_intact(batch: Batch, *, in_flight_infrastructure: bool 
             assert attempt.failureCategory in {None, "infrastructure"}, (run.runId, attempt)
     code, decision = check(batch.run_dir / "receipt.json")
     rules = {reason.split(":")[0] for reason in decision["reasons"]}
-    assert code == 1 and rules <= OUTCOME_RULES, decision["reasons"]
+    unexpected = [r for r in decision["reasons"] if r.split(":")[0] not in OUTCOME_RULES]
+    assert code == 1 and rules <= OUTCOME_RULES, unexpected
     return receipt
 
 
