@@ -10,6 +10,7 @@ so a green CI run has always exercised a real engine.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import docker.errors
 import pytest
 from hypothesis import HealthCheck, settings
 
+from agent_eval.batch.signals import STOPPING_SIGNALS
 from agent_eval.consumer.cache import CACHE_ENV
 from agent_eval.engine.docker_engine import DockerEngine, connect_local_engine
 
@@ -142,3 +144,17 @@ def consumer_cache(
     root = tmp_path_factory.mktemp("consumer-cache")
     monkeypatch.setenv(CACHE_ENV, str(root))
     yield root
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers() -> Iterator[None]:
+    """Each test starts and ends with the process's signal handlers as they were.
+
+    A command run in-process (through click's runner) keeps its stopping handler until
+    its process exits, as a real command must; in the test process that exit never
+    comes, and the next test in the same worker would inherit the handler.
+    """
+    kept = {signum: signal.getsignal(signum) for signum in STOPPING_SIGNALS}
+    yield
+    for signum, handler in kept.items():
+        signal.signal(signum, handler)
