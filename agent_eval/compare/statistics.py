@@ -104,7 +104,12 @@ def _log_comb(n: int, k: int) -> float:
 
 
 def _two_sided(pmf: Sequence[float], observed: float) -> float:
-    return min(1.0, sum(p for p in pmf if p <= observed * _TIES))
+    # Summed smallest first, exactly as the rejection regions (_rejected,
+    # _stratified_rejected) sum them: a p-value at the level itself then falls on the
+    # same side of it in the test and in its power, to the last bit.
+    ordered = sorted(pmf)
+    below = list(accumulate(ordered, initial=0.0))
+    return min(1.0, below[bisect_right(ordered, observed * _TIES)])
 
 
 def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
@@ -124,7 +129,9 @@ def stratified_exact(strata: Sequence[Stratum]) -> float:
     distribution = [1.0]
     offset = 0
     observed = 0
-    for s in strata:
+    # Convolved in the order of the margins, as _stratified_rejected does: the same
+    # margins give the same distribution to the last bit, whatever order the tasks came in.
+    for s in sorted(strata, key=lambda s: (s.n1, s.n2, s.k1 + s.k2)):
         low, pmf = _hypergeometric(s.n1, s.n2, s.k1 + s.k2)
         combined = [0.0] * (len(distribution) + len(pmf) - 1)
         for i, a in enumerate(distribution):
