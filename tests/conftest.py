@@ -99,11 +99,22 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every ``docker`` test is ``slow`` too, so ``-m "not slow"`` is a loop without an engine."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every ``docker`` test is ``slow`` too, so ``-m "not slow"`` is a loop without an engine.
+
+    On workers, a module's tests go to one worker (its module fixtures are built once),
+    unless the module names a group of its own that several modules share (the Ray
+    clusters, one after another): each test is put in its module's group before the
+    worker reads the groups (``--dist loadgroup``).
+    """
     for item in items:
         if item.get_closest_marker("docker") is not None:
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(
+                pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix())
+            )
 
 
 @pytest.hookimpl(wrapper=True)

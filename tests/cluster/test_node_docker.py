@@ -27,7 +27,8 @@ from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import batch_verifier_factory
 from tests.batches import project_copy, write_config
 
-pytestmark = [pytest.mark.docker, pytest.mark.serial]
+# The cluster tests run one after another on one worker (each cluster is heavy).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray-cluster")]
 
 OTHER = sha256_bytes(b"another")
 
