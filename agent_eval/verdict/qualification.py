@@ -804,13 +804,28 @@ def _analysis_matches(att: AttemptRecord, task_id: str, path: Path, where: str) 
         "typeCheckOk": (analysis.typeCheckOk, att.typeCheckOk),
         "contractOk": (analysis.contractOk, att.contractOk),
         "integrationOk": (analysis.integrationOk, att.integrationOk),
+        # The success rule reads these counts from the record: a record that drops an
+        # unsupported reference the analysis found must not pass without --reverify.
+        "unsupportedApiCount": (analysis.unsupportedApiCount, att.unsupportedApiCount),
+        "hallucinatedApiCount": (analysis.hallucinatedApiCount, att.hallucinatedApiCount),
     }
-    return [
+    reasons = [
         f"analysis-integrity: {where}: analysis.json's {name} is {found!r}, "
         f"the record's {recorded!r}"
         for name, (found, recorded) in said.items()
         if found != recorded
     ]
+    # A count that is not its own list's length is a figure edited in place.
+    for name, items, count in (
+        ("unsupportedApi", analysis.unsupportedApi, analysis.unsupportedApiCount),
+        ("hallucinatedApi", analysis.hallucinatedApi, analysis.hallucinatedApiCount),
+    ):
+        if len(items) != count:
+            reasons.append(
+                f"analysis-integrity: {where}: analysis.json's {name}Count is {count}, "
+                f"but it lists {len(items)}"
+            )
+    return reasons
 
 
 def _check_solution(att: AttemptRecord, folder: Path, where: str) -> list[str]:

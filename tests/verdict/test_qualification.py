@@ -237,14 +237,34 @@ def test_a_solution_swapped_with_every_digest_but_its_analysis_rejects(tmp_path:
     assert "solutionDigest" in reasons[0]
 
 
-@pytest.mark.parametrize(("field", "value"), [("taskId", "storage-hash"), ("contractOk", False)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("taskId", "storage-hash"),
+        ("contractOk", False),
+        ("unsupportedApiCount", 2),
+        ("hallucinatedApiCount", 2),
+    ],
+)
 def test_an_analysis_that_says_otherwise_than_the_record_rejects(
     tmp_path: Path, field: str, value: object
 ) -> None:
     batch = write_batch(tmp_path)
-    batch.add_analysis("forms-3", **{field: value})
+    changes: dict[str, Any] = {field: value}
+    if field.endswith("Count"):
+        # The analysis found two references (and lists them); the record says none.
+        changes[field.removesuffix("Count")] = ["appkit.a", "appkit.b"]
+    batch.add_analysis("forms-3", **changes)
     reasons = [r for r in check(batch) if r.startswith("analysis-integrity")]
     assert len(reasons) == 1 and f"analysis.json's {field} is {value!r}" in reasons[0]
+    assert "forms-3 attempt 1" in reasons[0]
+
+
+def test_an_analysis_count_that_is_not_its_list_length_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    batch.add_analysis("forms-3", unsupportedApi=["appkit.nowhere"])
+    reasons = [r for r in check(batch) if r.startswith("analysis-integrity")]
+    assert any("unsupportedApiCount is 0, but it lists 1" in r for r in reasons)
 
 
 def test_an_extra_file_beside_a_saved_solution_rejects(tmp_path: Path) -> None:
