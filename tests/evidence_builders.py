@@ -42,11 +42,17 @@ def registry_at(commit: str) -> bytes | None:
     return REGISTRY if commit == COMMIT else None
 
 
+def is_ancestor(ancestor: str, descendant: str) -> bool | None:
+    """The builders' history: one commit, the batch's."""
+    return ancestor == descendant == COMMIT
+
+
 CURRENT = Anchors(
     suite=SUITE,
     evaluator=EVALUATOR,
     rebuild=rebuilt,
     registry_at=registry_at,
+    is_ancestor=is_ancestor,
     spec=EXAMPLE_SUITE,
 )
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).isoformat()
@@ -90,6 +96,7 @@ REGISTRY = tomli_w.dumps(
                 "reviewer": "Reviewer One",
                 "reviewedAt": datetime(2026, 11, 29, tzinfo=UTC),
                 "note": "inspected the runner recipe and its digest: the CLI and the adapter only",
+                "sourceCommit": COMMIT,
             }
         ],
     }

@@ -54,7 +54,12 @@ def review_runner_command(
     with reported_errors():
         config = read_model(config_path, RunnerConfig, what="runner config")
         entry = review_runner(
-            located.registry, config, reviewer=reviewer, note=note, now=datetime.now(UTC)
+            located.registry,
+            config,
+            reviewer=reviewer,
+            note=note,
+            now=datetime.now(UTC),
+            repository=located.root,
         )
     click.echo(json.dumps(entry.model_dump(mode="json"), sort_keys=True))
     click.echo(f"agent-eval: added to {located.registry}; commit it", err=True)

@@ -49,6 +49,10 @@ class RegistryEntry(WireModel):
     """When."""
     note: str = Field(min_length=1, max_length=2000)
     """What was inspected (the image's recipe and digest: the CLI and the adapter only)."""
+    sourceCommit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")] | None = None
+    """The repository's commit the review was made at (its full id). The entry counts for a
+    batch only when this commit is in the history of the batch's source commit; an entry
+    without it (written before the field existed) counts for none, and is reviewed again."""
 
 
 class RunnerRegistry(WireModel):

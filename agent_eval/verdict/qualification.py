@@ -21,7 +21,7 @@ import json
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from agent_eval.digests import (
@@ -44,6 +44,7 @@ from agent_eval.models import (
     ConsumerLock,
     QualificationResult,
     Receipt,
+    RegistryEntry,
     SuiteSpec,
 )
 from agent_eval.packing import BuildCache, rebuild_archives
@@ -56,6 +57,7 @@ from agent_eval.verdict.registry import (
     RegistryChanged,
     commit_time,
     entry_differences,
+    is_ancestor,
     parse_registry,
     registry_at_commit,
     registry_changed,
@@ -97,6 +99,8 @@ class Anchors:
     """When a commit was committed, by the repository's history; None: no repository."""
     registry_changed: RegistryChanged | None = None
     """The registry's last change in a commit's history (for the report); None: no repository."""
+    is_ancestor: Callable[[str, str], bool | None] | None = None
+    """Whether a commit is in another's history (None: git cannot tell); None: no repository."""
     titles: Mapping[str, str] = field(default_factory=dict)
     """Each task's title in the checkout (for the report; empty: none at hand)."""
     spec: SuiteSpec | None = None
@@ -155,6 +159,7 @@ def current_anchors(
             registry_name=name,
             committed_at=commit_time(project.root),
             registry_changed=registry_changed(project.root, name),
+            is_ancestor=is_ancestor(project.root),
             spec=spec,
             titles=titles,
         )
@@ -261,7 +266,6 @@ def qualify(
     if not self_test(receipt, archives):
         # A self-test batch is rejected as such; which review it matches is moot.
         reasons += _registry_rules(archives, current)
-        reasons += _commit_time_rules(receipt, archives, current)
     if chain is None:
         reasons += _evidence_file_rules(receipt, receipt_dir)
         return reasons
@@ -378,32 +382,6 @@ def _describe(archives: ArchivesManifest) -> str:
     )
 
 
-COMMIT_CLOCK_SKEW = timedelta(minutes=10)
-"""How far a committer's clock may run ahead of the machine that ran the batch."""
-
-
-def _commit_time_rules(receipt: Receipt, archives: ArchivesManifest, current: Anchors) -> list[str]:
-    """The source commit must be older than the batch packed from it.
-
-    A batch packs HEAD when it starts, so a commit made after the batch started
-    cannot be what it was packed from: archives.json pointed at a later commit
-    (one that adds a registry entry, the packages unchanged) is caught here. The
-    times are the history's and the receipt's own; someone who can rewrite both
-    can still forge them, which the README says.
-    """
-    commit = archives.source.commit
-    if current.committed_at is None or commit is None:
-        return []
-    when = current.committed_at(commit)
-    if when is None or when <= receipt.createdAt + COMMIT_CLOCK_SKEW:
-        return []
-    return [
-        f"registry: the source commit {commit[:12]} was committed at {when.isoformat()}, "
-        f"after the batch started at {receipt.createdAt.isoformat()}: a later commit "
-        "cannot be the one the batch was packed from"
-    ]
-
-
 def _registry_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:
     name, commit = current.registry_name, archives.source.commit
     if current.registry_at is None:
@@ -428,8 +406,12 @@ def _registry_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:
         registry = parse_registry(data, f"{name} at {commit[:12]}")
     except EvidenceError as exc:
         return [*reasons, f"registry: {exc}"]
-    if any(not entry_differences(entry, archives) for entry in registry.runner):
-        return reasons
+    matching = [entry for entry in registry.runner if not entry_differences(entry, archives)]
+    if matching:
+        ordered = [_review_order(entry, commit, current) for entry in matching]
+        if any(why is None for why in ordered):
+            return reasons
+        return [*reasons, *(f"registry: {why}" for why in ordered if why is not None)]
     closest = min(registry.runner, key=lambda e: len(entry_differences(e, archives)), default=None)
     why = (
         f"; the closest entry (reviewed by {closest.reviewer}) differs in "
@@ -438,6 +420,37 @@ def _registry_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:
         else f"; {name} has no entry"
     )
     return [*reasons, f"registry: no reviewed entry matches {_describe(archives)}{why}"]
+
+
+def _review_order(entry: RegistryEntry, commit: str, current: Anchors) -> str | None:
+    """Why a matching entry does not count for a batch packed from *commit* (None: it does).
+
+    The review must be in the batch commit's history: the graph, not the committer dates,
+    which whoever commits sets at will. An entry added after the batch records a commit
+    the batch's history does not hold, unless it claims an older one, which a reviewer
+    sees in the registry's own history.
+    """
+    who = f"the matching entry reviewed by {entry.reviewer}"
+    if entry.sourceCommit is None:
+        return (
+            f"{who} records no sourceCommit, so it cannot be placed in the batch's history; "
+            "review the runner again with `agent-eval runners review` and commit the registry"
+        )
+    if current.is_ancestor is None:
+        return f"{who}: no repository is at hand to read the history of {commit[:12]}"
+    found = current.is_ancestor(entry.sourceCommit, commit)
+    if found is None:
+        return (
+            f"{who} was reviewed at {entry.sourceCommit[:12]}, which this repository cannot "
+            f"place relative to the source commit {commit[:12]}"
+        )
+    if not found:
+        return (
+            f"{who} was reviewed at {entry.sourceCommit[:12]}, which is not in the history "
+            f"of the batch's source commit {commit[:12]}: a review made after the batch "
+            "counts for no batch before it"
+        )
+    return None
 
 
 def _source_rules(archives: ArchivesManifest, current: Anchors) -> list[str]:
@@ -804,13 +817,28 @@ def _analysis_matches(att: AttemptRecord, task_id: str, path: Path, where: str) 
         "typeCheckOk": (analysis.typeCheckOk, att.typeCheckOk),
         "contractOk": (analysis.contractOk, att.contractOk),
         "integrationOk": (analysis.integrationOk, att.integrationOk),
+        # The success rule reads these counts from the record: a record that drops an
+        # unsupported reference the analysis found must not pass without --reverify.
+        "unsupportedApiCount": (analysis.unsupportedApiCount, att.unsupportedApiCount),
+        "hallucinatedApiCount": (analysis.hallucinatedApiCount, att.hallucinatedApiCount),
     }
-    return [
+    reasons = [
         f"analysis-integrity: {where}: analysis.json's {name} is {found!r}, "
         f"the record's {recorded!r}"
         for name, (found, recorded) in said.items()
         if found != recorded
     ]
+    # A count that is not its own list's length is a figure edited in place.
+    for name, items, count in (
+        ("unsupportedApi", analysis.unsupportedApi, analysis.unsupportedApiCount),
+        ("hallucinatedApi", analysis.hallucinatedApi, analysis.hallucinatedApiCount),
+    ):
+        if len(items) != count:
+            reasons.append(
+                f"analysis-integrity: {where}: analysis.json's {name}Count is {count}, "
+                f"but it lists {len(items)}"
+            )
+    return reasons
 
 
 def _check_solution(att: AttemptRecord, folder: Path, where: str) -> list[str]:

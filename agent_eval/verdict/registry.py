@@ -11,6 +11,7 @@ credentials, it never holds them, and the note is refused if it looks like one).
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ __all__ = [
     "RegistryChanged",
     "commit_time",
     "entry_differences",
+    "head_commit",
+    "is_ancestor",
     "parse_registry",
     "registry_at_commit",
     "registry_changed",
@@ -106,6 +109,35 @@ def commit_time(repository: Path) -> Callable[[str], datetime | None]:
             return None
 
     return read
+
+
+def is_ancestor(repository: Path) -> Callable[[str, str], bool | None]:
+    """Whether one commit is in the history of (or is) another, by *repository*'s graph.
+
+    None: git could not tell (a commit is unknown, or git failed). History, never the
+    committer dates, which whoever commits sets at will.
+    """
+
+    def read(ancestor: str, descendant: str) -> bool | None:
+        done = run_group(
+            ["git", "-C", str(repository), "merge-base", "--is-ancestor", "--end-of-options",
+             ancestor, descendant],
+            text=True, timeout=60,
+        )  # fmt: skip
+        return {0: True, 1: False}.get(done.returncode)
+
+    return read
+
+
+def head_commit(repository: Path) -> str | None:
+    """The full id of *repository*'s HEAD commit; None: not a repository, or no commit yet."""
+    done = run_group(
+        ["git", "-C", str(repository), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+        text=True, timeout=60,
+    )  # fmt: skip
+    commit = done.stdout.strip()
+    full = re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", commit)
+    return commit if done.returncode == 0 and full else None
 
 
 @dataclass(frozen=True)
@@ -187,7 +219,9 @@ def entry_differences(entry: RegistryEntry, archives: ArchivesManifest) -> list[
     return differing
 
 
-def _entry_of(config: RunnerConfig, reviewer: str, note: str, now: datetime) -> RegistryEntry:
+def _entry_of(
+    config: RunnerConfig, reviewer: str, note: str, now: datetime, source_commit: str
+) -> RegistryEntry:
     if not config.models or config.gatewayImage is None:
         raise ConfigError(
             "models: a runner that reaches no model gateway proves no agent; "
@@ -220,20 +254,37 @@ def _entry_of(config: RunnerConfig, reviewer: str, note: str, now: datetime) -> 
         reviewer=reviewer,
         reviewedAt=now,
         note=note,
+        sourceCommit=source_commit,
     )
 
 
 def review_runner(
-    registry: Path, config: RunnerConfig, *, reviewer: str, note: str, now: datetime
+    registry: Path,
+    config: RunnerConfig,
+    *,
+    reviewer: str,
+    note: str,
+    now: datetime,
+    repository: Path,
 ) -> RegistryEntry:
     """Append an entry for *config* to the registry file (created when absent), atomically.
 
+    The entry records *repository*'s HEAD as the commit it was reviewed at: it counts
+    only for batches packed from that commit or a later one in its history.
+
     Raises:
-        ConfigError: The config cannot be reviewed, or the note looks like a secret.
+        ConfigError: The config cannot be reviewed, the note looks like a secret, or
+            *repository* has no commit to record.
         EvidenceError: The registry exists but is not one.
     """
+    source_commit = head_commit(repository)
+    if source_commit is None:
+        raise ConfigError(
+            f"{repository} has no commit: an entry records the commit it was reviewed at; "
+            "commit the repository first"
+        )
     try:
-        entry = _entry_of(config, reviewer, note, now)
+        entry = _entry_of(config, reviewer, note, now, source_commit)
     except ValidationError as exc:
         raise ConfigError(f"--reviewer: {format_validation_error(exc)}") from None
     current = RunnerRegistry(schemaVersion=1)
@@ -241,9 +292,12 @@ def review_runner(
         # Never blocks on a FIFO, never reads a directory or a device.
         data = read_bounded(registry, what="registry", max_bytes=MAX_REGISTRY_BYTES)
         current = parse_registry(data, str(registry))
-    reviewed = {"reviewer", "reviewedAt", "note"}
+    reviewed = {"reviewer", "reviewedAt", "note", "sourceCommit"}
+    # An entry without sourceCommit counts for no batch: reviewing it again adds one that does.
     if any(
-        e.model_dump(exclude=reviewed) == entry.model_dump(exclude=reviewed) for e in current.runner
+        e.sourceCommit is not None
+        and e.model_dump(exclude=reviewed) == entry.model_dump(exclude=reviewed)
+        for e in current.runner
     ):
         raise ConfigError(f"{registry} already has an entry for exactly this configuration")
     updated = current.model_copy(update={"runner": [*current.runner, entry]})

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 
 from agent_eval.errors import EvidenceError
 from agent_eval.models import ArchivesManifest, RunnerConfig
@@ -23,11 +24,55 @@ BIN = Path(sys.executable).parent
 EXAMPLE = SHIPPED / "examples" / "runners" / "claude-code.json"
 
 
-def project(tmp_path: Path) -> Path:
+def git(root: Path, *args: str) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.org",
+        "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@example.org",
+        "PATH": os.environ["PATH"], "HOME": str(root),
+    }  # fmt: skip
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def project(tmp_path: Path, *, committed: bool = True) -> Path:
     root = tmp_path / "repo"
     root.mkdir()
     (root / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    if committed:
+        git(root, "init", "-q")
+        git(root, "add", "pyproject.toml")
+        git(root, "commit", "-q", "-m", "demo")
     return root
+
+
+def test_the_entry_records_the_commit_it_was_reviewed_at(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    done = review(root, example())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sourceCommit"] == git(root, "rev-parse", "HEAD")
+    (entry,) = parse_registry((root / "reviewed-runners.toml").read_bytes(), "r").runner
+    assert entry.sourceCommit == git(root, "rev-parse", "HEAD")
+
+
+def test_an_entry_without_a_source_commit_can_be_reviewed_again(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    assert review(root, example()).returncode == 0
+    path = root / "reviewed-runners.toml"
+    document = tomllib.loads(path.read_text())
+    del document["runner"][0]["sourceCommit"]
+    path.write_text(tomli_w.dumps(document))
+    done = review(root, example())
+    assert done.returncode == 0, done.stderr
+    assert len(parse_registry(path.read_bytes(), "r").runner) == 2
+
+
+def test_a_repository_with_no_commit_is_refused(tmp_path: Path) -> None:
+    root = project(tmp_path, committed=False)
+    done = review(root, example())
+    assert done.returncode != 0 and "commit the repository first" in done.stderr
+    assert not (root / "reviewed-runners.toml").exists()
 
 
 def review(root: Path, config: dict[str, Any], *extra: str, note: str = "recipe read") -> Any:

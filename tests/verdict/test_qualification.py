@@ -9,12 +9,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import subprocess
+import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 
 from agent_eval.batch.run import is_self_test
 from agent_eval.digests import sha256_bytes
@@ -27,7 +30,12 @@ from agent_eval.models import (
     SuiteSpec,
 )
 from agent_eval.verdict.qualification import Anchors, qualify_files
-from agent_eval.verdict.registry import commit_time, registry_at_commit, registry_changed
+from agent_eval.verdict.registry import (
+    commit_time,
+    is_ancestor,
+    registry_at_commit,
+    registry_changed,
+)
 from tests.evidence_builders import (
     COMMIT,
     CURRENT,
@@ -237,14 +245,34 @@ def test_a_solution_swapped_with_every_digest_but_its_analysis_rejects(tmp_path:
     assert "solutionDigest" in reasons[0]
 
 
-@pytest.mark.parametrize(("field", "value"), [("taskId", "storage-hash"), ("contractOk", False)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("taskId", "storage-hash"),
+        ("contractOk", False),
+        ("unsupportedApiCount", 2),
+        ("hallucinatedApiCount", 2),
+    ],
+)
 def test_an_analysis_that_says_otherwise_than_the_record_rejects(
     tmp_path: Path, field: str, value: object
 ) -> None:
     batch = write_batch(tmp_path)
-    batch.add_analysis("forms-3", **{field: value})
+    changes: dict[str, Any] = {field: value}
+    if field.endswith("Count"):
+        # The analysis found two references (and lists them); the record says none.
+        changes[field.removesuffix("Count")] = ["appkit.a", "appkit.b"]
+    batch.add_analysis("forms-3", **changes)
     reasons = [r for r in check(batch) if r.startswith("analysis-integrity")]
     assert len(reasons) == 1 and f"analysis.json's {field} is {value!r}" in reasons[0]
+    assert "forms-3 attempt 1" in reasons[0]
+
+
+def test_an_analysis_count_that_is_not_its_list_length_rejects(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path)
+    batch.add_analysis("forms-3", unsupportedApi=["appkit.nowhere"])
+    reasons = [r for r in check(batch) if r.startswith("analysis-integrity")]
+    assert any("unsupportedApiCount is 0, but it lists 1" in r for r in reasons)
 
 
 def test_an_extra_file_beside_a_saved_solution_rejects(tmp_path: Path) -> None:
@@ -543,19 +571,100 @@ def test_an_upstream_or_served_model_outside_the_review_is_rejected(tmp_path: Pa
     assert "differs in upstreams" in reasons[0]
 
 
-def test_a_source_commit_newer_than_the_batch_is_rejected(tmp_path: Path) -> None:
-    """archives.json re-pointed at a later commit (one adding an entry, the packages the
-    same, so the wheels rebuild identically) cannot be what the batch packed."""
-    batch = write_batch(tmp_path)
+def git(repository: Path, *args: str, when: str | None = None) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.org",
+        "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@example.org",
+        "PATH": os.environ["PATH"], "HOME": str(repository),
+    }  # fmt: skip
+    if when is not None:
+        env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"] = when
+    done = subprocess.run(
+        ["git", "-C", str(repository), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def history(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """reviewed -> batch -> later (committed after the batch, its date set back a day)."""
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    git(repository, "init", "-q")
+    commits = {}
+    for name, when in [
+        ("reviewed", "2026-11-29T10:00:00+00:00"),
+        ("batch", "2026-11-30T11:59:00+00:00"),
+        ("later", "2026-11-28T10:00:00+00:00"),
+    ]:
+        (repository / name).write_text(name)
+        git(repository, "add", name)
+        git(repository, "commit", "-q", "-m", name, when=when)
+        commits[name] = git(repository, "rev-parse", "HEAD")
+    return repository, commits
+
+
+def reviewed_at(tmp_path: Path, which: str | None) -> tuple[Batch, Anchors, str | None]:
+    """A batch packed from the history's "batch" commit, its registry's one entry claiming
+    the commit *which* names (another: that text; None: the field absent), and git itself
+    answering ancestry."""
+    repository, commits = history(tmp_path)
+    source_commit = commits.get(which, which) if which is not None else None
+    document = tomllib.loads(REGISTRY.decode())
+    document["runner"][0].pop("sourceCommit")
+    if source_commit is not None:
+        document["runner"][0]["sourceCommit"] = source_commit
+    data = tomli_w.dumps(document).encode()
+    batch = write_batch(
+        tmp_path / "batch", archives_data=lambda m: m.update(registryDigest=sha256_bytes(data))
+    )
+    real = is_ancestor(repository)
+    # The builders' batch names COMMIT; here it stands for the history's "batch" commit.
+    current = dataclasses.replace(
+        CURRENT,
+        registry_at=lambda commit: data if commit == COMMIT else None,
+        is_ancestor=lambda a, d: real(a, commits["batch"] if d == COMMIT else d),
+    )
+    return batch, current, source_commit
+
+
+def test_a_review_at_a_commit_after_the_batch_counts_not_whatever_its_date(
+    tmp_path: Path,
+) -> None:
+    """The later commit's committer date is a day before the batch's: no clock is read."""
+    batch, current, later = reviewed_at(tmp_path, "later")
+    assert later is not None
+    reasons = check(batch, current)
+    only_rule(reasons, "registry")
+    assert f"reviewed at {later[:12]}, which is not in the history" in reasons[0]
+
+
+@pytest.mark.parametrize("which", ["reviewed", "batch"])
+def test_a_review_in_the_batch_commit_s_history_counts(tmp_path: Path, which: str) -> None:
+    batch, current, _ = reviewed_at(tmp_path, which)
+    assert check(batch, current) == []
+
+
+def test_a_review_from_another_history_or_unknown_counts_not(tmp_path: Path) -> None:
+    batch, current, _ = reviewed_at(tmp_path, "e" * 40)
+    reasons = check(batch, current)
+    only_rule(reasons, "registry")
+    assert "cannot place relative to the source commit" in reasons[0]
+
+
+def test_an_entry_without_a_source_commit_fails_closed_naming_the_fix(tmp_path: Path) -> None:
+    batch, current, _ = reviewed_at(tmp_path, None)
+    reasons = check(batch, current)
+    only_rule(reasons, "registry")
+    assert "records no sourceCommit" in reasons[0] and "agent-eval runners review" in reasons[0]
+
+
+def test_a_source_commit_committed_after_the_batch_started_is_no_reason_by_itself(
+    tmp_path: Path,
+) -> None:
+    """Committer dates are the committer's to set: the history decides, not the clock."""
     started = datetime.fromisoformat(NOW)
     later = dataclasses.replace(CURRENT, committed_at=lambda commit: started + timedelta(days=2))
-    reasons = check(batch, current=later)
-    assert any("was committed at" in r and "after the batch started" in r for r in reasons)
-    # A committer's clock a few minutes ahead is not a reason.
-    skewed = dataclasses.replace(
-        CURRENT, committed_at=lambda commit: started + timedelta(minutes=3)
-    )
-    assert not any("after the batch started" in r for r in check(batch, current=skewed))
+    assert check(write_batch(tmp_path), current=later) == []
 
 
 def test_a_registry_changed_after_the_batch_is_rejected(tmp_path: Path) -> None:
