@@ -122,7 +122,9 @@ def check_command(
             )
             sys.exit(128 + stop.signum)
         reasons = [*result.reasons, *again]
-        result = QualificationResult(qualified=not reasons, reasons=reasons, chain=result.chain)
+        result = QualificationResult(
+            qualified=not reasons, reasons=reasons, chain=result.chain, notes=result.notes
+        )
     recorded = _recorded(receipt) if junit is not None or output_format != "json" else None
     if junit is not None:
         from agent_eval.evidence_io import write_bytes_atomic

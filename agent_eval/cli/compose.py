@@ -42,7 +42,7 @@ def local_engine(runtime_path: str | None = None) -> Iterator[ContainerEngine]:
 @contextlib.contextmanager
 def recorded_verifier(
     project: Project, archives: ArchivesManifest, run_dir: Path
-) -> Iterator[tuple[Verifier, list[LockedDistribution]]]:
+) -> Iterator[tuple[Verifier, list[LockedDistribution], str]]:
     """Re-verification's verifier: the recorded image on the local engine, connected only now
     (an engine that does not answer is a reason of the check, not a crash)."""
     from agent_eval.verdict.reverify import reverify_workers

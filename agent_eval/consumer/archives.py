@@ -24,7 +24,7 @@ from pathlib import Path
 
 import tomli_w
 
-from agent_eval.digests import file_sha256
+from agent_eval.digests import file_sha256, solution_digest, solution_files
 from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, ResourceLimits, run_container
 from agent_eval.errors import EvidenceError, InfrastructureError
 from agent_eval.evidence_io import read_model
@@ -56,15 +56,38 @@ class PreparedConsumer:
     distributions: list[LockedDistribution]
     catalog: ApiCatalog
     mypy_version: str
+    cache_entry: str | None = None
+    """The consumer-cache key it was taken from; None when installed for this batch."""
 
     def lock(self, archives_digest: str) -> ConsumerLock:
-        """consumer-lock.json, bound to the archives.json it was installed from."""
+        """consumer-lock.json, bound to the archives.json it was installed from.
+
+        It records the digest of the files the batch really used and where they
+        came from: a cache entry's own record certifies nothing against whoever
+        writes the cache, so the checker's fresh install is held to this instead.
+
+        Raises:
+            DigestError: The consumer holds something other than regular files.
+        """
         return ConsumerLock(
             schemaVersion=1,
             archivesDigest=archives_digest,
             python=self.python,
             distributions=self.distributions,
+            installedDigest=installed_digest(self.root),
+            cacheEntry=self.cache_entry,
         )
+
+
+def installed_digest(root: Path) -> str:
+    """The digest of the consumer's files under *root*, but its guides (``docs/``).
+
+    The guides are left out: re-verification installs without them, and no
+    verdict reads them. The files are deterministic (hash-checked byte code),
+    so two installs of the same archives in the same image agree.
+    """
+    files = solution_files(root)
+    return solution_digest({rel: sha for rel, sha in files.items() if not rel.startswith("docs/")})
 
 
 def stage_harness(stage: Path) -> Path:

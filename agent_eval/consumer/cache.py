@@ -13,6 +13,14 @@ files again; an entry that differs is discarded, said, and prepared again.
 What a batch binds (consumer-lock.json, the catalog's digest) is derived from
 the entry's files at each use, exactly as from a consumer just installed.
 
+That guards against accidents only: the record sits beside the files it
+certifies, so whoever can write the cache can rewrite both, and the batch
+binds whatever it found. The batch's consumer-lock.json therefore names the
+entry (``cacheEntry``) and the digest of its files (``installedDigest``); the
+plain check notes a cached consumer, and ``check-agent-eval --reverify``
+installs its own (never from here, nor with the mypy caches kept here) and
+rejects a batch whose consumer held other files.
+
 Layout (``$AGENT_EVAL_CONSUMER_CACHE``, or ``.verification/agent-eval/.consumers``):
 
     <key hex>/entry.json    the key's inputs and the digest of the consumer's files
@@ -227,7 +235,7 @@ def cached_consumer(
     entry = cache.root / key.removeprefix("sha256:")
     found = _verified(entry, key, archives, notice)
     if found is not None:
-        return found
+        return dataclasses.replace(found, cache_entry=key)
     try:
         cache.root.mkdir(parents=True, exist_ok=True)
         building = cache.root / f"{BUILDING_PREFIX}{uuid.uuid4().hex}"
@@ -246,7 +254,7 @@ def cached_consumer(
         write_model_atomic(building / _ENTRY_FILE, record)
         found = publish_entry(building, entry, lambda: _verified(entry, key, archives, notice))
         if found is not None:
-            return found
+            return dataclasses.replace(found, cache_entry=key)
     except (OSError, DigestError) as exc:
         shutil.rmtree(building, ignore_errors=True)
         raise InfrastructureError(f"the consumer could not be kept in {cache.root}: {exc}") from exc
@@ -254,7 +262,7 @@ def cached_consumer(
         shutil.rmtree(building, ignore_errors=True)
         raise
     prune_unused(cache.root, keep=entry)
-    return dataclasses.replace(prepared, root=entry / _CONSUMER_DIR)
+    return dataclasses.replace(prepared, root=entry / _CONSUMER_DIR, cache_entry=key)
 
 
 def _verified(

@@ -35,3 +35,12 @@ class ConsumerLock(WireModel):
     """Python version of the consumer environment."""
     distributions: list[LockedDistribution] = Field(min_length=1)
     """Every installed distribution."""
+    installedDigest: Digest | None = None
+    """The consumer's files outside ``docs/`` (the guides, which re-verification leaves
+    out): what a consumer installed again from the archives must hold byte for byte.
+    None in batches recorded before it was kept."""
+    cacheEntry: Digest | None = None
+    """The key of the consumer-cache entry the batch's consumer (and its kept mypy
+    caches) came from; None when it was installed for the batch. Whoever can write
+    the cache can change such a consumer with its record: only ``--reverify``, which
+    installs its own, tells."""

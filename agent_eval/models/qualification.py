@@ -20,6 +20,9 @@ class QualificationResult(WireModel):
     chain: list[ChainBatch] | None = None
     """For a resumed batch, each batch of its chain, first first: the runs the decision
     took from it, and what it spent (None: a batch of its own)."""
+    notes: list[str] | None = None
+    """What the decision cannot rule out without ``--reverify`` (a consumer taken from
+    the consumer cache), one line each; None when there is nothing to note."""
 
     @model_validator(mode="after")
     def _reasons_iff_rejected(self) -> QualificationResult:

@@ -180,13 +180,38 @@ def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> 
         reasons.append(f"archives-readable: {exc}")
     if receipt is None or archives is None:
         return QualificationResult(qualified=False, reasons=reasons)
+    notes = cache_notes(receipt_path.parent) or None
     if receipt.predecessor is None:
         reasons.extend(qualify(receipt, receipt_path.parent, archives, archives_path, current))
-        return QualificationResult(qualified=not reasons, reasons=reasons)
+        return QualificationResult(qualified=not reasons, reasons=reasons, notes=notes)
     chain = resolve_chain(ChainLink(receipt_path.parent, receipt, archives))
     reasons += chain.problems
     reasons += qualify(chain.union, receipt_path.parent, archives, archives_path, current, chain)
-    return QualificationResult(qualified=not reasons, reasons=reasons, chain=chain.summary())
+    return QualificationResult(
+        qualified=not reasons, reasons=reasons, chain=chain.summary(), notes=notes
+    )
+
+
+def cache_notes(receipt_dir: Path) -> list[str]:
+    """What the evidence alone cannot rule out: a consumer taken from the consumer cache.
+
+    An entry and its record sit in one directory, so whoever can write the
+    cache can change the consumer (and its kept mypy caches) a batch verified
+    against, and every digest here would still agree; only ``--reverify``,
+    which installs a consumer of its own, tells.
+    """
+    try:
+        path = RunDirectory(receipt_dir).consumer_lock
+        lock = read_model(path, ConsumerLock, what="consumer lock")
+    except EvidenceError:
+        return []  # the consumer-lock rule says why
+    if lock.cacheEntry is None:
+        return []
+    return [
+        f"consumer-cache: the batch verified against the consumer-cache entry "
+        f"{lock.cacheEntry} (and its kept mypy caches); a writer of the cache could have "
+        "changed them unseen here: --reverify installs its own and compares"
+    ]
 
 
 EVIDENCE_RULES = frozenset(
@@ -195,7 +220,7 @@ EVIDENCE_RULES = frozenset(
         "archives-rebuild", "consumer-lock", "solution-integrity", "analysis-integrity",
         "log-integrity", "evidence-integrity", "self-test-flag", "runner-identity",
         "model-identity", "runner-image", "verifier-image", "suite-digest", "evaluator-digest",
-        "chain", "node-binding",
+        "chain", "node-binding", "consumer-integrity",
     }
 )  # fmt: skip
 """The rules about whether a batch's evidence is what it says (every file against its

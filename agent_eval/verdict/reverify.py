@@ -45,9 +45,12 @@ _MAX_ANALYSIS_BYTES = 8 * 1024 * 1024
 
 
 EvidenceVerifiers = Callable[
-    [ArchivesManifest, Path], AbstractContextManager[tuple[Verifier, list[LockedDistribution]]]
+    [ArchivesManifest, Path],
+    AbstractContextManager[tuple[Verifier, list[LockedDistribution], str]],
 ]
-"""Opens the recorded verifier over a consumer installed again from a batch's archives."""
+"""Opens the recorded verifier over a consumer installed again from a batch's archives:
+the verifier, the distributions that consumer holds and the digest of its files
+(``agent_eval.consumer.archives.installed_digest``)."""
 
 
 def reverify_files(
@@ -60,9 +63,11 @@ def reverify_files(
 ) -> list[str]:
     """Verify every saved solution of a batch again; each difference is a reason.
 
-    The consumer installed again from the batch's archives must hold exactly
-    the distributions its consumer-lock.json records, and every verdict must
-    come out as recorded. *workers* verifications run at once (default: one
+    The consumer installed again from the batch's archives (never one from
+    the consumer cache, nor its kept mypy caches: whoever writes the cache
+    could have changed both with their records) must hold exactly the
+    distributions and the files its consumer-lock.json records, and every
+    verdict must come out as recorded. *workers* verifications run at once (default: one
     per core; *open_verifier* should give the verifier as many slots).
     """
     evidence = RunDirectory(receipt_path.parent)
@@ -75,13 +80,14 @@ def reverify_files(
         return [f"reverify: {exc}"]
     tasks = {task.id: task.spec for task in suite.tasks}
     try:
-        with open_verifier(archives, evidence.root) as (verifier, installed):
+        with open_verifier(archives, evidence.root) as (verifier, installed, files):
             reasons = []
             if installed != recorded_lock.distributions:
                 reasons.append(
                     "reverify: the consumer installed again from the archives holds other "
                     "distributions than consumer-lock.json records"
                 )
+            reasons += _consumer_integrity(recorded_lock, files)
             return reasons + reverify(
                 receipt,
                 evidence.root,
@@ -91,6 +97,26 @@ def reverify_files(
             )
     except AgentEvalError as exc:
         return [f"reverify: the recorded verifier could not be prepared: {exc}"]
+
+
+def _consumer_integrity(recorded: ConsumerLock, files: str) -> list[str]:
+    """The batch's consumer against one installed again: the cache cannot vouch for itself."""
+    origin = (
+        f"the consumer-cache entry {recorded.cacheEntry}"
+        if recorded.cacheEntry is not None
+        else "the consumer installed for the batch"
+    )
+    if recorded.installedDigest is None:
+        return [
+            "consumer-integrity: consumer-lock.json records no digest of the consumer's files "
+            f"(from {origin}); what the batch verified against cannot be compared"
+        ]
+    if recorded.installedDigest != files:
+        return [
+            f"consumer-integrity: {origin} held files {recorded.installedDigest}, but the "
+            f"consumer installed again from the archives holds {files}"
+        ]
+    return []
 
 
 def reverify(

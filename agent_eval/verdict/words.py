@@ -57,6 +57,7 @@ def decision_lines(result: QualificationResult, receipt: Receipt | None = None) 
             + (" (partial)" if receipt.selection is not None else "")
         )
     lines += [f"  - {plain(reason, 2000)}" for reason in result.reasons]
+    lines += [f"  note: {plain(note, 2000)}" for note in result.notes or []]
     if expected_self_test(result):
         lines.append(
             "  A built-in reference runner (oracle, mutant, null) checks the harness, not an "

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval.consumer.archives import PreparedConsumer
+from agent_eval.consumer.archives import PreparedConsumer, installed_digest, prepare_consumer
 from agent_eval.consumer.cache import (
     CACHE_ENV,
     CacheEntry,
     ConsumerCache,
     cached_consumer,
     consumer_key,
+    files_digest,
     kept_entry,
 )
 from agent_eval.digests import sha256_bytes
@@ -157,6 +158,56 @@ def test_a_tampered_entry_is_discarded_said_and_prepared_again(inputs: Inputs, t
     third = inputs.prepare("three")
     assert inputs.runs == 2
     assert third.lock("sha256:" + "0" * 64) == second.lock("sha256:" + "0" * 64)
+
+
+def test_a_lock_names_the_entry_its_consumer_came_from_and_the_files_it_held(
+    inputs: Inputs,
+) -> None:
+    kept = inputs.prepare("one")
+    reused = inputs.prepare("two")
+    key = "sha256:" + kept.root.parent.name
+
+    for prepared in (kept, reused):
+        lock = prepared.lock("sha256:" + "0" * 64)
+        assert lock.cacheEntry == key
+        assert lock.installedDigest == installed_digest(prepared.root)
+    fresh = fresh_consumer(inputs, "fresh")
+    assert fresh.lock("sha256:" + "0" * 64).cacheEntry is None
+    assert installed_digest(fresh.root) == installed_digest(kept.root)  # the guides aside
+
+
+def test_an_entry_rewritten_with_its_record_is_used_but_its_lock_tells_a_fresh_install_apart(
+    inputs: Inputs,
+) -> None:
+    # The cache cannot tell (its record is rewritten too): the batch's lock must.
+    first = inputs.prepare("one")
+    (ConsumerLayout(first.root).site / "lib" / "__init__.py").write_text("def lenient(): ...\n")
+    record_path = first.root.parent / "entry.json"
+    record = CacheEntry.model_validate_json(record_path.read_bytes())
+    forged = record.model_copy(update={"filesDigest": files_digest(first.root)})
+    record_path.write_text(forged.model_dump_json())
+
+    poisoned = inputs.prepare("two")
+
+    assert inputs.runs == 1 and inputs.notices == []
+    lock = poisoned.lock("sha256:" + "0" * 64)
+    assert lock.cacheEntry == record.key
+    assert lock.installedDigest != installed_digest(fresh_consumer(inputs, "fresh").root)
+
+
+def fresh_consumer(inputs: Inputs, name: str) -> PreparedConsumer:
+    """What the checker installs for itself: no cache, no guides."""
+    return prepare_consumer(
+        inputs.engine,
+        verifier_image=inputs.image,
+        root=inputs.work / name / "consumer",
+        stage=inputs.work / name / "stage",
+        archives_dir=inputs.archives_dir,
+        archives=inputs.archives(),
+        dependency_lock=inputs.lock,
+        guides={},
+        batch_id=name,
+    )
 
 
 def test_a_failed_preparation_leaves_no_entry(inputs: Inputs) -> None:

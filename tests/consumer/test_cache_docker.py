@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval.consumer.cache import CacheEntry
+from agent_eval.consumer.cache import CacheEntry, files_digest
 from agent_eval.digests import file_sha256
 from agent_eval.engine import ContainerSpec, list_leftovers
 from agent_eval.engine.docker_engine import DockerEngine
@@ -79,10 +79,27 @@ def test_a_second_batch_of_the_same_commit_reuses_the_consumer_and_completes(
     assert receipt.consumerLockDigest == file_sha256(lock)
     assert list_leftovers(engine, receipt.batchId) == []
 
-    # Verified again, several at once, every run gets its recorded verdict.
+    # Verified again, several at once, every run gets its recorded verdict (and the
+    # consumer installed again holds the cached one's files byte for byte).
     code, decision = check(receipt_path, "--reverify")
     assert code == 1
     assert [reason.split(":")[0] for reason in decision["reasons"]] == ["not-self-test"]
+    assert any(entry.name in note for note in decision["notes"])
+
+    # Rewritten with its record, the entry is used as it is: only --reverify tells.
+    planted.write_text("# planted, the record rewritten to agree\n")
+    record = CacheEntry.model_validate_json((entry / "entry.json").read_bytes())
+    forged = record.model_copy(update={"filesDigest": files_digest(entry / "consumer")})
+    (entry / "entry.json").write_text(forged.model_dump_json())
+    done = eval_agent_process(project, config, None, "--only", "forms-1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "consumer cache" not in done.stderr
+    receipt_path = receipt_of(project, json.loads(done.stdout))
+    code, plain = check(receipt_path)
+    assert not any(r.startswith("consumer") for r in plain["reasons"])
+    assert any(record.key in note for note in plain["notes"])
+    code, decision = check(receipt_path, "--reverify")
+    assert any(r.startswith("consumer-integrity: ") for r in decision["reasons"]), decision
 
 
 def test_an_interrupted_reverify_leaves_no_container_of_its_own(

@@ -223,9 +223,16 @@ FIELD_SETS: dict[str, set[str]] = {
         "evaluatorDigest",
     },
     "ArchiveEntry": {"filename", "distribution", "version", "sha256", "size"},
-    "ConsumerLock": {"schemaVersion", "archivesDigest", "python", "distributions"},
+    "ConsumerLock": {
+        "schemaVersion",
+        "archivesDigest",
+        "python",
+        "distributions",
+        "installedDigest",
+        "cacheEntry",
+    },
     "LockedDistribution": {"name", "version", "recordDigest", "candidate", "archiveSha256"},
-    "QualificationResult": {"qualified", "reasons", "chain"},
+    "QualificationResult": {"qualified", "reasons", "chain", "notes"},
     "ChainBatch": {"batchId", "runs", "tokens", "durationMs"},
     "Analysis": {
         "schemaVersion",

@@ -14,7 +14,10 @@ A kept cache is never trusted. mypy checks each of its entries against the
 sources and options, but a cache whose files were changed to agree with
 them could still change a type-check verdict; so its record holds the digest
 of its files when it was made, each use hashes them again, and one that
-differs is discarded, said, and warmed again.
+differs is discarded, said, and warmed again. That holds against accidents,
+not against whoever writes the cache (who rewrites the record too): it is
+only ever kept with a consumer-cache entry, which the batch's
+consumer-lock.json names, and the checker's ``--reverify`` warms its own.
 
 Layout, in the consumer's entry (``<consumer entry>/analysis/``):
 

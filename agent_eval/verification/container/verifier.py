@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agent_eval.consumer.archives import prepare_consumer
+from agent_eval.consumer.archives import installed_digest, prepare_consumer
 from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
@@ -198,17 +198,18 @@ def evidence_verifiers(
     run_dir: Path,
     *,
     slots: int = 2,
-) -> Iterator[tuple[ContainerVerifier, list[LockedDistribution]]]:
+) -> Iterator[tuple[ContainerVerifier, list[LockedDistribution], str]]:
     """The recorded verifier image, over a consumer installed again from the batch's archives.
 
     For re-verification: the pinned verifier image (by the id archives.json
     records; nothing is pulled), the candidate wheels saved in the run
     directory, installed offline as the batch installed them; up to *slots*
     verifications at once. Yields the
-    verifier and the distributions the new consumer holds (to be held
-    against the batch's consumer-lock.json). Every container is removed and
-    the work directory deleted on exit; the engine stays open (its caller
-    connected it).
+    verifier, the distributions the new consumer holds and the digest of its
+    files (to be held against the batch's consumer-lock.json). Never the
+    consumer cache nor its mypy caches: they are what is being checked. Every
+    container is removed and the work directory deleted on exit; the engine
+    stays open (its caller connected it).
 
     Raises:
         InfrastructureError: The image is absent, or the consumer or the cache failed.
@@ -251,7 +252,7 @@ def evidence_verifiers(
                 analysis_cache=cache,
             )
             verifier = ContainerVerifier(setup, tasks_dir=project.tasks, slots=slots)
-            yield verifier, consumer.distributions
+            yield verifier, consumer.distributions, installed_digest(consumer.root)
     finally:
         remove_leftovers(engine, batch_id)
 
