@@ -28,19 +28,26 @@ class MatrixRate(WireModel):
     """Successes over graded runs, with the Wilson score 95 % interval of the rate."""
 
     successes: int = Field(ge=0)
+    """Successes among the graded runs."""
     runs: int = Field(ge=0)
+    """Graded runs (an infrastructure failure is nobody's, so not counted)."""
     rate: float | None
     """successes / runs (None: no graded run)."""
     low: float | None
+    """The interval's lower end (None: no graded run)."""
     high: float | None
+    """The interval's upper end (None: no graded run)."""
 
 
 class MatrixTask(WireModel):
     """One row's runs of one task."""
 
     taskId: NonEmptyStr
+    """The task."""
     first: MatrixRate
+    """First attempts that succeeded."""
     final: MatrixRate
+    """Runs that succeeded in the end (after repair)."""
 
 
 class MatrixRow(WireModel):
@@ -51,12 +58,19 @@ class MatrixRow(WireModel):
     label: NonEmptyStr
     """``runner version / model``, as the evidence names them."""
     runner: RunnerIdentity | None
+    """The runner's identity."""
     model: ModelIdentity | None
+    """The model's identity."""
     batchIds: list[NonEmptyStr] = Field(min_length=1)
+    """The batches pooled in this row."""
     first: MatrixRate
+    """First attempts that succeeded, over every task."""
     final: MatrixRate
+    """Runs that succeeded in the end, over every task."""
     tasks: list[MatrixTask]
+    """Per task, in the matrix's task order."""
     unsafeAttempts: int = Field(ge=0)
+    """Attempts with an unsafe action, graded or not."""
     unsafeRuns: int = Field(ge=0)
     """Runs with at least one unsafe attempt."""
     meanTokensPerRun: float | None
@@ -91,22 +105,32 @@ class RowPair(WireModel):
     lower: NonEmptyStr
     """The lower-ranked row's label."""
     first: PairRate
+    """The first-attempt rates compared."""
     final: PairRate
+    """The final rates compared."""
 
 
 class Matrix(WireModel):
     """Every runner's rows over one library, suite, verifier and harness."""
 
     schemaVersion: SchemaVersion
+    """The format's version."""
     suiteDigest: str | None
+    """The suite's digest, as the batches recorded it."""
     taskIds: list[str]
+    """The tasks the batches ran, in schedule order."""
     archives: list[str]
     """Each library wheel as ``filename sha256``, shared by every batch."""
     apiCatalogDigest: str
+    """The digest of the library's API catalog."""
     sourceCommit: str | None
+    """The commit the wheels were built from."""
     verifierImage: str
+    """The verifier image's id."""
     evaluatorDigest: str | None
+    """The harness's digest."""
     method: NonEmptyStr
+    """How the rates, intervals, tests and correction were computed, in words."""
     rows: list[MatrixRow] = Field(min_length=1)
     """Ranked by final rate, then first rate."""
     pairs: list[RowPair]
