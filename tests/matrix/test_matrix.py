@@ -199,3 +199,22 @@ def test_the_cli_writes_json_that_round_trips_and_a_page(tmp_path: Path) -> None
     assert missing.exit_code == 2 and "no such run directory" in missing.output
     none = CliRunner().invoke(main, ["matrix"])
     assert none.exit_code == 2 and "Traceback" not in none.output
+
+
+def test_batches_of_one_runner_pool_only_when_they_share_every_identity(tmp_path: Path) -> None:
+    a = agent(tmp_path / "a", named("a"))
+    other_image = {"reference": "runner@sha256:" + "d" * 64, "imageId": "sha256:" + "d" * 64}
+    odd = write_batch(
+        tmp_path / "odd",
+        receipt(runner=named("a"), batchId="odd", runnerImage=other_image["reference"]),
+        lambda m: m.update(runner=named("a"), runnerImage=other_image),
+    )
+    with pytest.raises(ConfigError, match=r"cannot be pooled: .* in runnerImage"):
+        matrix_of_batches([a.root, odd.root], CURRENT)
+    # Another runner may bring its own image: a row of its own, not a refusal.
+    own = write_batch(
+        tmp_path / "own",
+        receipt(runner=named("b"), batchId="own", runnerImage=other_image["reference"]),
+        lambda m: m.update(runner=named("b"), runnerImage=other_image),
+    )
+    assert len(matrix_of_batches([a.root, own.root], CURRENT).rows) == 2
