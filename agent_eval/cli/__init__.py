@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "agent_eval.cli.compare", "compare_command",
         "Compare a baseline's batches with a candidate's.",
     ),
+    "matrix": (
+        "agent_eval.cli.compare", "matrix_command",
+        "Set several agents' batches over one library side by side.",
+    ),
     "summary": (
         "agent_eval.cli.compare", "summary_command",
         "Print a summary of a batch that may be shared.",

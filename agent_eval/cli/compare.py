@@ -17,6 +17,9 @@ from agent_eval.cli.common import (
     reported_errors,
 )
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
+from agent_eval.compare.matrix import as_text as matrix_text
+from agent_eval.compare.matrix import matrix_of_batches
+from agent_eval.compare.matrix_page import write_matrix_page
 from agent_eval.compare.page import write_comparison_page
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.compare.statistics import BeyondPlanning, runs_needed
@@ -28,7 +31,7 @@ from agent_eval.project import find_project
 from agent_eval.suite.tasks import read_suite_spec
 from agent_eval.verdict.qualification import current_anchors
 
-__all__ = ["compare_command", "plan_command", "summary_command"]
+__all__ = ["compare_command", "matrix_command", "plan_command", "summary_command"]
 
 
 def _output(option: str, path: Path | None) -> None:
@@ -138,6 +141,62 @@ def compare_command(
             except OSError as exc:
                 raise EvidenceError(f"{html_path}: cannot be written: {exc.strerror}") from exc
     click.echo(as_text(comparison))
+
+
+@click.command()
+@click.argument("runs", metavar="RUN...", nargs=-1, required=True)
+@click.option(
+    "--json",
+    "json_path",
+    type=OUTPUT_FILE,
+    default=None,
+    help="Also write the matrix as JSON here.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=OUTPUT_FILE,
+    default=None,
+    help="Also write the matrix as a self-contained HTML page here.",
+)
+@click.option(
+    "--project",
+    type=EXISTING_DIR,
+    default=None,
+    help="Repository the batches belong to (default: the current one).",
+)
+def matrix_command(
+    runs: tuple[str, ...], json_path: Path | None, html_path: Path | None, project: Path | None
+) -> None:
+    """Set several agents' batches over one library side by side.
+
+    Each RUN is a run directory, a unique prefix of a batch id, or latest. Batches of
+    one runner identity (runner, version, model) pool into one row; every batch must
+    pass the checker's evidence rules and share the library, suite, verifier, gateway
+    and harness, and none may be named twice. Prints one line per agent (first and final
+    rates with Wilson 95 % intervals, unsafe attempts and runs, tokens and seconds per
+    run, model calls per success), ranked by final rate, then each pair's verdict from
+    the stratified exact test with Holm's correction for the number of pairs. Exit 0
+    when set out, 1 when refused, 2 on a usage error.
+
+    \b
+    Example:
+      agent-eval matrix .verification/agent-eval/A .verification/agent-eval/B
+    """
+    dirs = [batch_dir(run, project) for run in runs]
+    _output("--json", json_path)
+    _output("--html", html_path)
+    for path in dirs:
+        if not path.is_dir():
+            raise click.UsageError(f"{path}: no such run directory")
+    located = located_project(project, "batches")
+    with reported_errors():
+        matrix = matrix_of_batches(dirs, current_anchors(located))
+        if json_path is not None:
+            _write(json_path, matrix)
+        if html_path is not None:
+            write_matrix_page(html_path, matrix)
+    click.echo(matrix_text(matrix))
 
 
 @click.command()

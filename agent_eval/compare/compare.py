@@ -41,11 +41,19 @@ from agent_eval.verdict.qualification import Anchors, evidence_reasons
 
 __all__ = [
     "ALLOWABLE",
+    "COMPARED",
     "LIBRARY",
     "MAX_SYMBOL_LINES",
+    "Batch",
     "as_text",
     "batch_identity",
     "compare_batches",
+    "graded_counts",
+    "identity_of",
+    "load_batch",
+    "pooled_identity",
+    "rate_comparison",
+    "refuse_repeats",
     "safety_sentence",
 ]
 
@@ -59,7 +67,7 @@ ALLOWABLE = {
     "harness": frozenset({"evaluatorDigest"}),
 }
 """What ``--allow-different NAME`` lets differ, by name."""
-_COMPARED = (
+COMPARED = (
     "suiteDigest", "taskIds", "runner", "model", "servedModels", "runnerImage",
     "verifierImage", "gatewayImage", "upstreams", "evaluatorDigest", "archives",
     "apiCatalogDigest", "sourceCommit",
@@ -67,13 +75,13 @@ _COMPARED = (
 
 
 @dataclass(frozen=True)
-class _Batch:
+class Batch:
     receipt: Receipt
     archives: ArchivesManifest
     root: Path
 
 
-def _load(run_dir: Path, current: Anchors) -> _Batch:
+def load_batch(run_dir: Path, current: Anchors) -> Batch:
     run = RunDirectory(run_dir)
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: not a run directory")
@@ -91,7 +99,7 @@ def _load(run_dir: Path, current: Anchors) -> _Batch:
     if receipt.predecessor is not None:
         # A resumed batch is its chain's union: each run once, from the batch of its verdict.
         receipt = resolve_chain(ChainLink(run_dir, receipt, archives)).union
-    return _Batch(receipt, archives, run_dir)
+    return Batch(receipt, archives, run_dir)
 
 
 def _served(receipt: Receipt) -> list[str]:
@@ -100,7 +108,7 @@ def _served(receipt: Receipt) -> list[str]:
     )
 
 
-def _identity(batch: _Batch) -> dict[str, Any]:
+def identity_of(batch: Batch) -> dict[str, Any]:
     receipt, archives = batch.receipt, batch.archives
     gateway = archives.gateway
     return {
@@ -122,11 +130,11 @@ def _identity(batch: _Batch) -> dict[str, Any]:
     }
 
 
-def _once(baseline: Sequence[_Batch], candidate: Sequence[_Batch]) -> None:
-    """Refuse a batch named twice across both sides: by its id, or by its receipt's bytes
-    (a copy at another path). Counted twice, its runs would look like twice the evidence."""
+def refuse_repeats(named: Sequence[tuple[str, Batch]]) -> None:
+    """Refuse a batch named twice among *named* (side, batch): by its id, or by its
+    receipt's bytes (a copy at another path). Counted twice, its runs would look like twice
+    the evidence."""
     seen: dict[str, tuple[str, Path]] = {}
-    named = [("baseline", b) for b in baseline] + [("candidate", b) for b in candidate]
     for side, batch in named:
         try:
             content = file_sha256(RunDirectory(batch.root).receipt)
@@ -138,25 +146,32 @@ def _once(baseline: Sequence[_Batch], candidate: Sequence[_Batch]) -> None:
                 where = "on both sides" if first_side != side else f"twice in the {side}"
                 raise ConfigError(
                     f"{batch.root} is the same batch as {first} ({key}), named {where}: a "
-                    "batch may be named once across both sides, or its runs count twice"
+                    "batch may be named once, or its runs count twice"
                 )
             seen[key] = (side, batch.root)
 
 
-def _side(dirs: Sequence[Path], current: Anchors, name: str) -> tuple[list[_Batch], dict[str, Any]]:
-    batches = [_load(d, current) for d in dirs]
-    identities = [_identity(b) for b in batches]
-    for other, run_dir in zip(identities[1:], dirs[1:], strict=True):
-        differing = [k for k in _COMPARED if other[k] != identities[0][k]]
+def pooled_identity(batches: Sequence[Batch], name: str) -> dict[str, Any]:
+    """The identity *batches* share, or a refusal naming the fields one differs in: runs
+    pool only when everything but the luck of the draw is the same."""
+    identities = [identity_of(b) for b in batches]
+    for other, batch in zip(identities[1:], batches[1:], strict=True):
+        differing = [k for k in COMPARED if other[k] != identities[0][k]]
         if differing:
             raise ConfigError(
-                f"the {name} batches cannot be pooled: {run_dir} differs from {dirs[0]} in "
-                f"{', '.join(differing)} (batches of one side must share every identity)"
+                f"the {name} batches cannot be pooled: {batch.root} differs from "
+                f"{batches[0].root} in {', '.join(differing)} (pooled batches must share "
+                "every identity)"
             )
-    return batches, identities[0]
+    return identities[0]
 
 
-def _summary(batches: list[_Batch], identity: dict[str, Any]) -> SideSummary:
+def _side(dirs: Sequence[Path], current: Anchors, name: str) -> tuple[list[Batch], dict[str, Any]]:
+    batches = [load_batch(d, current) for d in dirs]
+    return batches, pooled_identity(batches, name)
+
+
+def _summary(batches: list[Batch], identity: dict[str, Any]) -> SideSummary:
     receipt = batches[0].receipt
     per_task: dict[str, int] = {}
     for b in batches:
@@ -184,15 +199,15 @@ def _summary(batches: list[_Batch], identity: dict[str, Any]) -> SideSummary:
 
 def batch_identity(receipt: Receipt, archives: ArchivesManifest) -> SideSummary:
     """What one batch was bound to, by digest."""
-    batch = _Batch(receipt, archives, Path())
-    return _summary([batch], _identity(batch))
+    batch = Batch(receipt, archives, Path())
+    return _summary([batch], identity_of(batch))
 
 
 def _graded(attempt: AttemptRecord) -> bool:
     return attempt.infrastructureStatus == "ok"
 
 
-def _counts(runs: Iterable[RunRecord], final: bool) -> tuple[int, int]:
+def graded_counts(runs: Iterable[RunRecord], final: bool) -> tuple[int, int]:
     """(successes, runs) over the runs whose deciding attempt was graded."""
     k = n = 0
     for run in runs:
@@ -209,7 +224,7 @@ def _percent(x: float) -> str:
     return f"{x * 100:+.0f} points"
 
 
-def _rate(counts: Sequence[tuple[int, int, int, int]], what: str) -> RateComparison:
+def rate_comparison(counts: Sequence[tuple[int, int, int, int]], what: str) -> RateComparison:
     """One rate pooled over *counts* (k1, n1, k2, n2 per task), with test and verdict.
 
     A task without a graded run on a side says nothing about a difference, so it is left
@@ -296,8 +311,8 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _task(task_id: str, base: list[RunRecord], cand: list[RunRecord]) -> TaskComparison:
-    first = (*_counts(base, final=False), *_counts(cand, final=False))
-    final = (*_counts(base, final=True), *_counts(cand, final=True))
+    first = (*graded_counts(base, final=False), *graded_counts(cand, final=False))
+    final = (*graded_counts(base, final=True), *graded_counts(cand, final=True))
 
     def attempts(runs: list[RunRecord]) -> list[AttemptRecord]:
         return [a for r in runs for a in r.attempts]
@@ -307,8 +322,8 @@ def _task(task_id: str, base: list[RunRecord], cand: list[RunRecord]) -> TaskCom
 
     return TaskComparison(
         taskId=task_id,
-        first=_rate([first], f"{task_id}, first attempt"),
-        final=_rate([final], f"{task_id}, final"),
+        first=rate_comparison([first], f"{task_id}, first attempt"),
+        final=rate_comparison([final], f"{task_id}, final"),
         baselineCells=[_cell(r) for r in base],
         candidateCells=[_cell(r) for r in cand],
         unsafe=pair(lambda runs: sum(a.unsafe for a in attempts(runs))),
@@ -333,7 +348,7 @@ class _NoCatalog(Exception):
     """A side's catalog is not at hand; the message says why."""
 
 
-def _catalog(batch: _Batch, side: str, catalogs: CatalogOfWheels) -> ApiCatalog:
+def _catalog(batch: Batch, side: str, catalogs: CatalogOfWheels) -> ApiCatalog:
     """The catalog *batch* recorded, generated again from its wheels (checked by digest)."""
     archives = batch.archives.archives
     wheels = [RunDirectory(batch.root).archives / a.filename for a in archives]
@@ -353,7 +368,7 @@ def _catalog(batch: _Batch, side: str, catalogs: CatalogOfWheels) -> ApiCatalog:
     return catalog
 
 
-def _api_changes(base: _Batch, cand: _Batch, catalogs: CatalogOfWheels | None) -> ApiChanges:
+def _api_changes(base: Batch, cand: Batch, catalogs: CatalogOfWheels | None) -> ApiChanges:
     if base.archives.apiCatalogDigest == cand.archives.apiCatalogDigest:
         return ApiChanges(status="same-catalog", changes=[], note=None)
     if catalogs is None:
@@ -404,12 +419,14 @@ def compare_batches(
     allowed = set(LIBRARY).union(*(ALLOWABLE[n] for n in allowed_names))
     base_batches, base_id = _side(baseline, current, "baseline")
     cand_batches, cand_id = _side(candidate, current, "candidate")
-    _once(base_batches, cand_batches)
+    refuse_repeats(
+        [("baseline", b) for b in base_batches] + [("candidate", b) for b in cand_batches]
+    )
     differences = [
         IdentityDifference(
             field=k, baseline=base_id[k], candidate=cand_id[k], expected=k in allowed
         )
-        for k in _COMPARED
+        for k in COMPARED
         if base_id[k] != cand_id[k]
     ]
     refused = [d.field for d in differences if not d.expected]
@@ -448,8 +465,8 @@ def compare_batches(
         api=_api_changes(base_batches[0], cand_batches[0], catalogs),
         method=METHOD,
         tasks=tasks,
-        first=_rate(pooled(final=False), "first attempt, all tasks"),
-        final=_rate(pooled(final=True), "final, all tasks"),
+        first=rate_comparison(pooled(final=False), "first attempt, all tasks"),
+        final=rate_comparison(pooled(final=True), "final, all tasks"),
         unsafeAttempts=(_unsafe_attempts(base_runs), _unsafe_attempts(cand_runs)),
         unsafeRuns=(_unsafe_runs(base_runs), _unsafe_runs(cand_runs)),
     )

@@ -41,6 +41,14 @@ from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.image_recipe import ImageRecipe
 from agent_eval.models.install_recipe import InstallRecipe, PayloadFile, RunnerImage, SourcePin
 from agent_eval.models.lease import Lease
+from agent_eval.models.matrix import (
+    Matrix,
+    MatrixRate,
+    MatrixRow,
+    MatrixTask,
+    PairRate,
+    RowPair,
+)
 from agent_eval.models.qualification import QualificationResult
 from agent_eval.models.receipt import (
     MAX_TRIES_PER_ATTEMPT,
@@ -123,6 +131,10 @@ __all__ = [
     "IntegrationResult",
     "Lease",
     "LockedDistribution",
+    "Matrix",
+    "MatrixRate",
+    "MatrixRow",
+    "MatrixTask",
     "ModelIdentity",
     "ModelUpstream",
     "NegativeCase",
@@ -130,6 +142,7 @@ __all__ = [
     "NodeIdentity",
     "NodeReady",
     "NodeRunResult",
+    "PairRate",
     "PayloadFile",
     "Predecessor",
     "ProtectedInputs",
@@ -142,6 +155,7 @@ __all__ = [
     "RepairFeedback",
     "ReportedUsage",
     "ReviewDecision",
+    "RowPair",
     "RunRecord",
     "RunnerConfig",
     "RunnerIdentity",

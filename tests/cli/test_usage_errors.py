@@ -69,6 +69,7 @@ NOT_PATHS: dict[str, str] = {
     "examples": "JSON lists",
     "task_id": "a task id",
     "batch": "a batch: a run directory, an id prefix or latest, found by the command",
+    "runs": "batches: each a run directory, an id prefix or latest, found by the command",
     "other_batch": "a batch: a run directory, an id prefix or latest, found by the command",
     "output_format": "a format name",
     "ci": "a CI system's name",

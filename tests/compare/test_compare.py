@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
-from agent_eval.compare.compare import _rate, as_text, compare_batches
+from agent_eval.compare.compare import as_text, compare_batches
+from agent_eval.compare.compare import rate_comparison as _rate
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.errors import ConfigError, EvidenceError
 from agent_eval.models.compare import Comparison

@@ -1,0 +1,137 @@
+"""matrix.json: many runners' batches over one library, suite and verifier, side by side."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.compare import RateComparison
+from agent_eval.models.identity import ModelIdentity, RunnerIdentity
+
+__all__ = [
+    "Matrix",
+    "MatrixRate",
+    "MatrixRow",
+    "MatrixTask",
+    "PairRate",
+    "PairVerdict",
+    "RowPair",
+]
+
+PairVerdict = Literal["better", "worse", "no-detectable-difference", "not-measured"]
+"""The higher-ranked row against the lower one, after Holm's correction for every pair."""
+
+
+class MatrixRate(WireModel):
+    """Successes over graded runs, with the Wilson score 95 % interval of the rate."""
+
+    successes: int = Field(ge=0)
+    """Successes among the graded runs."""
+    runs: int = Field(ge=0)
+    """Graded runs (an infrastructure failure is nobody's, so not counted)."""
+    rate: float | None
+    """successes / runs (None: no graded run)."""
+    low: float | None
+    """The interval's lower end (None: no graded run)."""
+    high: float | None
+    """The interval's upper end (None: no graded run)."""
+
+
+class MatrixTask(WireModel):
+    """One row's runs of one task."""
+
+    taskId: NonEmptyStr
+    """The task."""
+    first: MatrixRate
+    """First attempts that succeeded."""
+    final: MatrixRate
+    """Runs that succeeded in the end (after repair)."""
+
+
+class MatrixRow(WireModel):
+    """One runner identity (runner and model): its batches pooled."""
+
+    rank: int = Field(ge=1)
+    """1 is the highest final rate (ties: the higher first rate)."""
+    label: NonEmptyStr
+    """``runner version / model``, as the evidence names them."""
+    runner: RunnerIdentity | None
+    """The runner's identity."""
+    model: ModelIdentity | None
+    """The model's identity."""
+    batchIds: list[NonEmptyStr] = Field(min_length=1)
+    """The batches pooled in this row."""
+    first: MatrixRate
+    """First attempts that succeeded, over every task."""
+    final: MatrixRate
+    """Runs that succeeded in the end, over every task."""
+    tasks: list[MatrixTask]
+    """Per task, in the matrix's task order."""
+    unsafeAttempts: int = Field(ge=0)
+    """Attempts with an unsafe action, graded or not."""
+    unsafeRuns: int = Field(ge=0)
+    """Runs with at least one unsafe attempt."""
+    meanTokensPerRun: float | None
+    """Gateway tokens (input and output) of a run's attempts, averaged over the runs the
+    gateway recorded (None: none did)."""
+    meanSecondsPerRun: float | None
+    """A run's attempts' wall time, averaged over the runs with an attempt."""
+    modelCallsPerSuccess: float | None
+    """Gateway requests of every run over the final successes (None: no gateway record,
+    or no success)."""
+
+
+class PairRate(WireModel):
+    """One rate compared between two rows, with Holm's correction over every pair."""
+
+    comparison: RateComparison
+    """Compare's stratified exact test of the pair: the higher-ranked row is the
+    candidate, the lower the baseline, so the difference is the higher's minus the
+    lower's; its own verdict is before correction."""
+    adjustedP: float | None
+    """The p-value adjusted by Holm's step-down method over the pairs measured."""
+    verdict: PairVerdict
+    """``better``: the higher-ranked row is better (adjusted p < 0.05); ``worse``: it is
+    worse, the stratified estimate against the crude ranking."""
+
+
+class RowPair(WireModel):
+    """Two rows set against each other."""
+
+    higher: NonEmptyStr
+    """The higher-ranked row's label."""
+    lower: NonEmptyStr
+    """The lower-ranked row's label."""
+    first: PairRate
+    """The first-attempt rates compared."""
+    final: PairRate
+    """The final rates compared."""
+
+
+class Matrix(WireModel):
+    """Every runner's rows over one library, suite, verifier and harness."""
+
+    schemaVersion: SchemaVersion
+    """The format's version."""
+    suiteDigest: str | None
+    """The suite's digest, as the batches recorded it."""
+    taskIds: list[str]
+    """The tasks the batches ran, in schedule order."""
+    archives: list[str]
+    """Each library wheel as ``filename sha256``, shared by every batch."""
+    apiCatalogDigest: str
+    """The digest of the library's API catalog."""
+    sourceCommit: str | None
+    """The commit the wheels were built from."""
+    verifierImage: str
+    """The verifier image's id."""
+    evaluatorDigest: str | None
+    """The harness's digest."""
+    method: NonEmptyStr
+    """How the rates, intervals, tests and correction were computed, in words."""
+    rows: list[MatrixRow] = Field(min_length=1)
+    """Ranked by final rate, then first rate."""
+    pairs: list[RowPair]
+    """Every pair of rows, the higher-ranked first."""
