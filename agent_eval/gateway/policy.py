@@ -567,7 +567,7 @@ def spellings(secret: str) -> list[str]:
         start, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
         stable = encoded[start:end]
         forms.update({stable, stable.replace("+", "-").replace("/", "_")})
-    return [form for form in forms if len(form) >= 8]
+    return sorted(form for form in forms if len(form) >= 8)  # one order for every test worker
 
 
 def _views(text: str) -> list[str]:
