@@ -11,6 +11,7 @@ transcript written once, at its end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,7 +50,8 @@ from agent_eval.models import (
     RunnerRequest,
     RunRecord,
 )
-from agent_eval.redaction import redact_bytes
+from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
+from agent_eval.redaction import redact_bytes, redact_text
 from agent_eval.verification.protocol import Verifier
 
 __all__ = ["Attempts", "LocalExecutor", "on_this_engine"]
@@ -209,7 +211,7 @@ class Attempts:
             seen.runner_log_digest = self._runner_log(evidence, now.outcome, seen)
             seen.transcript_digest = self._transcript(evidence, now.outcome, seen)
             seen.resources = now.outcome.resources
-        record = judge_attempt(seen)
+        record = self._without_secrets(judge_attempt(seen), seen)
         if record.infrastructureStatus == "failed":
             # What a try that did not finish left (a solution never verified) is kept
             # and accounted for, never mistaken for a file added to the run directory.
@@ -366,8 +368,10 @@ class Attempts:
         seen.verification_retries = verification.retried
         seen.analysis = verification.analysis
         if kept != verification.analysis_json:
-            # The record's diagnostics come from the analysis: they carry no value either.
-            seen.analysis = type(seen.analysis).model_validate_json(kept)
+            # The record's diagnostics come from the analysis: they carry no value either
+            # (and, should the redacted text no longer parse, are redacted in the record).
+            with contextlib.suppress(ValueError):
+                seen.analysis = type(seen.analysis).model_validate_json(kept)
         seen.analysis_digest = sha256_bytes(kept)
         seen.behaviour = verification.behaviour
 
@@ -473,6 +477,18 @@ class Attempts:
         if found:
             seen.redacted[name] = sorted(found)
         return kept
+
+    def _without_secrets(self, record: AttemptRecord, seen: AttemptObservations) -> AttemptRecord:
+        """*record* with its diagnostics (the runner's message, the analysis's findings)
+        redacted: the receipt, the report and the summary show them."""
+        secrets = self._secrets(seen)
+        diagnostics = [
+            d.model_copy(
+                update={"message": redact_text(d.message, secrets)[0][:MAX_DIAGNOSTIC_CHARS]}
+            )
+            for d in record.diagnostics
+        ]
+        return record.model_copy(update={"diagnostics": diagnostics})
 
     def _redact_solution(self, now: _Attempt) -> None:
         """Redact the collected files in place; a solution that carries a secret is not

@@ -134,3 +134,17 @@ def test_the_report_and_summary_never_show_a_value_planted_in_every_evidence_fil
     assert not carries(html, SETTING)
     for path, data in _stored(tmp_path / "batch").items():
         assert not carries(data, SETTING), path
+
+
+@pytest.mark.parametrize("spelling", every_spelling(SETTING)[:4])
+def test_a_failed_runners_message_reaches_the_receipt_redacted(
+    tmp_path: Path, spelling: str
+) -> None:
+    def failed(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        return reply(request, "failed", message=f"could not use {spelling}", failureKind="error")
+
+    receipt = schedule(tmp_path, FakeGateway(), failed, redactions={SETTING: "AIDER_SETTING"})
+    said = receipt.runs[0].attempts[0].diagnostics[0].message
+    assert "[redacted:AIDER_SETTING]" in said
+    for path, data in _stored(tmp_path / "batch").items():
+        assert not carries(data, SETTING), path
