@@ -11,9 +11,9 @@ transcript written once, at its end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +29,15 @@ from agent_eval.digests import sha256_bytes
 from agent_eval.errors import AgentEvalError, CleanupError, EngineUnavailableError
 from agent_eval.evidence_io import write_bytes_atomic
 from agent_eval.gateway.host import parse_records, provider_problem, summarise, unmeasured
-from agent_eval.layout import MAX_TRANSCRIPT_BYTES, AttemptDirectory
+from agent_eval.layout import (
+    ANALYSIS_FILE,
+    GATEWAY_RECORD_FILE,
+    MAX_TRANSCRIPT_BYTES,
+    RUNNER_LOG_FILE,
+    SOLUTION_DIR,
+    TRANSCRIPT_FILE,
+    AttemptDirectory,
+)
 from agent_eval.models import (
     MAX_TRIES_PER_ATTEMPT,
     RETRYABLE_KINDS,
@@ -42,6 +50,8 @@ from agent_eval.models import (
     RunnerRequest,
     RunRecord,
 )
+from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
+from agent_eval.redaction import redact_bytes, redact_text
 from agent_eval.verification.protocol import Verifier
 
 __all__ = ["Attempts", "LocalExecutor", "on_this_engine"]
@@ -206,7 +216,7 @@ class Attempts:
                     seen.runner_log_digest = self._runner_log(evidence, now.outcome, seen)
                     seen.transcript_digest = self._transcript(evidence, now.outcome, seen)
             seen.resources = now.outcome.resources
-        record = judge_attempt(seen)
+        record = self._without_secrets(judge_attempt(seen), seen)
         if record.infrastructureStatus == "failed":
             # What a try that did not finish left (a solution never verified) is kept
             # and accounted for, never mistaken for a file added to the run directory.
@@ -331,7 +341,12 @@ class Attempts:
                 seen.collection = collect_solution(
                     now.workspace, now.evidence.solution, now.task.spec.allowedOutputPaths
                 )
-            return not seen.collection.hostile and bool(seen.collection.files)
+                self._redact_solution(now)
+            return (
+                not seen.collection.hostile
+                and bool(seen.collection.files)
+                and not seen.secret_in_solution
+            )
         return False
 
     def _verify(self, now: _Attempt) -> None:
@@ -356,13 +371,19 @@ class Attempts:
             return
         if not self._trusted(seen):
             return
+        kept = self._redacted(ANALYSIS_FILE, verification.analysis_json, seen)
         with self.schedule.evidence_writes(now.run_id, now.number) as open_:
             if not open_:
                 return
-            write_bytes_atomic(now.evidence.analysis, verification.analysis_json)
+            write_bytes_atomic(now.evidence.analysis, kept)
         seen.verification_retries = verification.retried
         seen.analysis = verification.analysis
-        seen.analysis_digest = sha256_bytes(verification.analysis_json)
+        if kept != verification.analysis_json:
+            # The record's diagnostics come from the analysis: they carry no value either
+            # (and, should the redacted text no longer parse, are redacted in the record).
+            with contextlib.suppress(ValueError):
+                seen.analysis = type(seen.analysis).model_validate_json(kept)
+        seen.analysis_digest = sha256_bytes(kept)
         seen.behaviour = verification.behaviour
 
     def _gateway_use(
@@ -377,10 +398,11 @@ class Attempts:
         gateway = schedule.plan.gateway
         assert gateway is not None
         data = gateway.close_route(route)
+        records = parse_records(data)
+        data = self._redacted(GATEWAY_RECORD_FILE, data, seen)
         with schedule.evidence_writes(now.run_id, now.number) as open_:
             if open_:
                 write_bytes_atomic(now.evidence.gateway_record, data)
-        records = parse_records(data)
         seen.gateway = summarise(records, sha256_bytes(data))
         accepted = gateway.accepted_models()
         for record in records:
@@ -433,7 +455,7 @@ class Attempts:
             text += f"runner message: {verdict.response.message}\n"
         elif verdict is not None and verdict.message:
             text += f"response: {verdict.message}\n"
-        data = self._redact(text, seen.redactions).encode("utf-8")
+        data = self._redacted(RUNNER_LOG_FILE, text.encode("utf-8"), seen)
         write_bytes_atomic(attempt.runner_log, data)
         return sha256_bytes(data)
 
@@ -448,21 +470,54 @@ class Attempts:
         if cut:
             data = data[:MAX_TRANSCRIPT_BYTES]
             data = data[: data.rfind(b"\n") + 1]
-        text = self._redact(data.decode("utf-8", errors="replace"), seen.redactions)
+        text = data.decode("utf-8", errors="replace")
         if cut:
             marker = {"agentEvalTranscriptCut": True, "keptBytes": len(data)}
             text += json.dumps(marker) + "\n"
-        kept = text.encode("utf-8")
+        kept = self._redacted(TRANSCRIPT_FILE, text.encode("utf-8"), seen)
         write_bytes_atomic(attempt.transcript, kept)
         return sha256_bytes(kept)
 
-    def _redact(self, text: str, extra: Mapping[str, str]) -> str:
-        """Every allowlisted value (and the attempt's token) replaced by its name."""
-        values = {**self.schedule.plan.redactions, **extra}
-        for value, name in sorted(values.items(), key=lambda kv: -len(kv[0])):
-            if len(value) >= 4:
-                text = text.replace(value, f"${name}")
-        return text
+    def _secrets(self, seen: AttemptObservations) -> dict[str, str]:
+        """Name to value: every allowlisted value and the attempt's own (its token)."""
+        values = {**self.schedule.plan.redactions, **seen.redactions}
+        return {name: value for value, name in values.items()}
+
+    def _redacted(self, name: str, data: bytes, seen: AttemptObservations) -> bytes:
+        """*data*, to be stored as *name*, with every spelling of every secret replaced;
+        which names were found is noted for the attempt's record."""
+        kept, found = redact_bytes(data, self._secrets(seen))
+        if found:
+            seen.redacted[name] = sorted(found)
+        return kept
+
+    def _without_secrets(self, record: AttemptRecord, seen: AttemptObservations) -> AttemptRecord:
+        """*record* with its diagnostics (the runner's message, the analysis's findings)
+        redacted: the receipt, the report and the summary show them."""
+        secrets = self._secrets(seen)
+        diagnostics = [
+            d.model_copy(
+                update={"message": redact_text(d.message, secrets)[0][:MAX_DIAGNOSTIC_CHARS]}
+            )
+            for d in record.diagnostics
+        ]
+        return record.model_copy(update={"diagnostics": diagnostics})
+
+    def _redact_solution(self, now: _Attempt) -> None:
+        """Redact the collected files in place; a solution that carries a secret is not
+        verified (the attempt fails as a safety problem) and never stored as it came."""
+        collection, seen = now.seen.collection, now.seen
+        assert collection is not None
+        for index, file in enumerate(collection.files):
+            path = now.evidence.solution / file.path
+            data = path.read_bytes()
+            kept = self._redacted(f"{SOLUTION_DIR}/{file.path}", data, seen)
+            if kept != data:
+                write_bytes_atomic(path, kept)
+                collection.files[index] = file.model_copy(
+                    update={"sha256": sha256_bytes(kept), "size": len(kept)}
+                )
+                seen.secret_in_solution = True
 
 
 class LocalExecutor:

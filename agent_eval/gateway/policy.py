@@ -45,6 +45,7 @@ __all__ = [
     "response_refusal",
     "route_name",
     "scrub",
+    "spellings",
     "vet_upstream",
     "with_usage_requested",
 ]
@@ -545,12 +546,20 @@ def _documents(text: str) -> list[Any]:
     return found
 
 
-def _encodings(secret: str) -> list[str]:
-    """*secret* as the answer could spell it and be turned back: itself, percent-encoded,
-    hex in either case, and base64 (standard and URL-safe) at each of the three offsets
-    it can start at inside a longer base64 text."""
+def spellings(secret: str) -> list[str]:
+    """*secret* as a text could spell it and be turned back: itself, percent-encoded (either
+    case), JSON ``\\u`` escapes (either case), hex in either case, and base64 (standard and
+    URL-safe) at each of the three offsets it can start at inside a longer base64 text.
+
+    The one list both walls use: the gateway looks for these in an answer, and the batch
+    replaces them in every evidence file it writes (:mod:`agent_eval.redaction`).
+    """
     raw = secret.encode("utf-8")
-    forms = {secret, raw.hex(), raw.hex().upper(), "".join(f"%{b:02X}" for b in raw)}
+    forms = {secret, raw.hex(), raw.hex().upper()}
+    forms.update({"".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)})
+    units = secret.encode("utf-16-be")
+    pairs = [units[i : i + 2].hex() for i in range(0, len(units), 2)]
+    forms.update({"".join(f"\\u{u}" for u in pairs), "".join(f"\\u{u.upper()}" for u in pairs)})
     for offset in range(3):
         encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
         # Only the characters whose six bits all come from the secret: the ones before
@@ -558,7 +567,7 @@ def _encodings(secret: str) -> list[str]:
         start, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
         stable = encoded[start:end]
         forms.update({stable, stable.replace("+", "-").replace("/", "_")})
-    return [form for form in forms if len(form) >= 8]
+    return sorted(form for form in forms if len(form) >= 8)  # one order for every test worker
 
 
 def _views(text: str) -> list[str]:
@@ -583,7 +592,7 @@ def reflected(secret: str, parts: dict[str, str], body: str) -> str | None:
     """
     if len(secret) < 8:
         return None
-    forms = _encodings(secret)
+    forms = spellings(secret)
 
     def found(text: str) -> bool:
         return any(form in view for view in _views(text) for form in forms)

@@ -273,6 +273,18 @@ class InfrastructureTry(WireModel):
     """Every file the try left, relative to ``attempt-<k>/try-<n>/``, with its digest."""
 
 
+class Redaction(WireModel):
+    """One evidence file of an attempt in which secret values were replaced before it was
+    stored (each spelling by ``[redacted:NAME]``); its digest is of the redacted bytes."""
+
+    file: str = Field(min_length=1, max_length=1024)
+    """Relative to ``attempt-<k>/`` (``runner.log``, ``solution/app.py``...)."""
+    names: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=100
+    )
+    """The variables (or the gateway token's name) whose values were found, sorted."""
+
+
 class AttemptRecord(WireModel):
     """One submission (first or repair) of one scheduled run."""
 
@@ -349,6 +361,10 @@ class AttemptRecord(WireModel):
     transcriptDigest: Digest | None = None
     """sha256 of attempt-<k>/transcript.jsonl: the CLI's own events as its adapter kept
     them (bounded, redacted); None when the runner kept none. Diagnostics, not evidence."""
+
+    redactions: list[Redaction] = Field(default_factory=list, max_length=2100)
+    """Evidence files written with secret values redacted, and whose values; a solution
+    among them was not graded and the attempt failed as ``safety``."""
 
     infrastructureTries: list[InfrastructureTry] = Field(
         default_factory=list, max_length=MAX_TRIES_PER_ATTEMPT - 1

@@ -28,6 +28,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "models": frozenset({"digests", "errors", "layout"}),
     "evidence_io": frozenset({"errors"}),
     "processes": frozenset(),
+    "redaction": frozenset({"gateway"}),
     "project": frozenset({"digests", "errors", "layout", "models"}),
     "engine": LEAVES,
     "suite": LEAVES | {"grading"},
@@ -36,7 +37,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "consumer": LEAVES | {"engine", "packing"},
     "verification": LEAVES | {"engine", "suite", "grading", "consumer", "packing", "images"},
     "gateway": LEAVES | {"engine"},
-    "batch": LEAVES | {"engine", "suite", "packing", "consumer", "reference", "gateway"},
+    "batch": LEAVES
+    | {"engine", "suite", "packing", "consumer", "reference", "gateway", "redaction"},
     "verdict": LEAVES | {"packing", "reference", "suite", "verification", "gateway"},
     "report": LEAVES | {"verdict"},
     "compare": LEAVES | {"verdict", "report"},

@@ -237,7 +237,7 @@ def test_runner_log_keeps_the_end_of_stderr_with_allowlisted_values_replaced(
     receipt = schedule(tmp_path, FakeGateway(), chatty, redactions={secret: "AIDER_SETTING"})
     log = tmp_path / "batch" / "runs" / FIRST / "attempt-1" / "runner.log"
     text = log.read_text()
-    assert secret not in text and "the setting was $AIDER_SETTING" in text
+    assert secret not in text and "the setting was [redacted:AIDER_SETTING]" in text
     assert text.rstrip().endswith("runner message: done") and "last line" in text
     assert len(log.read_bytes()) < 9 * 1024
     assert receipt.runs[0].attempts[0].runnerLogDigest == sha256_bytes(log.read_bytes())
@@ -279,7 +279,7 @@ def test_a_transcript_is_kept_redacted_bounded_at_a_line_and_bound_by_its_digest
     receipt = schedule(tmp_path, FakeGateway(), talkative, redactions={secret: "AIDER_SETTING"})
     kept = tmp_path / "batch" / "runs" / FIRST / "attempt-1" / "transcript.jsonl"
     lines = [json.loads(line) for line in kept.read_text().splitlines()]
-    assert lines[1]["said"] == "$AIDER_SETTING and $AGENT_EVAL_GATEWAY_TOKEN"
+    assert lines[1]["said"] == "[redacted:AIDER_SETTING] and [redacted:AGENT_EVAL_GATEWAY_TOKEN]"
     assert lines[-1]["agentEvalTranscriptCut"] is True
     assert all(line.get("type") == "event" for line in lines[2:-1])  # cut between lines
     assert 2 * 1024 * 1024 - 1100 < len(kept.read_bytes()) <= 2 * 1024 * 1024 + 100
