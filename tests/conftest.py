@@ -14,7 +14,7 @@ import signal
 import socket
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import docker
 import docker.errors
@@ -99,22 +99,31 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every ``docker`` test is ``slow`` too, so ``-m "not slow"`` is a loop without an engine.
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every ``docker`` test is ``slow`` too, so ``-m "not slow"`` is a loop without an engine."""
+    if item.get_closest_marker("docker") is not None:
+        item.add_marker(pytest.mark.slow)
 
-    On workers, a module's tests go to one worker (its module fixtures are built once),
-    unless the module names a group of its own that several modules share (the Ray
-    clusters, one after another): each test is put in its module's group before the
-    worker reads the groups (``--dist loadgroup``).
-    """
-    for item in items:
-        if item.get_closest_marker("docker") is not None:
-            item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(
-                pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix())
-            )
+
+# Modules that run one after another on one worker: each Ray cluster test starts a
+# cluster of its own, too heavy to have two at once beside the other worker's tests.
+SHARED_WORKER = {"tests/cluster/": "ray-clusters"}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """On workers, a whole module goes to one worker (its module fixtures are built once),
+    and the modules of a :data:`SHARED_WORKER` folder all go to the same one."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            for folder, group in SHARED_WORKER.items():
+                if module.startswith(folder):
+                    return group
+            return module
+
+    return ByModule(config, log)
 
 
 @pytest.hookimpl(wrapper=True)

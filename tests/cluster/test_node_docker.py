@@ -27,8 +27,8 @@ from agent_eval.project import find_project
 from agent_eval.verification.container.verifier import batch_verifier_factory
 from tests.batches import project_copy, write_config
 
-# The cluster tests run one after another on one worker (each cluster is heavy).
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray-cluster")]
+# On workers, the cluster modules run one after another (tests/conftest.py).
+pytestmark = pytest.mark.docker
 
 OTHER = sha256_bytes(b"another")
 

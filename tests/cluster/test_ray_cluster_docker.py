@@ -36,8 +36,8 @@ from tests.faults.engines import containers_of
 from tests.faults.test_faults_docker import OUTCOME_RULES, slow_oracle
 from tests.paths import REPO, SHIPPED
 
-# The cluster tests run one after another on one worker (each cluster is heavy).
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray-cluster")]
+# On workers, the cluster modules run one after another (tests/conftest.py).
+pytestmark = pytest.mark.docker
 
 
 MODEL_KEY = f"trial-{secrets.token_hex(16)}"

@@ -23,8 +23,8 @@ from tests.cluster.test_ray_cluster_docker import ClusterBatch
 from tests.faults.engines import containers_of
 from tests.paths import REPO
 
-# The cluster tests run one after another on one worker (each cluster is heavy).
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray-cluster")]
+# On workers, the cluster modules run one after another (tests/conftest.py).
+pytestmark = pytest.mark.docker
 
 
 def test_a_node_of_another_harness_is_refused_and_the_batch_does_not_run(

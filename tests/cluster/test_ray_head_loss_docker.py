@@ -26,8 +26,8 @@ from tests.faults.engines import containers_of
 from tests.faults.test_faults_docker import slow_oracle
 from tests.paths import REPO
 
-# The cluster tests run one after another on one worker (each cluster is heavy).
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray-cluster")]
+# On workers, the cluster modules run one after another (tests/conftest.py).
+pytestmark = pytest.mark.docker
 
 
 def test_a_node_whose_head_is_gone_removes_the_batchs_containers_itself(

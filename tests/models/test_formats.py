@@ -198,6 +198,7 @@ FIELD_SETS: dict[str, set[str]] = {
     "AttemptRecord": {
         "infrastructureTries",
         "leftFiles",
+        "redactions",
         "attempt",
         "startedAt",
         "durationMs",
