@@ -12,7 +12,6 @@ owner is alive is never touched.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent_eval.batch.lease import owner_alive, read_lease
+from agent_eval.batch.workdir import remove_work_dir
 from agent_eval.engine import ContainerRuntime, remove_leftovers
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import (
@@ -186,13 +186,11 @@ def _reap_one(
                 f"prepares for a batch, or run agent-eval cleanup --runtime-path {node.engine} "
                 "on it"
             )
-    work = evidence_dir / ".work" / run_dir.name
-    had_work = work.exists() or work.is_symlink()
-    if work.is_symlink():
-        work.unlink()  # the link, never where it leads
-    shutil.rmtree(work, ignore_errors=True)
-    if work.exists() or work.is_symlink():
-        problems.append(f"cannot remove its work directory {work}")
+    had_work = False
+    try:
+        had_work = remove_work_dir(evidence_dir, run_dir.name)
+    except AgentEvalError as exc:
+        problems.append(str(exc))
     if not problems:
         # The space set aside for its final receipt goes with it.
         evidence.reserve.unlink(missing_ok=True)
@@ -202,7 +200,7 @@ def _reap_one(
         run_dir,
         abandoned,
         containers=containers,
-        work_dir_removed=had_work and not work.exists(),
+        work_dir_removed=had_work,
         temp_files=temp_files,
         problems=problems,
         unreached=unreached,

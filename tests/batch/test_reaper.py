@@ -116,6 +116,34 @@ def test_a_work_directory_that_is_a_link_is_removed_as_the_link(tmp_path: Path) 
     assert not (evidence / ".work" / "old-batch").is_symlink()
 
 
+def test_a_work_root_that_is_a_link_is_refused_and_nothing_behind_it_is_removed(
+    tmp_path: Path,
+) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "old-batch" / "keep").mkdir(parents=True)
+    evidence.joinpath(".work").symlink_to(outside, target_is_directory=True)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert (outside / "old-batch" / "keep").is_dir()
+    assert (evidence / ".work").is_symlink()
+    assert any(f"{evidence / '.work'} is a symbolic link" in p for p in reaped.problems), reaped
+    assert not reaped.work_dir_removed
+    assert (run_dir / "lease.json").exists()  # kept: a later run tries again
+
+
+def test_links_inside_a_work_directory_are_removed_as_links(tmp_path: Path) -> None:
+    evidence, _run_dir = dead_run_dir(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    work = evidence / ".work" / "old-batch" / "deep"
+    work.mkdir(parents=True)
+    (work / "into").symlink_to(outside, target_is_directory=True)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert reaped.problems == [] and reaped.work_dir_removed, reaped
+    assert (outside / "keep").is_dir()
+    assert not (evidence / ".work").exists()
+
+
 def test_a_batch_killed_before_its_first_receipt_is_closed_and_nothing_stays(
     tmp_path: Path,
 ) -> None:
