@@ -159,7 +159,16 @@ def _reap_one(
         except OSError as exc:
             problems.append(f"cannot rewrite its receipt: {exc.strerror or exc}")
     containers: list[str] = []
-    if lease.engine is not None and lease.engine != engine.address:
+    if lease.token is None:
+        # Fail closed: without a token the batch label is all there is, and a directory
+        # named like another batch's label would have its containers removed.
+        problems.append(
+            "its lease has no token (an older agent-eval wrote it), so its containers are not "
+            f"removed by their batch label alone; remove those labelled "
+            f"agent-eval.batch={lease.batchId} by hand once you know they are its own, then "
+            "its lease.json"
+        )
+    elif lease.engine is not None and lease.engine != engine.address:
         # Finding none here would prove nothing: its containers are on another engine.
         problems.append(
             f"its containers are on the engine at {lease.engine}, not this one "
@@ -167,18 +176,18 @@ def _reap_one(
         )
     else:
         try:
-            containers = remove_leftovers(engine, lease.batchId)
+            containers = remove_leftovers(engine, lease.batchId, lease_token=lease.token)
         except AgentEvalError as exc:
             problems.append(str(exc))
     unreached: list[str] = []
-    for node in (receipt.nodes or []) if receipt is not None else []:
+    for node in (receipt.nodes or []) if receipt is not None and lease.token else []:
         if node.engine == engine.address:
             continue  # swept above
         try:
             if nodes is None:
                 raise AgentEvalError("no way to reach a node's engine was given")
             with nodes(node.engine) as there:
-                containers += remove_leftovers(there, lease.batchId)
+                containers += remove_leftovers(there, lease.batchId, lease_token=lease.token)
         except AgentEvalError as exc:
             unreached.append(
                 f"node {node.node}: its engine at {node.engine} could not be reached from "
