@@ -6,8 +6,10 @@ receipt saying ``running``, perhaps containers and a work directory. The next
 no longer alive, mark such a receipt ``abandoned`` with the reason (every
 finished run stays as recorded), remove the batch's containers by label and
 its work directory and the temp files a killed atomic write left in its run
-directory, and give the lease up once all of that is confirmed. A batch whose
-owner is alive is never touched.
+directory, and give the lease up once all of that is confirmed. Containers are
+removed only when they carry both the batch label and the lease's token (a
+label is only a name), and the work directory without following a link. A
+batch whose owner is alive is never touched.
 """
 
 from __future__ import annotations

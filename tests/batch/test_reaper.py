@@ -4,9 +4,11 @@ A lease is the reaper's instruction to remove containers by label and a work
 directory, so its batch id is an identifier, never a path: a crafted id (a path
 out of the project, an absolute path) is refused when the lease is read, and a
 well-formed id that is not the name of the directory holding the lease (another
-batch's) is acted on not at all. A work directory that is a link is removed as the
-link. A batch killed before its first receipt is closed with one saying so, and its
-reserved space goes with its lease.
+batch's) is acted on not at all. Only containers carrying both the batch label and
+the lease's token are removed, and a lease without a token removes none. A work
+directory that is a link is removed as the link, and a work root that is a link is
+refused, nothing behind it touched. A batch killed before its first receipt is
+closed with one saying so, and its reserved space goes with its lease.
 """
 
 from __future__ import annotations
