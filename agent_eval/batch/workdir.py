@@ -2,12 +2,13 @@
 
 Whoever can write into the project can plant a link where the work root or a
 batch's work directory should be. Both are therefore opened with
-``O_NOFOLLOW`` from the evidence directory down and removed through directory
-file descriptors (``shutil.rmtree`` with ``dir_fd``, which never descends into a
+``O_NOFOLLOW`` below the evidence directory (which the project names, and may
+reach through a link of its own) and removed through directory file
+descriptors (``shutil.rmtree`` with ``dir_fd``, which never descends into a
 link): a link at the work root is refused with its path named, never followed
-or deleted through. A link where a batch's work directory should be lies inside
-the harness's own root and leads nowhere the harness made, so it is removed as
-the link.
+or deleted through. A link where a batch's work directory should be lies
+inside the harness's own root and leads nowhere the harness made, so it is
+removed as the link.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ def _refused(path: Path) -> CleanupError:
 
 @contextlib.contextmanager
 def _open_dir(name: str, path: Path, dir_fd: int | None) -> Iterator[int]:
-    """The directory *name* (under *dir_fd*) opened without following a link; *path* names it."""
+    """The directory *name* opened without following a link (*dir_fd* None: the evidence
+    directory itself, which the project names and may reach through a link); *path* names it."""
+    flags = _DIR_FLAGS if dir_fd is not None else _DIR_FLAGS & ~os.O_NOFOLLOW
     try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise _refused(path) from None

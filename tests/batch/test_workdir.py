@@ -56,3 +56,15 @@ def test_a_work_directory_is_made_then_removed_with_its_root(tmp_path: Path) -> 
     assert remove_work_dir(evidence, "b-1")
     assert not (evidence / ".work").exists()
     assert not remove_work_dir(evidence, "b-1")
+
+
+def test_an_evidence_directory_reached_through_a_link_is_the_projects_own_choice(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "evidence").symlink_to(real, target_is_directory=True)
+    make_work_dir(tmp_path / "evidence", "b-1")
+    assert (real / ".work" / "b-1").is_dir()
+    assert remove_work_dir(tmp_path / "evidence", "b-1")
+    assert not (real / ".work").exists()
