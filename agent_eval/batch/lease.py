@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease
+
+if TYPE_CHECKING:
+    from agent_eval.engine import ContainerRuntime
 
 __all__ = ["HEARTBEAT_S", "HeldLease", "held", "owner_alive", "read_lease", "this_process"]
 
@@ -47,8 +52,8 @@ def _process_start(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
-def this_process(batch_id: str, now: datetime) -> Lease:
-    """A lease naming this process."""
+def this_process(batch_id: str, now: datetime, token: str | None = None) -> Lease:
+    """A lease naming this process, with *token* (a new random one unless given)."""
     pid = os.getpid()
     return Lease(
         schemaVersion=1,
@@ -59,6 +64,7 @@ def this_process(batch_id: str, now: datetime) -> Lease:
         host=socket.gethostname() or "unknown",
         startedAt=now,
         heartbeatAt=now,
+        token=token or secrets.token_hex(16),
     )
 
 
@@ -100,15 +106,22 @@ class HeldLease:
                 self._lease = self._lease.model_copy(update={"heartbeatAt": self._clock()})
                 write_model_atomic(self._path, self._lease)
 
-    def bind_engine(self, address: str) -> None:
-        """Record the engine the batch is about to start containers on (before the first).
+    def bind_engine(self, engine: ContainerRuntime) -> None:
+        """Record the engine the batch is about to start containers on (before the first),
+        and have every container it creates there carry the lease's token.
 
         Raises:
             OSError: The lease could not be written.
         """
         with self._lock:
-            self._lease = self._lease.model_copy(update={"engine": address})
+            self._lease = self._lease.model_copy(update={"engine": engine.address})
             write_model_atomic(self._path, self._lease)
+            engine.lease_token = self._lease.token
+
+    @property
+    def token(self) -> str | None:
+        """The lease's token, which every container of the batch carries as its lease label."""
+        return self._lease.token
 
     def release(self) -> None:
         """Give the lease up: the batch's containers and work directory are confirmed gone."""
@@ -125,7 +138,11 @@ class HeldLease:
 
 @contextlib.contextmanager
 def held(
-    run_dir: Path, batch_id: str, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    run_dir: Path,
+    batch_id: str,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    *,
+    token: str | None = None,
 ) -> Iterator[HeldLease]:
     """Hold the lease of *run_dir* while the block runs.
 
@@ -135,7 +152,7 @@ def held(
     whose cleanup was not confirmed keeps its lease, so the reaper finishes
     the cleanup once the owner has exited.
     """
-    lease = HeldLease(RunDirectory(run_dir).lease, this_process(batch_id, clock()), clock)
+    lease = HeldLease(RunDirectory(run_dir).lease, this_process(batch_id, clock(), token), clock)
     try:
         yield lease
     finally:

@@ -197,6 +197,9 @@ class RemoteContext:
     nodes: Callable[[list[NodeIdentity]], None] = lambda _nodes: None
     """Hears the nodes the runs will execute on, as each proved itself (the receipt
     records them)."""
+    lease_token: str | None = None
+    """The token of the driver's lease: every node's containers of the batch carry it too, so
+    the driver's reaper can remove them on the nodes' engines."""
 
 
 StartPhase = Callable[[Phase, str], None]

@@ -193,7 +193,7 @@ class Preflight:
         assert self.engine is not None
         if self.lease is not None:
             # Before the first container: the reaper must look for them there.
-            self.lease.bind_engine(self.engine.address)
+            self.lease.bind_engine(self.engine)
         for reaped in reap(self.project.evidence, self.engine, clock=self.clock):
             self.notice(reaped.describe())
 
@@ -331,6 +331,7 @@ class Preflight:
             notice=self.notice,
             progress=self.progress,
             nodes=nodes.extend,
+            lease_token=None if self.lease is None else self.lease.token,
         )
         self.executor = self.placement.executor(context, self.phase)
         if nodes:

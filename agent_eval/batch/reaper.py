@@ -6,13 +6,14 @@ receipt saying ``running``, perhaps containers and a work directory. The next
 no longer alive, mark such a receipt ``abandoned`` with the reason (every
 finished run stays as recorded), remove the batch's containers by label and
 its work directory and the temp files a killed atomic write left in its run
-directory, and give the lease up once all of that is confirmed. A batch whose
-owner is alive is never touched.
+directory, and give the lease up once all of that is confirmed. Containers are
+removed only when they carry both the batch label and the lease's token (a
+label is only a name), and the work directory without following a link. A
+batch whose owner is alive is never touched.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent_eval.batch.lease import owner_alive, read_lease
+from agent_eval.batch.workdir import remove_work_dir
 from agent_eval.engine import ContainerRuntime, remove_leftovers
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import (
@@ -159,7 +161,16 @@ def _reap_one(
         except OSError as exc:
             problems.append(f"cannot rewrite its receipt: {exc.strerror or exc}")
     containers: list[str] = []
-    if lease.engine is not None and lease.engine != engine.address:
+    if lease.token is None:
+        # Fail closed: without a token the batch label is all there is, and a directory
+        # named like another batch's label would have its containers removed.
+        problems.append(
+            "its lease has no token (an older agent-eval wrote it), so its containers are not "
+            f"removed by their batch label alone; remove those labelled "
+            f"agent-eval.batch={lease.batchId} by hand once you know they are its own, then "
+            "its lease.json"
+        )
+    elif lease.engine is not None and lease.engine != engine.address:
         # Finding none here would prove nothing: its containers are on another engine.
         problems.append(
             f"its containers are on the engine at {lease.engine}, not this one "
@@ -167,18 +178,18 @@ def _reap_one(
         )
     else:
         try:
-            containers = remove_leftovers(engine, lease.batchId)
+            containers = remove_leftovers(engine, lease.batchId, lease_token=lease.token)
         except AgentEvalError as exc:
             problems.append(str(exc))
     unreached: list[str] = []
-    for node in (receipt.nodes or []) if receipt is not None else []:
+    for node in (receipt.nodes or []) if receipt is not None and lease.token else []:
         if node.engine == engine.address:
             continue  # swept above
         try:
             if nodes is None:
                 raise AgentEvalError("no way to reach a node's engine was given")
             with nodes(node.engine) as there:
-                containers += remove_leftovers(there, lease.batchId)
+                containers += remove_leftovers(there, lease.batchId, lease_token=lease.token)
         except AgentEvalError as exc:
             unreached.append(
                 f"node {node.node}: its engine at {node.engine} could not be reached from "
@@ -186,13 +197,11 @@ def _reap_one(
                 f"prepares for a batch, or run agent-eval cleanup --runtime-path {node.engine} "
                 "on it"
             )
-    work = evidence_dir / ".work" / run_dir.name
-    had_work = work.exists() or work.is_symlink()
-    if work.is_symlink():
-        work.unlink()  # the link, never where it leads
-    shutil.rmtree(work, ignore_errors=True)
-    if work.exists() or work.is_symlink():
-        problems.append(f"cannot remove its work directory {work}")
+    had_work = False
+    try:
+        had_work = remove_work_dir(evidence_dir, run_dir.name)
+    except AgentEvalError as exc:
+        problems.append(str(exc))
     if not problems:
         # The space set aside for its final receipt goes with it.
         evidence.reserve.unlink(missing_ok=True)
@@ -202,7 +211,7 @@ def _reap_one(
         run_dir,
         abandoned,
         containers=containers,
-        work_dir_removed=had_work and not work.exists(),
+        work_dir_removed=had_work,
         temp_files=temp_files,
         problems=problems,
         unreached=unreached,

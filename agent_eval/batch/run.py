@@ -12,10 +12,8 @@ batch of the same inputs).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +29,7 @@ from agent_eval.batch.receipt_book import ReceiptNotWritten, describe_failure
 from agent_eval.batch.schedule import run_schedule
 from agent_eval.batch.signals import Stop
 from agent_eval.batch.station import LocalPlacement, NotReady
+from agent_eval.batch.workdir import WORK_ROOT, make_work_dir, remove_work_dir
 from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.errors import AgentEvalError
 from agent_eval.evidence_io import write_model_atomic
@@ -124,7 +123,7 @@ def run_batch(
         batch_id=batch_id,
         started=started,
         evidence=RunDirectory(project.evidence / batch_id),
-        work_dir=project.evidence / ".work" / batch_id,
+        work_dir=project.evidence / WORK_ROOT / batch_id,
         ports=_Ports(connect, environ, clock, progress, notice),
         placement=remote or LocalPlacement(verifier_factory),
         only=tuple(only),
@@ -247,6 +246,8 @@ class _Batch:
         try:
             with self.steps:
                 try:
+                    # Made here, link-checked, before anything writes under it.
+                    make_work_dir(self.project.evidence, self.batch_id)
                     prepared = preflight.run()
                 finally:
                     self.engine = preflight.engine
@@ -317,9 +318,8 @@ def _cleanup(engine: ContainerEngine | None, batch_id: str, work_dir: Path) -> l
             remove_leftovers(engine, batch_id)
         except AgentEvalError as exc:
             problems.append(f"cleanup: {exc}")
-    shutil.rmtree(work_dir, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        work_dir.parent.rmdir()
-    if work_dir.exists():
-        problems.append(f"cleanup: could not remove the work directory {work_dir}")
+    try:
+        remove_work_dir(work_dir.parent.parent, work_dir.name)
+    except AgentEvalError as exc:
+        problems.append(f"cleanup: {exc}")
     return problems

@@ -257,9 +257,9 @@ class NodeWorker:
         self._batch_id = assignment.batchId
         self._evidence.root.mkdir(parents=True, exist_ok=False)
         self._lease = self._stack.enter_context(
-            held(self._evidence.root, assignment.batchId, self._clock)
+            held(self._evidence.root, assignment.batchId, self._clock, token=assignment.leaseToken)
         )
-        self._lease.bind_engine(engine.address)
+        self._lease.bind_engine(engine)
         write_model_atomic(self._evidence.receipt, assignment.receipt)
         return notices
 

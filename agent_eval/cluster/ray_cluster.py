@@ -412,6 +412,7 @@ def assignment_for(context: RemoteContext, nodes: int = 1) -> NodeAssignment:
     ]
     return NodeAssignment(
         batchId=context.receipt.batchId,
+        leaseToken=context.lease_token,
         config=context.config,
         environment=context.environment,
         runnerImageId=context.runner_image_id,

@@ -22,6 +22,7 @@ from agent_eval.engine.api import (
     ImageIdentity,
     ImageStore,
     WaitResult,
+    container_labels,
     list_leftovers,
     remove_leftovers,
     run_container,
@@ -29,6 +30,7 @@ from agent_eval.engine.api import (
 from agent_eval.engine.policy import (
     DEFAULT_SOCKET,
     LABEL_BATCH,
+    LABEL_LEASE,
     LABEL_ROLE,
     LABEL_RUN,
     RUNNER_USER,
@@ -46,6 +48,7 @@ from agent_eval.engine.policy import (
 __all__ = [
     "DEFAULT_SOCKET",
     "LABEL_BATCH",
+    "LABEL_LEASE",
     "LABEL_ROLE",
     "LABEL_RUN",
     "RUNNER_USER",
@@ -66,6 +69,7 @@ __all__ = [
     "Role",
     "WaitResult",
     "check_mounts",
+    "container_labels",
     "list_leftovers",
     "local_socket_path",
     "match_pinned_image",

@@ -42,6 +42,7 @@ from typing import IO, Protocol
 
 from agent_eval.engine.policy import (
     LABEL_BATCH,
+    LABEL_LEASE,
     LABEL_ROLE,
     LABEL_RUN,
     Hardening,
@@ -65,6 +66,7 @@ __all__ = [
     "ImageIdentity",
     "ImageStore",
     "WaitResult",
+    "container_labels",
     "list_leftovers",
     "remove_leftovers",
     "run_container",
@@ -200,6 +202,8 @@ class ContainerSummary:
     """Its role label."""
     state: str
     """created, running, exited, ..."""
+    lease_token: str = ""
+    """Its lease label ("" when it has none)."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,9 @@ class ContainerRuntime(Protocol):
 
     address: str
     """Where the engine listens (its socket), so that what a batch left is sought there."""
+    lease_token: str | None = None
+    """The token of the lease of the batch using this connection, once it is bound to it:
+    every container created from then on carries it as its lease label."""
 
     @abc.abstractmethod
     def create(self, spec: ContainerSpec) -> str:
@@ -571,12 +578,23 @@ def list_leftovers(engine: ContainerRuntime, batch_id: str | None = None) -> lis
     return engine.list_containers(batch_id)
 
 
-def remove_leftovers(engine: ContainerRuntime, batch_id: str | None = None) -> list[str]:
+def container_labels(spec: ContainerSpec, lease_token: str | None) -> dict[str, str]:
+    """The labels a container of *spec* is created with on a connection bound to *lease_token*."""
+    if lease_token is None:
+        return spec.labels
+    return {**spec.labels, LABEL_LEASE: lease_token}
+
+
+def remove_leftovers(
+    engine: ContainerRuntime, batch_id: str | None = None, *, lease_token: str | None = None
+) -> list[str]:
     """Remove every container of an interrupted batch, confirming each removal.
 
     Args:
         engine: The engine.
         batch_id: The batch whose containers go; None removes every agent-eval one.
+        lease_token: When given, only containers that also carry it as their lease label go
+            (a batch label alone is a name anyone can give a directory).
 
     Returns:
         Ids of the containers removed.
@@ -587,6 +605,8 @@ def remove_leftovers(engine: ContainerRuntime, batch_id: str | None = None) -> l
     removed: list[str] = []
     failures: list[str] = []
     for leftover in engine.list_containers(batch_id):
+        if lease_token is not None and leftover.lease_token != lease_token:
+            continue
         try:
             engine.remove(leftover.container_id)
         except CleanupError as exc:

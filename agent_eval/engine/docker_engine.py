@@ -32,9 +32,11 @@ from agent_eval.engine.api import (
     ImageDetails,
     ImageIdentity,
     WaitResult,
+    container_labels,
 )
 from agent_eval.engine.policy import (
     LABEL_BATCH,
+    LABEL_LEASE,
     LABEL_ROLE,
     LABEL_RUN,
     check_network_name,
@@ -455,7 +457,7 @@ class DockerEngine(ContainerEngine):
                         user=hardening.user,
                         environment=dict(spec.environment),
                         working_dir=spec.working_dir,
-                        labels=spec.labels,
+                        labels=container_labels(spec, self.lease_token),
                         stdin_open=spec.stdin,
                         host_config=host_config,
                         name=name,
@@ -774,6 +776,7 @@ class DockerEngine(ContainerEngine):
                 run_id=str(item["Labels"].get(LABEL_RUN, "")),
                 role=str(item["Labels"].get(LABEL_ROLE, "")),
                 state=str(item.get("State", "")),
+                lease_token=str(item["Labels"].get(LABEL_LEASE, "")),
             )
             for item in found
         ]

@@ -31,6 +31,7 @@ from typing import IO, Any
 
 from agent_eval.engine import (
     LABEL_BATCH,
+    LABEL_LEASE,
     LABEL_ROLE,
     LABEL_RUN,
     BoundedOutput,
@@ -42,6 +43,7 @@ from agent_eval.engine import (
     ImageIdentity,
     ImageStore,
     WaitResult,
+    container_labels,
     match_pinned_image,
 )
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
@@ -355,7 +357,7 @@ class FakeRuntime(ContainerRuntime):
             image_id=image.image_id,
             user=hardening.user,
             host_config=host_config,
-            labels=spec.labels,
+            labels=container_labels(spec, self.lease_token),
             outcome=outcome,
         )
         return container_id
@@ -454,6 +456,7 @@ class FakeRuntime(ContainerRuntime):
                 run_id=c.labels[LABEL_RUN],
                 role=c.labels[LABEL_ROLE],
                 state=c.state,
+                lease_token=c.labels.get(LABEL_LEASE, ""),
             )
             for c in self.containers.values()
             if not c.removed and (batch_id is None or c.labels[LABEL_BATCH] == batch_id)

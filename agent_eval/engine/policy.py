@@ -29,6 +29,7 @@ from agent_eval.models.runner_config import check_pinned_image
 __all__ = [
     "DEFAULT_SOCKET",
     "LABEL_BATCH",
+    "LABEL_LEASE",
     "LABEL_ROLE",
     "LABEL_RUN",
     "RUNNER_USER",
@@ -60,6 +61,9 @@ def check_network_name(name: str) -> None:
 LABEL_BATCH = "agent-eval.batch"
 LABEL_RUN = "agent-eval.run"
 LABEL_ROLE = "agent-eval.role"
+LABEL_LEASE = "agent-eval.lease"
+"""The token of the lease of the batch that created the container: the reaper removes a dead
+batch's containers only when they carry both its batch label and its lease's token."""
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 """Where the engine listens when neither runtimePath nor DOCKER_HOST says otherwise."""

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field
 
 from agent_eval.models.archives import ArchiveEntry
 from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, WireModel
+from agent_eval.models.lease import LeaseToken
 from agent_eval.models.receipt import Receipt, RunRecord
 from agent_eval.models.runner_config import RunnerConfig
 
@@ -40,6 +41,9 @@ class NodeAssignment(WireModel):
 
     batchId: NonEmptyStr
     """The batch's id: the label of every container the node starts for it."""
+    leaseToken: LeaseToken | None = None
+    """The driver's lease token: the node's lease holds it too, so every container the node
+    starts for the batch carries it and either reaper may remove them."""
     config: RunnerConfig
     """The batch's runner config, as the driver validated it."""
     environment: dict[str, str]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field
 
 from agent_eval.models.base import BatchId, NonEmptyStr, SchemaVersion, WireModel
 
-__all__ = ["Lease"]
+__all__ = ["Lease", "LeaseToken"]
+
+LeaseToken = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+"""128 random bits, in hex."""
 
 
 class Lease(WireModel):
@@ -32,3 +36,8 @@ class Lease(WireModel):
     """When the owner last said it was alive."""
     engine: NonEmptyStr | None = None
     """Where the engine the batch started containers on listens; None before it connected."""
+    token: LeaseToken | None = None
+    """A random token every container of the batch carries as its lease label: the reaper
+    removes only containers carrying both the batch's label and this token. None in a lease
+    written before tokens were: the reaper then removes none of its containers (a batch
+    label alone is a name, and a directory can be given any name)."""

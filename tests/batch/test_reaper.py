@@ -4,9 +4,11 @@ A lease is the reaper's instruction to remove containers by label and a work
 directory, so its batch id is an identifier, never a path: a crafted id (a path
 out of the project, an absolute path) is refused when the lease is read, and a
 well-formed id that is not the name of the directory holding the lease (another
-batch's) is acted on not at all. A work directory that is a link is removed as the
-link. A batch killed before its first receipt is closed with one saying so, and its
-reserved space goes with its lease.
+batch's) is acted on not at all. Only containers carrying both the batch label and
+the lease's token are removed, and a lease without a token removes none. A work
+directory that is a link is removed as the link, and a work root that is a link is
+refused, nothing behind it touched. A batch killed before its first receipt is
+closed with one saying so, and its reserved space goes with its lease.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_eval.batch.lease import this_process
+from agent_eval.batch.lease import held, this_process
 from agent_eval.batch.reaper import reap
 from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeRuntime
@@ -36,17 +38,21 @@ from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.models import Lease, NodeIdentity, Receipt
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
+TOKEN = "5e" * 16
+"""The token of every dead lease here, and the lease label of the containers its batch left."""
 
 
-def dead_lease(batch_id: str) -> Lease:
+def dead_lease(batch_id: str, token: str | None = TOKEN) -> Lease:
     finished = subprocess.Popen(["true"])
     finished.wait()  # its pid names no live process now
     return this_process("placeholder", NOW).model_copy(
-        update={"pid": finished.pid, "batchId": batch_id}
+        update={"pid": finished.pid, "batchId": batch_id, "token": token}
     )
 
 
-def leave_container(engine: FakeRuntime, batch_id: str) -> None:
+def leave_container(engine: FakeRuntime, batch_id: str, token: str | None = TOKEN) -> None:
+    """A container of *batch_id* created on a connection bound to a lease with *token*."""
+    engine.lease_token = token
     engine.leave_container(
         ContainerSpec(
             image=engine.store.add_image(tags=("runner:test",)),
@@ -116,6 +122,80 @@ def test_a_work_directory_that_is_a_link_is_removed_as_the_link(tmp_path: Path) 
     assert not (evidence / ".work" / "old-batch").is_symlink()
 
 
+def test_a_work_root_that_is_a_link_is_refused_and_nothing_behind_it_is_removed(
+    tmp_path: Path,
+) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "old-batch" / "keep").mkdir(parents=True)
+    evidence.joinpath(".work").symlink_to(outside, target_is_directory=True)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert (outside / "old-batch" / "keep").is_dir()
+    assert (evidence / ".work").is_symlink()
+    assert any(f"{evidence / '.work'} is a symbolic link" in p for p in reaped.problems), reaped
+    assert not reaped.work_dir_removed
+    assert (run_dir / "lease.json").exists()  # kept: a later run tries again
+
+
+def test_links_inside_a_work_directory_are_removed_as_links(tmp_path: Path) -> None:
+    evidence, _run_dir = dead_run_dir(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    work = evidence / ".work" / "old-batch" / "deep"
+    work.mkdir(parents=True)
+    (work / "into").symlink_to(outside, target_is_directory=True)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert reaped.problems == [] and reaped.work_dir_removed, reaped
+    assert (outside / "keep").is_dir()
+    assert not (evidence / ".work").exists()
+
+
+def test_a_planted_directory_named_like_a_live_batch_removes_none_of_its_containers(
+    tmp_path: Path,
+) -> None:
+    # tasks-verify batches have no run directory here: a dead lease planted under one's
+    # name, with a token of its own making, must not reach that batch's containers.
+    evidence = tmp_path / "evidence"
+    planted = evidence / "tasks-verify-1"
+    planted.mkdir(parents=True)
+    write_model_atomic(planted / "lease.json", dead_lease("tasks-verify-1", token="0" * 32))
+    engine = FakeRuntime()
+    leave_container(engine, "tasks-verify-1", token="7a" * 16)
+    leave_container(engine, "tasks-verify-1", token=None)
+    (reaped,) = reap(evidence, engine, clock=lambda: NOW)
+    assert reaped.containers == []
+    assert len(engine.list_containers("tasks-verify-1")) == 2
+
+
+def test_only_containers_with_the_batch_label_and_the_lease_token_are_removed(
+    tmp_path: Path,
+) -> None:
+    evidence, _run_dir = dead_run_dir(tmp_path)
+    engine = FakeRuntime()
+    leave_container(engine, "old-batch")
+    leave_container(engine, "old-batch", token="7a" * 16)
+    leave_container(engine, "other-batch")
+    (reaped,) = reap(evidence, engine, clock=lambda: NOW)
+    assert len(reaped.containers) == 1 and reaped.problems == [], reaped
+    assert [c.lease_token for c in engine.list_containers("old-batch")] == ["7a" * 16]
+    assert len(engine.list_containers("other-batch")) == 1
+
+
+def test_a_lease_without_a_token_removes_no_container_and_is_kept(tmp_path: Path) -> None:
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "old-batch"
+    run_dir.mkdir(parents=True)
+    write_model_atomic(run_dir / "lease.json", dead_lease("old-batch", token=None))
+    (evidence / ".work" / "old-batch").mkdir(parents=True)
+    engine = FakeRuntime()
+    leave_container(engine, "old-batch", token=None)
+    (reaped,) = reap(evidence, engine, clock=lambda: NOW)
+    assert reaped.abandoned and reaped.work_dir_removed
+    assert "has no token" in reaped.problems[0] and reaped.containers == []
+    assert len(engine.list_containers("old-batch")) == 1
+    assert (run_dir / "lease.json").exists()
+
+
 def test_a_batch_killed_before_its_first_receipt_is_closed_and_nothing_stays(
     tmp_path: Path,
 ) -> None:
@@ -183,7 +263,7 @@ _KILLED_WRITER = """
 import os, sys, time
 from datetime import UTC, datetime
 from pathlib import Path
-from agent_eval.batch.lease import this_process
+from agent_eval.batch.lease import held, this_process
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models import Receipt
 run_dir = Path(sys.argv[1])
@@ -269,3 +349,17 @@ def test_a_dead_batchs_sweep_removes_its_temp_files_and_nothing_else(
     assert not [p for p in left if re.fullmatch(r"\..+\.[a-z0-9_]{8}\.tmp", p.name, re.DOTALL)]
     assert kept <= left
     assert (outside / ".receipt.json.abcd1234.tmp").exists()
+
+
+def test_a_batch_bound_to_an_engine_labels_its_containers_with_its_lease_token(
+    tmp_path: Path,
+) -> None:
+    engine = FakeRuntime()
+    with held(tmp_path, "new-batch", lambda: NOW) as lease:
+        lease.bind_engine(engine)
+        leave_container(engine, "new-batch", token=engine.lease_token)
+        written = read_model(tmp_path / "lease.json", Lease, what="lease")
+        assert written.token is not None and written.token == lease.token
+        (container,) = engine.list_containers("new-batch")
+        assert container.lease_token == written.token
+        lease.release()

@@ -316,7 +316,9 @@ def old_batch(batch: Fixture, *, lease: Lease) -> Path:
         batch_id=lease.batchId,
         run_id="forms-1",
     )
+    batch.engine.lease_token = lease.token  # as its batch's bound connection labelled it
     batch.engine.leave_container(spec)
+    batch.engine.lease_token = None
     (batch.project.evidence / ".work" / lease.batchId / "runs").mkdir(parents=True)
     return run_dir
 

@@ -369,6 +369,7 @@ FIELD_SETS: dict[str, set[str]] = {
     "NodeRunResult": {"node", "record", "files", "ruleStop"},
     "NodeAssignment": {
         "batchId",
+        "leaseToken",
         "config",
         "environment",
         "runnerImageId",
