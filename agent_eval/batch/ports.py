@@ -189,6 +189,8 @@ class RemoteContext:
     archives_digest: str
     lock_digest: str
     """sha256 of the driver's consumer-lock.json: every node's must be the same."""
+    consumer_cache_entry: str | None
+    """The cache entry the driver's consumer came from (its lock's ``cacheEntry``)."""
     catalog_digest: str
     receipt: Receipt
     """The receipt as opened."""

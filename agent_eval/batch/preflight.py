@@ -326,6 +326,7 @@ class Preflight:
             archives=self.archives,
             archives_digest=self.digests[0],
             lock_digest=self.digests[1],
+            consumer_cache_entry=self.consumer.cache_entry,
             catalog_digest=self.consumer.catalog.digest(),
             receipt=self.receipt,
             notice=self.notice,

@@ -32,7 +32,7 @@ from agent_eval.batch.lease import HeldLease, held
 from agent_eval.batch.reaper import reap
 from agent_eval.batch.schedule import Schedule
 from agent_eval.batch.station import NotReady, Site, StationImages, start_gateway
-from agent_eval.digests import file_sha256, regular_files
+from agent_eval.digests import regular_files, sha256_bytes
 from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
@@ -283,8 +283,13 @@ class NodeWorker:
 
     def _check_consumer(self, consumer: PreparedConsumer, assignment: NodeAssignment) -> None:
         """The node's consumer must be the driver's: its lock and API catalog, by digest."""
-        write_model_atomic(self._evidence.consumer_lock, consumer.lock(assignment.archivesDigest))
-        if (lock := file_sha256(self._evidence.consumer_lock)) != assignment.consumerLockDigest:
+        mine = consumer.lock(assignment.archivesDigest)
+        write_model_atomic(self._evidence.consumer_lock, mine)
+        # Where each side's consumer came from may differ (a cache entry, a fresh
+        # install); what it holds may not: compared as the driver's lock would read.
+        as_driver = mine.model_copy(update={"cacheEntry": assignment.consumerCacheEntry})
+        text = as_driver.model_dump_json(by_alias=True, indent=2) + "\n"
+        if (lock := sha256_bytes(text.encode("utf-8"))) != assignment.consumerLockDigest:
             raise ConfigError(
                 f"the consumer prepared on node {self.name} has lock {lock}, not the driver's "
                 f"{assignment.consumerLockDigest}: its verifier image or archives differ"

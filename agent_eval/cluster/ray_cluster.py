@@ -423,6 +423,7 @@ def assignment_for(context: RemoteContext, nodes: int = 1) -> NodeAssignment:
         archiveFiles=archives,
         archivesDigest=context.archives_digest,
         consumerLockDigest=context.lock_digest,
+        consumerCacheEntry=context.consumer_cache_entry,
         apiCatalogDigest=context.catalog_digest,
         suiteDigest=project.suite_digest(),
         evaluatorDigest=evaluator_digest(),

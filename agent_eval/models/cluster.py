@@ -65,7 +65,12 @@ class NodeAssignment(WireModel):
     archivesDigest: Digest
     """sha256 of the batch's archives.json (what the consumer lock is bound to)."""
     consumerLockDigest: Digest
-    """sha256 of the driver's consumer-lock.json: the node's must be the same."""
+    """sha256 of the driver's consumer-lock.json: the node's must be the same, where its
+    consumer came from aside (``consumerCacheEntry``)."""
+    consumerCacheEntry: Digest | None = None
+    """The consumer-cache entry the driver's consumer came from (its lock's
+    ``cacheEntry``): a node's own consumer may come from another entry or be installed
+    afresh, and must hold the same files (the lock's ``installedDigest``)."""
     apiCatalogDigest: Digest
     """The driver's API catalog digest: the node's analysis must use the same catalog."""
     suiteDigest: Digest

@@ -52,6 +52,7 @@ def assignment(engine: ContainerEngine, tmp_path_factory: pytest.TempPathFactory
         archives=build_archives(project.packages, archives_dir),
         archives_digest=sha256_bytes(b"archives.json"),
         lock_digest=OTHER,  # what the node's consumer lock cannot have
+        consumer_cache_entry=None,
         catalog_digest=OTHER,
         receipt=Receipt.opened(batch_id="node-check", created_at=datetime.now(UTC)),
         notice=lambda _line: None,

@@ -113,7 +113,8 @@ def remote_context(config: RunnerConfig, notices: list[str]) -> RemoteContext:
         project=find_project(REPO), config=config, environment={},
         runner_image_id=DIGEST, verifier_image_id=DIGEST, gateway_image_id=None,
         archives_dir=REPO, archives=[],
-        archives_digest=DIGEST, lock_digest=DIGEST, catalog_digest=DIGEST,
+        archives_digest=DIGEST, lock_digest=DIGEST, consumer_cache_entry=None,
+        catalog_digest=DIGEST,
         receipt=Receipt.opened(batch_id="b", created_at=datetime.now(UTC)),
         notice=notices.append, progress=lambda _event: None,
     )  # fmt: skip

@@ -380,6 +380,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "archiveFiles",
         "archivesDigest",
         "consumerLockDigest",
+        "consumerCacheEntry",
         "apiCatalogDigest",
         "suiteDigest",
         "evaluatorDigest",
