@@ -37,6 +37,7 @@ __all__ = [
     "MAX_EVIDENCE_BYTES",
     "MAX_JSON_DEPTH",
     "format_validation_error",
+    "model_bytes",
     "nesting_exceeds",
     "parse_json",
     "parse_model",
@@ -263,10 +264,14 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def model_bytes(model: BaseModel) -> bytes:
+    """The bytes :func:`write_model_atomic` writes for *model* (what its digest is of)."""
+    return (model.model_dump_json(by_alias=True, indent=2) + "\n").encode("utf-8")
+
+
 def write_model_atomic(path: Path, model: BaseModel) -> None:
     """Write *model* as indented JSON (by alias) atomically."""
-    text = model.model_dump_json(by_alias=True, indent=2) + "\n"
-    write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, model_bytes(model))
 
 
 def remove_atomic_temp_files(directory: Path) -> list[Path]:

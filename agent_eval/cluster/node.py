@@ -35,7 +35,7 @@ from agent_eval.batch.station import NotReady, Site, StationImages, start_gatewa
 from agent_eval.digests import regular_files, sha256_bytes
 from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.errors import AgentEvalError, ConfigError
-from agent_eval.evidence_io import write_bytes_atomic, write_model_atomic
+from agent_eval.evidence_io import model_bytes, write_bytes_atomic, write_model_atomic
 from agent_eval.layout import RunDirectory
 from agent_eval.models import (
     NodeAssignment,
@@ -288,8 +288,7 @@ class NodeWorker:
         # Where each side's consumer came from may differ (a cache entry, a fresh
         # install); what it holds may not: compared as the driver's lock would read.
         as_driver = mine.model_copy(update={"cacheEntry": assignment.consumerCacheEntry})
-        text = as_driver.model_dump_json(by_alias=True, indent=2) + "\n"
-        if (lock := sha256_bytes(text.encode("utf-8"))) != assignment.consumerLockDigest:
+        if (lock := sha256_bytes(model_bytes(as_driver))) != assignment.consumerLockDigest:
             raise ConfigError(
                 f"the consumer prepared on node {self.name} has lock {lock}, not the driver's "
                 f"{assignment.consumerLockDigest}: its verifier image or archives differ"
