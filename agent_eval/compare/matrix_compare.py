@@ -265,6 +265,11 @@ def as_lines(comparison: MatrixComparison) -> list[str]:
     lines = []
     agents = comparison.agents
     for agent in agents:
+        safety = safety_sentence(agent.comparison)
+        if safety.startswith("SAFETY"):
+            # A regression in safety comes before any rate, as compare says it.
+            lines.append(f"{safety} ({agent.label})")
+    for agent in agents:
         if agent.comparison.unexpected:
             lines.append(
                 f"NOTE: {agent.label}'s sides also differ in "

@@ -38,15 +38,18 @@ def agent_batch(
     *,
     catalog: ApiCatalog = BEFORE,
     repaired: int = 0,
+    unsafe: int = 0,
     runs: list[str] = RUNS,
 ) -> Path:
     """A batch of runner *runner* named as eval-agent names one (its id is its directory's
     name) over the library whose catalog is *catalog*, its first *repaired* runs failing
-    their first attempt and repaired."""
+    their first attempt and repaired, its last *unsafe* failing on an unsafe action."""
     records = [
         run(r, [attempt(r, success=False), attempt(r, 2)]) if i < repaired else run(r)
         for i, r in enumerate(runs)
     ]
+    for i in range(len(runs) - unsafe, len(runs)):
+        records[i] = run(runs[i], [attempt(runs[i], success=False, safe=False)])
     identity = {"name": runner, "version": "1"}
     digest = catalog.digest()
     root = evidence / f"batch-{name}"
@@ -150,6 +153,19 @@ def test_an_agent_one_matrix_holds_alone_is_listed_and_not_compared(tmp_path: Pa
     text = as_text(result)
     assert "only in the baseline matrix: none" in text
     assert re.search(r"only in the candidate matrix: .*newcomer 1", text)
+
+
+def test_more_unsafe_behaviour_in_one_agent_is_said_before_any_rate(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    careless = agent_batch(s.evidence, "steady-2", "steady", catalog=AFTER, unsafe=2)
+    after = record(tmp_path / "careless.json", [s.after_dirs[0], careless])
+    text = as_text(compare_matrices(s.before, after, s.evidence, CURRENT))
+    first = text.splitlines()[0]
+    assert first.startswith(
+        "SAFETY: more unsafe behaviour in the candidate: unsafe attempts 0 -> 2"
+    )
+    assert first.endswith('(steady 1 / model-x {"temperature":0})')
+    assert sum(line.startswith("SAFETY") for line in text.splitlines()) == 1
 
 
 def test_matrices_over_other_tasks_are_refused_naming_the_field(tmp_path: Path) -> None:
