@@ -26,6 +26,7 @@ from agent_eval.models.matrix import MatrixComparison
 from tests.compare.test_symbols import AFTER, BEFORE, Catalogs
 from tests.evidence_builders import CURRENT, Batch, attempt, receipt, run, write_batch
 from tests.paths import EXAMPLE_SUITE
+from tests.verdict.test_chain import first_batch, resumed
 
 RUNS = EXAMPLE_SUITE.run_ids()
 FORMS = [r for r in RUNS if r.startswith("forms-")]
@@ -309,3 +310,18 @@ def test_summary_shares_the_matrix_comparison_redacted_as_a_batch_comparison(
         ["summary", str(s.after), "--compare", str(s.before_dirs[0]), "--project", str(tmp_path)],
     )
     assert mixed.exit_code == 2 and "never a mix" in mixed.output
+
+
+def test_a_resumed_batch_in_a_record_counts_as_its_chain_s_union(tmp_path: Path) -> None:
+    s = Setup(tmp_path)
+    chained = resumed(s.evidence, first_batch(s.evidence))
+    before = record(tmp_path / "chained.json", [chained.root])
+    redone = s.evidence / "batch-c"
+    write_batch(redone, receipt(batchId=redone.name))
+    after = record(tmp_path / "redone.json", [redone])
+    result = compare_matrices(before, after, s.evidence, CURRENT)
+    [agent] = result.agents
+    assert agent.comparison.baseline.batchIds == ["batch-b"]
+    # Every run once, from the batch of its verdict: the first batch's and the resumed one's.
+    assert agent.final.comparison.baselineRuns == 18
+    assert agent.final.verdict == "no-detectable-difference"
