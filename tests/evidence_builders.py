@@ -13,6 +13,7 @@ from typing import Any
 import tomli_w
 
 from agent_eval.digests import file_sha256, sha256_bytes, solution_digest
+from agent_eval.errors import InfrastructureError
 from agent_eval.models import ArchiveEntry
 from agent_eval.verdict.qualification import Anchors
 from tests.paths import EXAMPLE_SUITE
@@ -47,6 +48,14 @@ def is_ancestor(ancestor: str, descendant: str) -> bool | None:
     return ancestor == descendant == COMMIT
 
 
+def local_image_id(reference: str) -> str:
+    """The builders' engine: it holds the two images the archives record, by their ids."""
+    try:
+        return IMAGE_IDS[reference]
+    except KeyError:
+        raise InfrastructureError(f"image {reference} is not present in the local engine") from None
+
+
 CURRENT = Anchors(
     suite=SUITE,
     evaluator=EVALUATOR,
@@ -54,6 +63,7 @@ CURRENT = Anchors(
     registry_at=registry_at,
     is_ancestor=is_ancestor,
     spec=EXAMPLE_SUITE,
+    resolve_image=local_image_id,
 )
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).isoformat()
 RUNNER = {"name": "claude-code", "version": "2.1.197"}
@@ -61,6 +71,16 @@ MODEL = {"id": "model-x", "settings": {"temperature": 0}}
 RUNNER_IMAGE = "runner@sha256:" + "a" * 64
 RUNNER_COMMAND = ["/usr/bin/python3", "-B", "-m", "agent_eval.adapters.claude_code"]
 VERIFIER_IMAGE = "verifier@sha256:" + "b" * 64
+UNREVIEWED_RUNNER_IMAGE = "runner@sha256:" + "9" * 64
+OTHER_RUNNER_IMAGE = "runner@sha256:" + "d" * 64
+IMAGE_IDS = {
+    RUNNER_IMAGE: "sha256:" + "c" * 64,
+    VERIFIER_IMAGE: "sha256:" + "d" * 64,
+    UNREVIEWED_RUNNER_IMAGE: "sha256:" + "9" * 64,
+    OTHER_RUNNER_IMAGE: "sha256:" + "d" * 64,
+}
+"""The image id each pinned reference resolves to on the builders' engine (it also holds
+runner images no registry entry names)."""
 SAFETY_ID = "effect-needs-approval"
 SERVED = "model-x-2026"
 GATEWAY = {
@@ -240,8 +260,8 @@ def archives_manifest(wheel: bytes) -> dict[str, Any]:
         "source": {"commit": COMMIT, "dirty": False},
         "apiCatalogDigest": sha256_bytes(b"catalog"),
         "toolchain": {"python": "3.11.7", "harness": "0.1.0", "verifierPython": None, "mypy": None},
-        "runnerImage": {"reference": RUNNER_IMAGE, "imageId": "sha256:" + "c" * 64},
-        "verifierImage": {"reference": VERIFIER_IMAGE, "imageId": "sha256:" + "d" * 64},
+        "runnerImage": {"reference": RUNNER_IMAGE, "imageId": IMAGE_IDS[RUNNER_IMAGE]},
+        "verifierImage": {"reference": VERIFIER_IMAGE, "imageId": IMAGE_IDS[VERIFIER_IMAGE]},
         "gateway": copy.deepcopy(GATEWAY),
         "registryDigest": sha256_bytes(REGISTRY),
         "runnerCommand": list(RUNNER_COMMAND),

@@ -13,6 +13,7 @@ from agent_eval.cli.common import (
     EXISTING_FILE,
     OUTPUT_FILE,
     batch_dir,
+    gate_anchors,
     located_project,
 )
 
@@ -95,9 +96,9 @@ def check_command(
     receipt, archives = _batch_files(batch, receipt, archives, project)
     junit = junit_path
     from agent_eval.models import QualificationResult
-    from agent_eval.verdict.qualification import current_anchors, qualify_files
+    from agent_eval.verdict.qualification import qualify_files
 
-    anchors = current_anchors(located)
+    anchors = gate_anchors(located)
     result = qualify_files(receipt, archives, anchors)
     if reverify:  # its engine, verifier and consumer code is imported only when asked for
         from agent_eval.batch.signals import Stop, stopping_on_signals

@@ -14,7 +14,9 @@ import click
 from agent_eval.errors import AgentEvalError
 
 if TYPE_CHECKING:
+    from agent_eval.engine import ContainerEngine
     from agent_eval.project import Project
+    from agent_eval.verdict.qualification import Anchors
 
 MAX_REPETITIONS = 20
 """The most runs per task ``eval-agent --repetitions`` takes; equal to the receipt's bound
@@ -30,9 +32,11 @@ __all__ = [
     "OUTPUT_FILE",
     "SOCKET",
     "batch_dir",
+    "gate_anchors",
     "located_project",
     "output_path",
     "project_option",
+    "report_anchors",
     "reported_errors",
 ]
 
@@ -173,3 +177,44 @@ def output_path(path: Path, option: str) -> Path:
             f"{path.parent} is not a directory (it is never created)", param_hint=option
         )
     return path
+
+
+def gate_anchors(located: Project) -> Anchors:
+    """What a batch is held against here: the checkout's anchors, and this machine's engine
+    for an image pinned by registry digest (connected only if a batch names one)."""
+    import dataclasses
+
+    from agent_eval.verdict.qualification import current_anchors
+
+    return dataclasses.replace(current_anchors(located), resolve_image=_LocalImages().resolve)
+
+
+class _LocalImages:
+    """The local engine (``DOCKER_HOST`` or the default socket), connected on first use."""
+
+    def __init__(self) -> None:
+        self._engine: ContainerEngine | None = None
+
+    def resolve(self, reference: str) -> str:
+        """The id of the image *reference* names here.
+
+        Raises:
+            AgentEvalError: No engine answers, or it holds no such image.
+        """
+        if self._engine is None:
+            from agent_eval.engine.docker_engine import connect_local_engine
+
+            self._engine = connect_local_engine()
+        return self._engine.resolve_image(reference).image_id
+
+
+def report_anchors(project: Path | None) -> Anchors | None:
+    """:func:`gate_anchors` of the checkout found from *project*; None when none is found
+    (the report then says why in its decision)."""
+    from agent_eval.project import find_project
+
+    try:
+        located = find_project(project)
+    except AgentEvalError:
+        return None
+    return gate_anchors(located)

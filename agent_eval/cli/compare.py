@@ -13,6 +13,7 @@ from agent_eval.cli.common import (
     EXISTING_DIR,
     OUTPUT_FILE,
     batch_dir,
+    gate_anchors,
     located_project,
     reported_errors,
 )
@@ -36,7 +37,6 @@ from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models.receipt import MAX_REPETITIONS
 from agent_eval.project import find_project
 from agent_eval.suite.tasks import read_suite_spec
-from agent_eval.verdict.qualification import current_anchors
 
 __all__ = ["compare_command", "matrix_command", "plan_command", "summary_command"]
 
@@ -180,7 +180,7 @@ def compare_command(
             raise click.UsageError(f"{path}: no such run directory")
     located = located_project(project, "batches")
     with reported_errors():
-        current = current_anchors(located)
+        current = gate_anchors(located)
         comparison = compare_batches(base, cand, current, allow, catalogs=catalog_of_wheels)
         if json_path is not None:
             _write(json_path, comparison)
@@ -210,7 +210,7 @@ def _compare_records(
             records[0],
             records[1],
             located.evidence,
-            current_anchors(located),
+            gate_anchors(located),
             allow,
             catalogs=catalog_of_wheels,
         )
@@ -267,7 +267,7 @@ def matrix_command(
             raise click.UsageError(f"{path}: no such run directory")
     located = located_project(project, "batches")
     with reported_errors():
-        matrix = matrix_of_batches(dirs, current_anchors(located))
+        matrix = matrix_of_batches(dirs, gate_anchors(located))
         if json_path is not None:
             _write(json_path, matrix)
         if html_path is not None:
@@ -413,7 +413,7 @@ def summary_command(
                 records[1],
                 records[0],
                 located.evidence,
-                current_anchors(located),
+                gate_anchors(located),
                 catalog_of_wheels,
                 allow,
             )
@@ -431,7 +431,7 @@ def summary_command(
         raise click.UsageError("--allow-different needs --compare")
     located = located_project(project)
     with reported_errors():
-        shared = share_summary(run_dir, current_anchors(located), other, catalog_of_wheels, allow)
+        shared = share_summary(run_dir, gate_anchors(located), other, catalog_of_wheels, allow)
         if json_path is not None:
             _write(json_path, shared)
     click.echo(as_markdown(shared), nl=False)

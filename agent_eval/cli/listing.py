@@ -8,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from agent_eval.cli.common import EXISTING_DIR, batch_dir, located_project, reported_errors
+from agent_eval.cli.common import (
+    EXISTING_DIR,
+    batch_dir,
+    gate_anchors,
+    located_project,
+    reported_errors,
+)
 
 __all__ = ["list_command", "show_command"]
 
@@ -37,11 +43,10 @@ def list_command(project: Path | None, as_json: bool, limit: int, no_decide: boo
     """List the repository's batches, newest first: status, runner and model, first and
     final successes, check-agent-eval's decision, age."""
     from agent_eval.report.batches import list_batches, listing_lines
-    from agent_eval.verdict.qualification import current_anchors
 
     located = located_project(project, "batches")
     with reported_errors():
-        anchors = None if no_decide else current_anchors(located)
+        anchors = None if no_decide else gate_anchors(located)
         listing = list_batches(located.evidence, anchors, limit)
     if as_json:
         click.echo(listing.model_dump_json(indent=2))
@@ -66,12 +71,11 @@ def show_command(batch: str, project: Path | None) -> None:
     when it qualifies, 1 when it does not, 2 on a usage error.
     """
     from agent_eval.report.batches import show_lines
-    from agent_eval.verdict.qualification import current_anchors
 
     run_dir = batch_dir(batch, project)
     located = located_project(project)
     with reported_errors(2):
-        lines, qualified = show_lines(run_dir, current_anchors(located))
+        lines, qualified = show_lines(run_dir, gate_anchors(located))
     for line in lines:
         click.echo(line)
     raise SystemExit(0 if qualified else 1)

@@ -11,6 +11,7 @@ from agent_eval.cli.common import (
     OUTPUT_FILE,
     batch_dir,
     located_project,
+    report_anchors,
     reported_errors,
 )
 from agent_eval.report.render import write_report
@@ -41,5 +42,5 @@ def report_command(batch: str, output: Path | None, project: Path | None) -> Non
     if project is not None:  # named, it must be a repository (without it: reported in the page)
         located_project(project)
     with reported_errors():
-        written = write_report(run_dir, output, project=project)
+        written = write_report(run_dir, output, project=project, current=report_anchors(project))
     click.echo(str(written))

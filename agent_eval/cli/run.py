@@ -18,7 +18,9 @@ from agent_eval.cli.common import (
     EXISTING_FILE,
     MAX_REPETITIONS,
     OUTPUT_FILE,
+    gate_anchors,
     located_project,
+    report_anchors,
     reported_errors,
 )
 from agent_eval.cli.progress import MODES, Mode, make_display
@@ -60,7 +62,10 @@ def report_outcome(
         try:
             from agent_eval.report.render import write_report
 
-            report = f"report: {write_report(outcome.receipt.parent, project=project)}"
+            written = write_report(
+                outcome.receipt.parent, project=project, current=report_anchors(project)
+            )
+            report = f"report: {written}"
         except AgentEvalError as exc:
             report = f"warning: no report: {exc}"
         if junit is not None:
@@ -117,11 +122,11 @@ def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str],
     from agent_eval.models import Receipt
     from agent_eval.project import find_project
     from agent_eval.verdict.junit import junit_xml
-    from agent_eval.verdict.qualification import current_anchors, qualify_files
+    from agent_eval.verdict.qualification import qualify_files
 
     try:
         decision = qualify_files(
-            receipt, receipt.with_name("archives.json"), current_anchors(find_project(project))
+            receipt, receipt.with_name("archives.json"), gate_anchors(find_project(project))
         )
         write_bytes_atomic(junit, junit_xml(read_model(receipt, Receipt, what="receipt"), decision))
     except (AgentEvalError, OSError) as exc:

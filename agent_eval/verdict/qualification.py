@@ -42,6 +42,7 @@ from agent_eval.models import (
     ArchivesManifest,
     AttemptRecord,
     ConsumerLock,
+    ImageRecord,
     QualificationResult,
     Receipt,
     RegistryEntry,
@@ -106,6 +107,9 @@ class Anchors:
     spec: SuiteSpec | None = None
     """The suite the checkout declares (its ids, schedule and thresholds; covered by the suite
     digest); None: it could not be read (``problems`` says why)."""
+    resolve_image: Callable[[str], str] | None = None
+    """The image id a pinned reference names on this machine's engine (raises
+    :class:`AgentEvalError` when it cannot say); None: no engine is asked."""
 
 
 def current_anchors(
@@ -668,6 +672,8 @@ def _binding_rules(
                 f"{rule}: archives.json records image id {record.imageId} for the pinned "
                 f"image {record.reference}"
             )
+        elif not record.reference.startswith("sha256:"):
+            reasons += _registry_digest_rule(rule, record, current)
     for name, recorded, bound, now in (
         ("suite-digest", receipt.suiteDigest, archives.suiteDigest, current.suite),
         ("evaluator-digest", receipt.evaluatorDigest, archives.evaluatorDigest, current.evaluator),
@@ -692,6 +698,28 @@ def _binding_rules(
     reasons += _consumer_lock_rules(receipt, receipt_dir)
     reasons += _node_rules(receipt, archives)
     return reasons
+
+
+def _registry_digest_rule(rule: str, record: ImageRecord, current: Anchors) -> list[str]:
+    """A reference by registry digest (``name@sha256:…``) names a manifest, not an image id:
+    only an engine can say which image it is, so the id archives.json records is held to
+    what the engine here resolves it to, and a check that cannot ask one fails closed."""
+    pinned, recorded = record.reference, record.imageId
+    if current.resolve_image is None:
+        return [
+            f"{rule}: {pinned} is pinned by a registry digest, which only a container engine "
+            f"can resolve to the image id archives.json records ({recorded}), and none was "
+            "asked here (check-agent-eval asks the local one)"
+        ]
+    try:
+        found = current.resolve_image(pinned)
+    except AgentEvalError as exc:
+        return [f"{rule}: {pinned} cannot be resolved here to check the recorded image id: {exc}"]
+    if found != recorded:
+        return [
+            f"{rule}: {pinned} resolves here to image {found}, but archives.json records {recorded}"
+        ]
+    return []
 
 
 def _node_rules(receipt: Receipt, archives: ArchivesManifest) -> list[str]:

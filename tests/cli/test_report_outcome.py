@@ -16,7 +16,7 @@ def test_a_broken_stderr_and_stdout_never_cost_the_report(
 ) -> None:
     written: list[Path] = []
 
-    def write_report(batch_dir: Path, *, project: Path) -> Path:
+    def write_report(batch_dir: Path, *, project: Path, current: object = None) -> Path:
         written.append(batch_dir)
         return batch_dir / "report.html"
 

@@ -131,7 +131,7 @@ def test_the_command_prints_the_table_and_writes_the_json(
 ) -> None:
     import agent_eval.cli.compare as command
 
-    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    monkeypatch.setattr(command, "gate_anchors", lambda located: CURRENT)
     a, b = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=18)
     out = tmp_path / "compare.json"
     result = CliRunner().invoke(
@@ -192,7 +192,7 @@ def test_the_command_refuses_one_batch_listed_twice(
 ) -> None:
     import agent_eval.cli.compare as command
 
-    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    monkeypatch.setattr(command, "gate_anchors", lambda located: CURRENT)
     a, b = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=3)
     result = CliRunner().invoke(main, ["compare", f"{a.root},{a.root}", str(b.root)])
     assert result.exit_code == 1 and "twice in the baseline" in result.output

@@ -98,7 +98,7 @@ def anchored(monkeypatch: pytest.MonkeyPatch) -> None:
     """The commands anchored as the builders' batches are, not to this checkout."""
     import agent_eval.cli.compare as command
 
-    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    monkeypatch.setattr(command, "gate_anchors", lambda located: CURRENT)
 
 
 def by_label(result: MatrixComparison) -> dict[str, Any]:

@@ -169,7 +169,7 @@ def test_the_command_writes_the_page_atomically_and_names_a_file_it_cannot_write
 ) -> None:
     import agent_eval.cli.compare as command
 
-    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    monkeypatch.setattr(command, "gate_anchors", lambda located: CURRENT)
     a, b = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=18)
     out = tmp_path / "compare.html"
     result = CliRunner().invoke(main, ["compare", str(a.root), str(b.root), "--html", str(out)])

@@ -92,7 +92,7 @@ def test_the_command_prints_markdown_and_writes_json(
 ) -> None:
     import agent_eval.cli.compare as command
 
-    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    monkeypatch.setattr(command, "gate_anchors", lambda located: CURRENT)
     root = write_batch(tmp_path / "b", receipt()).root
     out = tmp_path / "summary.json"
     result = CliRunner().invoke(main, ["summary", str(root), "--json", str(out)])
@@ -139,7 +139,7 @@ def test_json_to_a_fifo_a_device_or_a_missing_directory_is_refused_in_one_line(
 ) -> None:
     import agent_eval.cli.compare as cli
 
-    monkeypatch.setattr(cli, "current_anchors", lambda located: CURRENT)
+    monkeypatch.setattr(cli, "gate_anchors", lambda located: CURRENT)
     a = write_batch(tmp_path / "a", receipt(batchId="a")).root
     b = write_batch(tmp_path / "b", receipt(batchId="b")).root
     out = Path(target) if target.startswith("/") else tmp_path / target
@@ -159,7 +159,7 @@ def test_summary_compare_takes_the_allow_different_its_refusal_suggests(
 ) -> None:
     import agent_eval.cli.compare as cli
 
-    monkeypatch.setattr(cli, "current_anchors", lambda located: CURRENT)
+    monkeypatch.setattr(cli, "gate_anchors", lambda located: CURRENT)
     other_model = {"id": "another-model", "settings": {}}
     a = write_batch(tmp_path / "a", receipt(batchId="a")).root
     b = write_batch(

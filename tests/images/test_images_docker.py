@@ -15,6 +15,7 @@ a tiny one made FROM scratch, so that a push takes well under a second.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import socket
@@ -23,6 +24,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -30,11 +32,14 @@ import pytest
 from click.testing import CliRunner
 
 from agent_eval.cli import main
+from agent_eval.cli.common import _LocalImages
 from agent_eval.engine import ContainerSpec, run_container
 from agent_eval.engine.docker_engine import DockerEngine
 from agent_eval.errors import InfrastructureError
 from agent_eval.images.build import image_for_checkout
 from agent_eval.images.recipes import LABEL_IMAGE
+from agent_eval.verdict.qualification import qualify_files
+from tests.evidence_builders import CURRENT, Batch, receipt, write_batch
 from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
@@ -171,6 +176,33 @@ def test_another_digest_of_a_pushed_repository_is_a_mismatch(
     engine.push_image(tiny_image, repository=repository, tag="local")
     with pytest.raises(InfrastructureError, match="does not carry that digest"):
         engine.resolve_image(f"{repository}@sha256:{'0' * 64}")
+
+
+def test_the_checker_holds_a_registry_digest_to_the_image_the_local_engine_resolves(
+    engine: DockerEngine, registry: LoopbackRegistry, tiny_image: str, tmp_path: Path
+) -> None:
+    """What check-agent-eval composes (gate_anchors' resolver) against a real engine: a
+    pushed reference is held to the id archives.json records beside it."""
+    repository = f"{registry.address}/agent-eval/test-tiny"
+    reference = engine.push_image(tiny_image, repository=repository, tag="local")
+    registry.stop()
+    resolve = _LocalImages().resolve
+    assert resolve(reference) == tiny_image
+    current = dataclasses.replace(CURRENT, resolve_image=resolve)
+
+    def pinned(image_id: str) -> Batch:
+        def record(manifest: dict[str, Any]) -> None:
+            manifest["runnerImage"] = {"reference": reference, "imageId": image_id}
+
+        return write_batch(tmp_path / image_id[7:19], receipt(runnerImage=reference), record)
+
+    def image_reasons(batch: Batch) -> list[str]:
+        reasons = qualify_files(batch.receipt, batch.archives, current).reasons
+        return [r for r in reasons if r.startswith("runner-image:")]
+
+    assert image_reasons(pinned(tiny_image)) == []
+    [moved] = image_reasons(pinned("sha256:" + "7" * 64))
+    assert f"resolves here to image {tiny_image}" in moved, moved
 
 
 def test_built_images_carry_their_label_and_no_setuid_file(

@@ -59,7 +59,7 @@ def anchored(monkeypatch: pytest.MonkeyPatch) -> None:
     """The command anchored as the builders' batches are, not to this checkout."""
     import agent_eval.cli.compare as command
 
-    monkeypatch.setattr(command, "current_anchors", lambda located: CURRENT)
+    monkeypatch.setattr(command, "gate_anchors", lambda located: CURRENT)
 
 
 def named(name: str) -> dict[str, str]:

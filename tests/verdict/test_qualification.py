@@ -21,7 +21,7 @@ import tomli_w
 
 from agent_eval.batch.run import is_self_test
 from agent_eval.digests import sha256_bytes
-from agent_eval.errors import ConfigError
+from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.models import (
     ArchiveEntry,
     AttemptRecord,
@@ -43,7 +43,9 @@ from tests.evidence_builders import (
     GATEWAY,
     NOW,
     REGISTRY,
+    RUNNER_IMAGE,
     SAFETY_ID,
+    VERIFIER_IMAGE,
     WHEEL_NAME,
     Batch,
     attempt,
@@ -881,3 +883,52 @@ def test_a_node_that_ran_other_code_or_images_or_is_not_recorded_rejects(
     reasons = check(cluster_batch(tmp_path, **change))
     only_rule(reasons, "node-binding")
     assert said in reasons[0], reasons
+
+
+# --- Images pinned by registry digest ---------------------------------------------------
+
+
+def test_an_image_pinned_by_registry_digest_is_held_to_what_the_engine_resolves_it_to(
+    tmp_path: Path,
+) -> None:
+    """``name@sha256:…`` names a manifest: the image id archives.json records beside it is
+    checked against the engine, and a check that cannot ask one fails closed."""
+    batch = write_batch(tmp_path / "b")
+    assert check(batch) == []
+    resolved: list[str] = []
+
+    def elsewhere(reference: str) -> str:
+        resolved.append(reference)
+        return "sha256:" + "e" * 64
+
+    reasons = check(batch, dataclasses.replace(CURRENT, resolve_image=elsewhere))
+    assert rules(reasons) == {"runner-image", "verifier-image"}, reasons
+    assert f"resolves here to image sha256:{'e' * 64}, but archives.json records" in reasons[0]
+    assert resolved == [RUNNER_IMAGE, VERIFIER_IMAGE]
+
+    def absent(reference: str) -> str:
+        raise InfrastructureError(f"no engine socket at /nowhere ({reference[:6]})")
+
+    reasons = check(batch, dataclasses.replace(CURRENT, resolve_image=absent))
+    assert rules(reasons) == {"runner-image", "verifier-image"}
+    assert all("cannot be resolved here" in r and "/nowhere" in r for r in reasons), reasons
+
+    reasons = check(batch, dataclasses.replace(CURRENT, resolve_image=None))
+    assert rules(reasons) == {"runner-image", "verifier-image"}
+    assert all("pinned by a registry digest" in r and "none was asked" in r for r in reasons)
+
+
+def test_an_image_pinned_by_its_id_needs_no_engine(tmp_path: Path) -> None:
+    by_id = {"runnerImage": "sha256:" + "c" * 64, "verifierImage": "sha256:" + "d" * 64}
+
+    def pinned_by_id(manifest: dict[str, Any]) -> None:
+        for name, image in by_id.items():
+            manifest[name] = {"reference": image, "imageId": image}
+
+    batch = write_batch(tmp_path / "b", receipt(**by_id), pinned_by_id)
+
+    def never(reference: str) -> str:
+        raise AssertionError(f"the engine was asked about {reference}")
+
+    reasons = check(batch, dataclasses.replace(CURRENT, resolve_image=never))
+    assert "runner-image" not in rules(reasons) and "verifier-image" not in rules(reasons)
