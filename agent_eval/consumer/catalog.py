@@ -226,6 +226,8 @@ class _ModuleSource:
     assigned: set[str] = field(default_factory=set)
     imported: dict[str, str] = field(default_factory=dict)  # local name -> origin dotted name
     explicit_reexports: set[str] = field(default_factory=set)
+    # name -> what binds it first where mypy reads: "define", "import" or "reexport"
+    first_binding: dict[str, str] = field(default_factory=dict)
     value_text: dict[str, str] = field(default_factory=dict)
     annotation_text: dict[str, str] = field(default_factory=dict)
     docs: dict[str, str] = field(default_factory=dict)
@@ -264,6 +266,100 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return ".".join([*base, target] if target else base)
 
 
+_COMPARE: dict[type[ast.cmpop], Any] = {
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+}
+
+
+def _is_sys(node: ast.expr, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def _int_tuple(node: ast.expr) -> tuple[int, ...] | None:
+    if isinstance(node, ast.Tuple) and all(
+        isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts
+    ):
+        return tuple(typing.cast(int, typing.cast(ast.Constant, e).value) for e in node.elts)
+    return None
+
+
+def _checker_takes(test: ast.expr) -> bool | None:
+    """Which branch of ``if test`` mypy reads: True the body, False ``else``, None both.
+
+    mypy decides ``TYPE_CHECKING``/``MYPY`` (true for it), ``not``, ``and``/``or`` of
+    decided parts, ``sys.version_info`` against a tuple of ints (its Python version
+    is this interpreter's ``major.minor``) and ``sys.platform`` comparisons.
+    """
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _checker_takes(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [_checker_takes(value) for value in test.values]
+        decisive = isinstance(test.op, ast.Or)  # True decides ``or``, False decides ``and``
+        if decisive in parts:
+            return decisive
+        return (not decisive) if all(p is not None for p in parts) else None
+    if isinstance(test, ast.Name | ast.Attribute):
+        name = test.id if isinstance(test, ast.Name) else test.attr
+        return {"TYPE_CHECKING": True, "MYPY": True, "PY3": True, "PY2": False}.get(name)
+    if isinstance(test, ast.Call) and _is_sys_platform_startswith(test):
+        return sys.platform.startswith(str(typing.cast(ast.Constant, test.args[0]).value))
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    compare = _COMPARE.get(type(test.ops[0]))
+    left, right = test.left, test.comparators[0]
+    if compare is None:
+        return None
+    if _is_sys(left, "platform") and isinstance(right, ast.Constant):
+        if isinstance(test.ops[0], ast.Eq | ast.NotEq) and isinstance(right.value, str):
+            return bool(compare(sys.platform, right.value))
+        return None
+    version = tuple(sys.version_info[:2])
+    wanted = _int_tuple(right)
+    if wanted is None:
+        return None
+    if _is_sys(left, "version_info"):
+        seen = version
+    elif (
+        isinstance(left, ast.Subscript)
+        and _is_sys(left.value, "version_info")
+        and isinstance(left.slice, ast.Slice)
+        and left.slice.lower is None
+        and left.slice.step is None
+        and isinstance(left.slice.upper, ast.Constant)
+        and left.slice.upper.value in (1, 2)
+    ):
+        seen = version[: typing.cast(int, left.slice.upper.value)]
+    else:
+        return None
+    exact = isinstance(test.ops[0], ast.Eq | ast.NotEq)
+    if len(seen) == len(wanted) or (len(seen) > len(wanted) and not exact):
+        return bool(compare(seen, wanted))
+    return None
+
+
+def _is_sys_platform_startswith(call: ast.Call) -> bool:
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "startswith"
+        and _is_sys(call.func.value, "platform")
+        and len(call.args) == 1
+        and not call.keywords
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    )
+
+
 def _module_source(module: types.ModuleType) -> _ModuleSource:
     facts = _ModuleSource()
     try:
@@ -276,10 +372,23 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
         return facts
     is_package = hasattr(module, "__path__")
 
-    def visit(body: Sequence[ast.stmt]) -> None:
+    def bind(name: str, how: str, checked: bool) -> None:
+        # mypy keeps a module-level name's first binding as its symbol; a later one
+        # (a fallback assignment after an import) is checked against it, not exported.
+        if checked:
+            facts.first_binding.setdefault(name, how)
+
+    def visit(body: Sequence[ast.stmt], checked: bool = True) -> None:
         facts.docs.update(_attribute_docs(body))
         for stmt in body:
-            if isinstance(stmt, ast.Assign | ast.AnnAssign):
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bind(stmt.name, "define", checked)
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for target in targets:
+                    for leaf in ast.walk(target):
+                        if isinstance(leaf, ast.Name):
+                            bind(leaf.id, "define", checked)
                 for name in _assigned_names(stmt):
                     facts.assigned.add(name)
                     if stmt.value is not None:
@@ -296,20 +405,32 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
                         continue
                     local = alias.asname or alias.name
                     facts.imported[local] = f"{origin}.{alias.name}"
-                    if alias.asname == alias.name:
+                    explicit = alias.asname == alias.name
+                    bind(local, "reexport" if explicit else "import", checked)
+                    if explicit:
                         facts.explicit_reexports.add(local)
             elif isinstance(stmt, ast.Import):
                 for alias in stmt.names:
+                    explicit = alias.asname == alias.name
+                    local = alias.asname or alias.name.partition(".")[0]
+                    bind(local, "reexport" if explicit else "import", checked)
                     if alias.asname:
                         facts.imported[alias.asname] = alias.name
-                        if alias.asname == alias.name:
+                        if explicit:
                             facts.explicit_reexports.add(alias.asname)
-            elif isinstance(stmt, ast.If | ast.Try):
-                # Module-level definitions guarded by a version check or a fallback import.
-                visit(stmt.body)
-                for handler in getattr(stmt, "handlers", []):
-                    visit(handler.body)
-                visit(stmt.orelse)
+            elif isinstance(stmt, ast.If):
+                # Module-level definitions guarded by a version check: mypy reads only the
+                # branch a condition it decides statically takes (both when it cannot).
+                taken = _checker_takes(stmt.test)
+                visit(stmt.body, checked and taken is not False)
+                visit(stmt.orelse, checked and taken is not True)
+            elif isinstance(stmt, ast.Try | ast.TryStar):
+                # A fallback import: mypy reads the body, the handlers, ``else``, ``finally``.
+                visit(stmt.body, checked)
+                for handler in stmt.handlers:
+                    visit(handler.body, checked)
+                visit(stmt.orelse, checked)
+                visit(stmt.finalbody, checked)
 
     visit(tree.body)
 
@@ -510,6 +631,14 @@ class _Walker:
             if key.startswith("_") or (
                 inspect.ismodule(value) and key not in source.imported and key not in starred
             ):
+                continue
+            if (
+                source.first_binding.get(key) == "import"
+                and key not in starred
+                and not inspect.ismodule(value)
+            ):
+                # mypy's symbol is the implicit import that binds the name first (a
+                # fallback assignment or ``def`` after it does not make it exported).
                 continue
             origin = _origin_of(value)
             defined_here = (

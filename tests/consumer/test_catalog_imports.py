@@ -8,8 +8,11 @@ module's ``__getattr__`` serves is a member (a module, class or function as
 what it is, another value as ``lazy``); a name nothing serves, or a submodule
 that fails to import (whatever it raises, ``SystemExit`` included), is listed
 under ``unresolved`` and the rest is still
-catalogued. Every listed name imports at run time and passes mypy with
-``--no-implicit-reexport``.
+catalogued. A name whose first binding mypy reads (``try`` before its
+handlers, only the branch of an ``if`` that a condition mypy decides takes) is an
+implicit import is not exported, whatever a fallback binds at run time. Every
+listed name imports at run time and passes mypy with ``--no-implicit-reexport``,
+and every other runtime value fails it.
 """
 
 from __future__ import annotations
@@ -121,6 +124,22 @@ def test_submodules_and_a_cycle_of_star_imports(catalog: dict[str, Any]) -> None
     assert module_names(catalog, "starkit.ring_b") == {"b"}
 
 
+def test_a_name_whose_first_binding_is_an_implicit_import_is_not_listed(
+    catalog: dict[str, Any],
+) -> None:
+    # starkit.fallbacks binds each name twice (fallback imports, version checks);
+    # mypy keeps the first binding it reads, whatever value the run time ends with.
+    assert module_names(catalog, "starkit.fallbacks") == {
+        "LEGACY",  # the import is in a branch for another Python version
+        "ON_WINDOWS",  # ... or for another platform
+        "OP_NO_COMPRESSION",  # the import re-exports it explicitly
+        "backend_version",  # the handler assigns it before ``else`` imports it
+    }
+    found = entries(catalog)
+    assert found["starkit.fallbacks.backend_version"]["kind"] == "constant"
+    assert found["starkit.fallbacks.LEGACY"]["type"] == "int"
+
+
 def test_the_host_model_accepts_it_and_reproduces_its_digest(catalog: dict[str, Any]) -> None:
     model = ApiCatalog.model_validate(catalog)
     assert model.digest() == catalog_digest(catalog)
@@ -160,3 +179,58 @@ def test_every_listed_name_imports_and_passes_mypy_without_implicit_reexport(
         timeout=300,
     )
     assert checked.returncode == 0, checked.stdout
+
+
+def test_mypy_refuses_every_runtime_name_the_catalog_leaves_out(
+    catalog: dict[str, Any], tmp_path: Path
+) -> None:
+    # The other direction: a module-level value the runtime has but the catalog does
+    # not list (modules aside, and modules with a __getattr__, which serves any name)
+    # is one mypy refuses with --no-implicit-reexport.
+    modules = sorted(
+        e["name"] for e in catalog["symbols"] if e["kind"] == "module" and not e["reexportOf"]
+    )
+    listed = set(entries(catalog))
+    list_names = (
+        "import importlib, inspect, json, sys\n"
+        "found = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    module = importlib.import_module(name)\n"
+        "    if '__getattr__' not in vars(module):\n"
+        "        found[name] = sorted(k for k, v in vars(module).items()\n"
+        "            if not k.startswith('_') and not inspect.ismodule(v))\n"
+        "print(json.dumps(found))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
+    run = subprocess.run(
+        [sys.executable, "-c", list_names, *modules],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    runtime: dict[str, list[str]] = json.loads(run.stdout)
+    left_out = [
+        (module, key)
+        for module, keys in runtime.items()
+        for key in keys
+        if f"{module}.{key}" not in listed
+    ]
+    assert ("starkit.fallbacks", "OP_NO_TICKET") in left_out
+    assert ("starkit.fallbacks", "checksum") in left_out
+    probe = tmp_path / "probe.py"
+    lines = [f"from {module} import {key} as _{n}\n" for n, (module, key) in enumerate(left_out)]
+    probe.write_text("".join(lines), encoding="utf-8")
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    refused = {
+        int(line.split(":")[1]) for line in checked.stdout.splitlines() if ": error: " in line
+    }
+    accepted = [pair for n, pair in enumerate(left_out, start=1) if n not in refused]
+    assert accepted == [], checked.stdout
