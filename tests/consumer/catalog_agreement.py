@@ -21,12 +21,18 @@ _PROBE_PER_DISTRIBUTION = 40
 
 
 def _typed_source(module_name: str) -> bool:
-    """Whether mypy reads *module_name* from Python source of a package marked py.typed."""
+    """Whether mypy reads *module_name* from Python source of a package marked py.typed.
+
+    Not when a stub-only package (``requests-stubs``) is installed for it: mypy
+    reads such a package before the source it describes (PEP 561).
+    """
     module = sys.modules.get(module_name)
     file = getattr(module, "__file__", None) or ""
-    top = sys.modules.get(module_name.partition(".")[0])
+    top_name = module_name.partition(".")[0]
+    top = sys.modules.get(top_name)
     top_file = getattr(top, "__file__", None) or ""
-    return file.endswith(".py") and (Path(top_file).parent / "py.typed").is_file()
+    stubbed = any(Path(entry, f"{top_name}-stubs").is_dir() for entry in sys.path if entry)
+    return file.endswith(".py") and (Path(top_file).parent / "py.typed").is_file() and not stubbed
 
 
 def check(distribution: str) -> dict[str, Any]:
