@@ -38,6 +38,11 @@ What counts as public:
   ``__getattr__`` defined in the library is listed (its instances answer any
   attribute).
 
+* a submodule whose package binds its name to another value
+  (``from filelock.version import version`` in ``filelock/__init__.py``) is a
+  module entry, imported by its path; the package's attribute of that name is
+  that value for the runtime and for mypy, and is noted under ``shadowed``.
+
 A name whose object is defined elsewhere is a *re-export* (``appkit.Field`` of
 ``appkit.validation.Field``); both spellings are supported symbols.
 """
@@ -540,6 +545,7 @@ class _Walker:
         self.class_names: dict[int, str] = {}
         self._classes: list[tuple[str, type[Any]]] = []
         self.unresolved: dict[str, str] = {}  # spelling -> why it is not catalogued
+        self.shadowed: dict[str, dict[str, Any]] = {}  # submodule -> its package's attribute
         self._exports: dict[str, frozenset[str]] = {}
         self._exporting: set[str] = set()
         self._cuts = 0
@@ -668,6 +674,8 @@ class _Walker:
                 )
             for key in self.public_names(mod_name):
                 spelling = f"{mod_name}.{key}"
+                if spelling in self.modules:
+                    continue  # a submodule: its own entry (a shadowing value is noted)
                 if key in module.__dict__:
                     value = module.__dict__[key]
                 else:
@@ -699,10 +707,32 @@ class _Walker:
                     pending[spelling] = (mod_name, value, origin)
                 else:
                     self._add_primary(mod_name, key, value)
+        self._note_shadowed()
         self._resolve_reexports(pending)
         for name, cls in sorted(self._classes):
             self._add_members(name, cls)
         self._fill_returns()
+
+    def _note_shadowed(self) -> None:
+        """Submodules their package's namespace binds to another value of the same name.
+
+        ``from filelock.version import version`` in ``filelock/__init__.py`` leaves
+        the attribute ``filelock.version`` the str for the runtime and for mypy; the
+        submodule still imports by its path.
+        """
+        for mod_name, submodule in self.modules.items():
+            parent, _, key = mod_name.rpartition(".")
+            holder = self.modules.get(parent)
+            if holder is None or key not in holder.__dict__:
+                continue
+            value = holder.__dict__[key]
+            if value is submodule:
+                continue
+            self.shadowed[mod_name] = {
+                "name": mod_name,
+                "exported": key in self.exports(parent),
+                "type": type(value).__name__,
+            }
 
     def _served(self, mod_name: str, module: types.ModuleType, key: str) -> tuple[Any] | None:
         """The value the module's ``__getattr__`` serves for *key*, or None (noted)."""
@@ -1010,6 +1040,9 @@ def build_catalog(distributions: Iterable[str]) -> dict[str, Any]:
             top-level package fails to import. A name that cannot be resolved
             (and a submodule that fails to import) is listed under
             ``"unresolved"`` instead, a key present only when there is one.
+            A submodule its package's attribute shadows is noted under
+            ``"shadowed"`` (the submodule, whether the package exports the
+            attribute, the attribute value's type), also only when there is one.
     """
     names = sorted(set(distributions))
     if not names:
@@ -1031,6 +1064,8 @@ def build_catalog(distributions: Iterable[str]) -> dict[str, Any]:
         catalog["unresolved"] = [
             {"name": name, "reason": reason} for name, reason in sorted(unresolved.items())
         ]
+    if walker.shadowed:
+        catalog["shadowed"] = [walker.shadowed[name] for name in sorted(walker.shadowed)]
     return catalog
 
 
@@ -1114,6 +1149,15 @@ def render_markdown(catalog: Mapping[str, Any]) -> str:
                 lines.append(f"- `{entry['name'][len(prefix) :]}` = `{target}`{where}")
         if submodules:
             lines += ["", "Submodules: " + ", ".join(f"`{s}`" for s in submodules)]
+        for item in catalog.get("shadowed", ()):
+            if item["name"].rpartition(".")[0] == mod_name:
+                key = item["name"].rpartition(".")[2]
+                what = "exported" if item["exported"] else "not exported"
+                lines += [
+                    "",
+                    f"`{key}` here is a `{item['type']}` ({what}), not the submodule: "
+                    f"import that by its path (`import {item['name']}`).",
+                ]
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 

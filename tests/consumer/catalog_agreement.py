@@ -55,8 +55,14 @@ def check(distribution: str) -> dict[str, Any]:
     for entry in catalog["symbols"]:
         if entry["name"].rpartition(".")[0] in module_set:
             names.add(entry["name"])  # a module-level name (submodules included)
+    shadowed = {item["name"] for item in catalog.get("shadowed", [])}
     for module_name in modules:
         module = importlib.import_module(module_name)
+        parent, _, key = module_name.rpartition(".")
+        if parent in module_set:
+            attribute = vars(importlib.import_module(parent)).get(key, module)
+            if (attribute is not module) != (module_name in shadowed):
+                result["disagreements"].append([module_name, "shadowed by its package or not"])
         declared = module.__dict__.get("__all__")
         for key in declared if isinstance(declared, list | tuple) else ():
             spelling = f"{module_name}.{key}"
@@ -72,9 +78,12 @@ def check(distribution: str) -> dict[str, Any]:
         except Exception as exc:  # any failure is a disagreement to report
             result["disagreements"].append([spelling, f"{type(exc).__name__}: {exc}"[:200]])
     result["names"] = len(names)
+    # A submodule its package shadows imports by its path (checked above); the
+    # package's attribute of that name is another value, exported or not.
+    hidden = {item["name"] for item in catalog.get("shadowed", []) if not item["exported"]}
     public = sorted(
         n
-        for n in names - unresolved
+        for n in names - unresolved - hidden
         if not n.rpartition(".")[2].startswith("_") and _typed_source(n.rpartition(".")[0])
     )
     step = max(1, len(public) // _PROBE_PER_DISTRIBUTION)

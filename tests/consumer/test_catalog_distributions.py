@@ -41,9 +41,6 @@ KNOWN = {
     'Module "hypothesis.extra.pytestplugin" has no attribute "PRINT_STATISTICS_OPTION"',
     # Classes made at run time by exec of a template, which no checker reads.
     'Module "numpy.distutils.tests.test_ccompiler_opt" has no attribute "TestCCompilerOpt_',
-    # Not yet right in the catalog: a submodule shadowed by an imported str
-    # (filelock.version).
-    'Module "filelock" does not explicitly export attribute "version"',
 }
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from agent_eval.consumer.catalog import catalog_digest
+from agent_eval.consumer.catalog import catalog_digest, render_markdown
 from agent_eval.models.catalog import ApiCatalog
 from tests.paths import DATA, REPO
 
@@ -140,6 +140,50 @@ def test_a_name_whose_first_binding_is_an_implicit_import_is_not_listed(
     assert found["starkit.fallbacks.LEGACY"]["type"] == "int"
 
 
+def test_a_submodule_its_package_shadows_is_a_module_and_is_noted(
+    catalog: dict[str, Any], tmp_path: Path
+) -> None:
+    # starkit/__init__.py: ``from starkit.release import release`` (not in __all__)
+    # and ``from starkit.stamp import stamp`` (in __all__) bind the package's
+    # attributes to str, as the runtime and mypy both see them.
+    assert catalog["shadowed"] == [
+        {"name": "starkit.release", "exported": False, "type": "str"},
+        {"name": "starkit.stamp", "exported": True, "type": "str"},
+    ]
+    found = entries(catalog)
+    assert found["starkit.release"]["kind"] == "module"
+    guide = render_markdown(catalog)
+    assert "`release` here is a `str` (not exported), not the submodule" in guide
+    assert "(`import starkit.release`)" in guide
+    assert found["starkit.release.release"]["kind"] == "constant"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import starkit.release\n"
+        "from starkit.release import release as by_path\n"
+        "from starkit import stamp\n"
+        "assert isinstance(starkit.release, str) and isinstance(stamp, str)\n"
+        "from starkit import release as by_attribute\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
+    run = subprocess.run(
+        [sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    # Both uses of the attribute (lines 4 and 5) are refused, as not exported; the
+    # submodule by its path and the exported attribute pass.
+    refused = [line for line in checked.stdout.splitlines() if ": error: " in line]
+    assert [line.split(":")[1] for line in refused] == ["4", "5"], checked.stdout
+    assert all('not explicitly export attribute "release"' in line for line in refused)
+
+
 def test_the_host_model_accepts_it_and_reproduces_its_digest(catalog: dict[str, Any]) -> None:
     model = ApiCatalog.model_validate(catalog)
     assert model.digest() == catalog_digest(catalog)
@@ -159,10 +203,14 @@ def test_every_listed_name_imports_and_passes_mypy_without_implicit_reexport(
     catalog: dict[str, Any], tmp_path: Path
 ) -> None:
     modules = {e["name"] for e in catalog["symbols"] if e["kind"] == "module"}
+    shadowed = {item["name"] for item in catalog["shadowed"]}
     lines: list[str] = []
     for entry in catalog["symbols"]:
         module, _, name = entry["name"].rpartition(".")
-        if module in modules and not name.startswith("__getattr__"):
+        if entry["name"] in shadowed:
+            # Its package's attribute is another value: the submodule imports by its path.
+            lines.append(f"import {entry['name']}")
+        elif module in modules and not name.startswith("__getattr__"):
             lines.append(f"from {module} import {name} as _{len(lines)}")
     probe = tmp_path / "probe.py"
     probe.write_text("\n".join(lines) + "\n", encoding="utf-8")
