@@ -233,6 +233,7 @@ class _ModuleSource:
     explicit_reexports: set[str] = field(default_factory=set)
     # name -> what binds it first where mypy reads: "define", "import" or "reexport"
     first_binding: dict[str, str] = field(default_factory=dict)
+    defined: set[str] = field(default_factory=set)  # bound by an assignment, def or class
     value_text: dict[str, str] = field(default_factory=dict)
     annotation_text: dict[str, str] = field(default_factory=dict)
     docs: dict[str, str] = field(default_factory=dict)
@@ -382,6 +383,8 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
         # (a fallback assignment after an import) is checked against it, not exported.
         if checked:
             facts.first_binding.setdefault(name, how)
+        if how == "define":
+            facts.defined.add(name)
 
     def visit(body: Sequence[ast.stmt], checked: bool = True) -> None:
         facts.docs.update(_attribute_docs(body))
@@ -639,12 +642,13 @@ class _Walker:
             ):
                 continue
             if (
-                source.first_binding.get(key) == "import"
+                key in source.defined
+                and source.first_binding.get(key) == "import"
                 and key not in starred
                 and not inspect.ismodule(value)
             ):
-                # mypy's symbol is the implicit import that binds the name first (a
-                # fallback assignment or ``def`` after it does not make it exported).
+                # Bound by an import and by a fallback assignment or ``def``: mypy's
+                # symbol is the implicit import it reads first, which is not exported.
                 continue
             origin = _origin_of(value)
             defined_here = (
