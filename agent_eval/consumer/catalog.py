@@ -24,6 +24,12 @@ What counts as public:
   takes in with ``from x import *`` (the public names of ``x``, by this same
   rule, across any chain of modules), as mypy's ``--no-implicit-reexport``
   reads them and as the import system binds them;
+* a name both imported implicitly and assigned or defined by the module (a
+  fallback after ``try: from x import name`` / ``except ImportError:``) is the
+  binding mypy reads first: ``try`` before its handlers, ``else`` and
+  ``finally``, and only the branch of an ``if`` that a condition mypy decides
+  (``TYPE_CHECKING``, ``sys.version_info``, ``sys.platform``) takes; when that
+  is the import, the name is not exported, whatever the fallback binds at run time;
 * a name of ``__all__`` that the module's own ``__getattr__`` serves (PEP 562)
   is a member: a module, class or function it yields is catalogued as what it
   is, any other value with kind ``lazy``; a module with a ``__getattr__``
@@ -36,8 +42,7 @@ What counts as public:
   and annotations, and attributes its library methods assign on ``self``. Its
   constructor signature (``__init__``) is the class entry's signature, and a
   ``__getattr__`` defined in the library is listed (its instances answer any
-  attribute).
-
+  attribute);
 * a submodule whose package binds its name to another value
   (``from filelock.version import version`` in ``filelock/__init__.py``) is a
   module entry, imported by its path; the package's attribute of that name is

@@ -8,9 +8,12 @@ module's ``__getattr__`` serves is a member (a module, class or function as
 what it is, another value as ``lazy``); a name nothing serves, or a submodule
 that fails to import (whatever it raises, ``SystemExit`` included), is listed
 under ``unresolved`` and the rest is still
-catalogued. A name whose first binding mypy reads (``try`` before its
-handlers, only the branch of an ``if`` that a condition mypy decides takes) is an
-implicit import is not exported, whatever a fallback binds at run time. Every
+catalogued. A name bound both by an implicit import and by a fallback assignment
+or ``def`` is not exported when the import is the binding mypy reads first
+(``try`` before its handlers; of an ``if``, only the branch a condition mypy
+decides takes), whatever the fallback binds at run time. A
+submodule whose package binds its name to another value is a module (its import
+path) noted as shadowed, with that value's type and whether it is exported. Every
 listed name imports at run time and passes mypy with ``--no-implicit-reexport``,
 and every other runtime value fails it.
 """
