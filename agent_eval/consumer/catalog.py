@@ -24,6 +24,12 @@ What counts as public:
   takes in with ``from x import *`` (the public names of ``x``, by this same
   rule, across any chain of modules), as mypy's ``--no-implicit-reexport``
   reads them and as the import system binds them;
+* a name both imported implicitly and assigned or defined by the module (a
+  fallback after ``try: from x import name`` / ``except ImportError:``) is the
+  binding mypy reads first: ``try`` before its handlers, ``else`` and
+  ``finally``, and only the branch of an ``if`` that a condition mypy decides
+  (``TYPE_CHECKING``, ``sys.version_info``, ``sys.platform``) takes; when that
+  is the import, the name is not exported, whatever the fallback binds at run time;
 * a name of ``__all__`` that the module's own ``__getattr__`` serves (PEP 562)
   is a member: a module, class or function it yields is catalogued as what it
   is, any other value with kind ``lazy``; a module with a ``__getattr__``
@@ -36,7 +42,11 @@ What counts as public:
   and annotations, and attributes its library methods assign on ``self``. Its
   constructor signature (``__init__``) is the class entry's signature, and a
   ``__getattr__`` defined in the library is listed (its instances answer any
-  attribute).
+  attribute);
+* a submodule whose package binds its name to another value
+  (``from filelock.version import version`` in ``filelock/__init__.py``) is a
+  module entry, imported by its path; the package's attribute of that name is
+  that value for the runtime and for mypy, and is noted under ``shadowed``.
 
 A name whose object is defined elsewhere is a *re-export* (``appkit.Field`` of
 ``appkit.validation.Field``); both spellings are supported symbols.
@@ -226,6 +236,9 @@ class _ModuleSource:
     assigned: set[str] = field(default_factory=set)
     imported: dict[str, str] = field(default_factory=dict)  # local name -> origin dotted name
     explicit_reexports: set[str] = field(default_factory=set)
+    # name -> what binds it first where mypy reads: "define", "import" or "reexport"
+    first_binding: dict[str, str] = field(default_factory=dict)
+    defined: set[str] = field(default_factory=set)  # bound by an assignment, def or class
     value_text: dict[str, str] = field(default_factory=dict)
     annotation_text: dict[str, str] = field(default_factory=dict)
     docs: dict[str, str] = field(default_factory=dict)
@@ -264,6 +277,100 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return ".".join([*base, target] if target else base)
 
 
+_COMPARE: dict[type[ast.cmpop], Any] = {
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+}
+
+
+def _is_sys(node: ast.expr, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def _int_tuple(node: ast.expr) -> tuple[int, ...] | None:
+    if isinstance(node, ast.Tuple) and all(
+        isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts
+    ):
+        return tuple(typing.cast(int, typing.cast(ast.Constant, e).value) for e in node.elts)
+    return None
+
+
+def _checker_takes(test: ast.expr) -> bool | None:
+    """Which branch of ``if test`` mypy reads: True the body, False ``else``, None both.
+
+    mypy decides ``TYPE_CHECKING``/``MYPY`` (true for it), ``not``, ``and``/``or`` of
+    decided parts, ``sys.version_info`` against a tuple of ints (its Python version
+    is this interpreter's ``major.minor``) and ``sys.platform`` comparisons.
+    """
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _checker_takes(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [_checker_takes(value) for value in test.values]
+        decisive = isinstance(test.op, ast.Or)  # True decides ``or``, False decides ``and``
+        if decisive in parts:
+            return decisive
+        return (not decisive) if all(p is not None for p in parts) else None
+    if isinstance(test, ast.Name | ast.Attribute):
+        name = test.id if isinstance(test, ast.Name) else test.attr
+        return {"TYPE_CHECKING": True, "MYPY": True, "PY3": True, "PY2": False}.get(name)
+    if isinstance(test, ast.Call) and _is_sys_platform_startswith(test):
+        return sys.platform.startswith(str(typing.cast(ast.Constant, test.args[0]).value))
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    compare = _COMPARE.get(type(test.ops[0]))
+    left, right = test.left, test.comparators[0]
+    if compare is None:
+        return None
+    if _is_sys(left, "platform") and isinstance(right, ast.Constant):
+        if isinstance(test.ops[0], ast.Eq | ast.NotEq) and isinstance(right.value, str):
+            return bool(compare(sys.platform, right.value))
+        return None
+    version = tuple(sys.version_info[:2])
+    wanted = _int_tuple(right)
+    if wanted is None:
+        return None
+    if _is_sys(left, "version_info"):
+        seen = version
+    elif (
+        isinstance(left, ast.Subscript)
+        and _is_sys(left.value, "version_info")
+        and isinstance(left.slice, ast.Slice)
+        and left.slice.lower is None
+        and left.slice.step is None
+        and isinstance(left.slice.upper, ast.Constant)
+        and left.slice.upper.value in (1, 2)
+    ):
+        seen = version[: typing.cast(int, left.slice.upper.value)]
+    else:
+        return None
+    exact = isinstance(test.ops[0], ast.Eq | ast.NotEq)
+    if len(seen) == len(wanted) or (len(seen) > len(wanted) and not exact):
+        return bool(compare(seen, wanted))
+    return None
+
+
+def _is_sys_platform_startswith(call: ast.Call) -> bool:
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "startswith"
+        and _is_sys(call.func.value, "platform")
+        and len(call.args) == 1
+        and not call.keywords
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    )
+
+
 def _module_source(module: types.ModuleType) -> _ModuleSource:
     facts = _ModuleSource()
     try:
@@ -276,10 +383,25 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
         return facts
     is_package = hasattr(module, "__path__")
 
-    def visit(body: Sequence[ast.stmt]) -> None:
+    def bind(name: str, how: str, checked: bool) -> None:
+        # mypy keeps a module-level name's first binding as its symbol; a later one
+        # (a fallback assignment after an import) is checked against it, not exported.
+        if checked:
+            facts.first_binding.setdefault(name, how)
+        if how == "define":
+            facts.defined.add(name)
+
+    def visit(body: Sequence[ast.stmt], checked: bool = True) -> None:
         facts.docs.update(_attribute_docs(body))
         for stmt in body:
-            if isinstance(stmt, ast.Assign | ast.AnnAssign):
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bind(stmt.name, "define", checked)
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for target in targets:
+                    for leaf in ast.walk(target):
+                        if isinstance(leaf, ast.Name):
+                            bind(leaf.id, "define", checked)
                 for name in _assigned_names(stmt):
                     facts.assigned.add(name)
                     if stmt.value is not None:
@@ -296,20 +418,32 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
                         continue
                     local = alias.asname or alias.name
                     facts.imported[local] = f"{origin}.{alias.name}"
-                    if alias.asname == alias.name:
+                    explicit = alias.asname == alias.name
+                    bind(local, "reexport" if explicit else "import", checked)
+                    if explicit:
                         facts.explicit_reexports.add(local)
             elif isinstance(stmt, ast.Import):
                 for alias in stmt.names:
+                    explicit = alias.asname == alias.name
+                    local = alias.asname or alias.name.partition(".")[0]
+                    bind(local, "reexport" if explicit else "import", checked)
                     if alias.asname:
                         facts.imported[alias.asname] = alias.name
-                        if alias.asname == alias.name:
+                        if explicit:
                             facts.explicit_reexports.add(alias.asname)
-            elif isinstance(stmt, ast.If | ast.Try):
-                # Module-level definitions guarded by a version check or a fallback import.
-                visit(stmt.body)
-                for handler in getattr(stmt, "handlers", []):
-                    visit(handler.body)
-                visit(stmt.orelse)
+            elif isinstance(stmt, ast.If):
+                # Module-level definitions guarded by a version check: mypy reads only the
+                # branch a condition it decides statically takes (both when it cannot).
+                taken = _checker_takes(stmt.test)
+                visit(stmt.body, checked and taken is not False)
+                visit(stmt.orelse, checked and taken is not True)
+            elif isinstance(stmt, ast.Try | ast.TryStar):
+                # A fallback import: mypy reads the body, the handlers, ``else``, ``finally``.
+                visit(stmt.body, checked)
+                for handler in stmt.handlers:
+                    visit(handler.body, checked)
+                visit(stmt.orelse, checked)
+                visit(stmt.finalbody, checked)
 
     visit(tree.body)
 
@@ -419,6 +553,7 @@ class _Walker:
         self.class_names: dict[int, str] = {}
         self._classes: list[tuple[str, type[Any]]] = []
         self.unresolved: dict[str, str] = {}  # spelling -> why it is not catalogued
+        self.shadowed: dict[str, dict[str, Any]] = {}  # submodule -> its package's attribute
         self._exports: dict[str, frozenset[str]] = {}
         self._exporting: set[str] = set()
         self._cuts = 0
@@ -511,6 +646,15 @@ class _Walker:
                 inspect.ismodule(value) and key not in source.imported and key not in starred
             ):
                 continue
+            if (
+                key in source.defined
+                and source.first_binding.get(key) == "import"
+                and key not in starred
+                and not inspect.ismodule(value)
+            ):
+                # Bound by an import and by a fallback assignment or ``def``: mypy's
+                # symbol is the implicit import it reads first, which is not exported.
+                continue
             origin = _origin_of(value)
             defined_here = (
                 origin == f"{name}.{key}"
@@ -539,6 +683,8 @@ class _Walker:
                 )
             for key in self.public_names(mod_name):
                 spelling = f"{mod_name}.{key}"
+                if spelling in self.modules:
+                    continue  # a submodule: its own entry (a shadowing value is noted)
                 if key in module.__dict__:
                     value = module.__dict__[key]
                 else:
@@ -570,10 +716,32 @@ class _Walker:
                     pending[spelling] = (mod_name, value, origin)
                 else:
                     self._add_primary(mod_name, key, value)
+        self._note_shadowed()
         self._resolve_reexports(pending)
         for name, cls in sorted(self._classes):
             self._add_members(name, cls)
         self._fill_returns()
+
+    def _note_shadowed(self) -> None:
+        """Submodules their package's namespace binds to another value of the same name.
+
+        ``from filelock.version import version`` in ``filelock/__init__.py`` leaves
+        the attribute ``filelock.version`` the str for the runtime and for mypy; the
+        submodule still imports by its path.
+        """
+        for mod_name, submodule in self.modules.items():
+            parent, _, key = mod_name.rpartition(".")
+            holder = self.modules.get(parent)
+            if holder is None or key not in holder.__dict__:
+                continue
+            value = holder.__dict__[key]
+            if value is submodule:
+                continue
+            self.shadowed[mod_name] = {
+                "name": mod_name,
+                "exported": key in self.exports(parent),
+                "type": type(value).__name__,
+            }
 
     def _served(self, mod_name: str, module: types.ModuleType, key: str) -> tuple[Any] | None:
         """The value the module's ``__getattr__`` serves for *key*, or None (noted)."""
@@ -881,6 +1049,9 @@ def build_catalog(distributions: Iterable[str]) -> dict[str, Any]:
             top-level package fails to import. A name that cannot be resolved
             (and a submodule that fails to import) is listed under
             ``"unresolved"`` instead, a key present only when there is one.
+            A submodule its package's attribute shadows is noted under
+            ``"shadowed"`` (the submodule, whether the package exports the
+            attribute, the attribute value's type), also only when there is one.
     """
     names = sorted(set(distributions))
     if not names:
@@ -902,6 +1073,8 @@ def build_catalog(distributions: Iterable[str]) -> dict[str, Any]:
         catalog["unresolved"] = [
             {"name": name, "reason": reason} for name, reason in sorted(unresolved.items())
         ]
+    if walker.shadowed:
+        catalog["shadowed"] = [walker.shadowed[name] for name in sorted(walker.shadowed)]
     return catalog
 
 
@@ -985,6 +1158,15 @@ def render_markdown(catalog: Mapping[str, Any]) -> str:
                 lines.append(f"- `{entry['name'][len(prefix) :]}` = `{target}`{where}")
         if submodules:
             lines += ["", "Submodules: " + ", ".join(f"`{s}`" for s in submodules)]
+        for item in catalog.get("shadowed", ()):
+            if item["name"].rpartition(".")[0] == mod_name:
+                key = item["name"].rpartition(".")[2]
+                what = "exported" if item["exported"] else "not exported"
+                lines += [
+                    "",
+                    f"`{key}` here is a `{item['type']}` ({what}), not the submodule: "
+                    f"import that by its path (`import {item['name']}`).",
+                ]
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 

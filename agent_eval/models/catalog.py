@@ -19,6 +19,7 @@ __all__ = [
     "CatalogDistribution",
     "CatalogEntry",
     "CatalogKind",
+    "CatalogShadowed",
     "CatalogUnresolved",
 ]
 
@@ -94,6 +95,24 @@ class CatalogUnresolved(WireModel):
     """Why: nothing serves the name, or the error raised while resolving it."""
 
 
+class CatalogShadowed(WireModel):
+    """A submodule its package's namespace binds to another value of the same name.
+
+    ``filelock/__init__.py`` runs ``from filelock.version import version``: the
+    submodule ``filelock.version`` imports by its path (``import filelock.version``,
+    ``from filelock.version import version``), but the package's attribute
+    ``version``, reached by ``filelock.version`` or ``from filelock import version``,
+    is the str, for the runtime and for mypy alike.
+    """
+
+    name: str = Field(pattern=_DOTTED, max_length=300)
+    """The submodule's dotted name, a module entry of the catalog."""
+    exported: bool
+    """Whether the package exports the attribute (``__all__`` or an explicit re-export)."""
+    type: NonEmptyStr
+    """Type of the value the attribute holds, e.g. ``str``."""
+
+
 class ApiCatalog(WireModel):
     """The contents of ``api-catalog.json``."""
 
@@ -105,12 +124,17 @@ class ApiCatalog(WireModel):
     """Every supported symbol, sorted by name, each name once."""
     unresolved: list[CatalogUnresolved] = Field(default_factory=list)
     """Public names that could not be resolved, sorted by name; absent when none."""
+    shadowed: list[CatalogShadowed] = Field(default_factory=list)
+    """Submodules whose package attribute is another value, sorted by name; absent when none."""
 
     @model_validator(mode="after")
     def _consistent(self) -> ApiCatalog:
         unresolved = [item.name for item in self.unresolved]
         if unresolved != sorted(set(unresolved)):
             raise ValueError("unresolved names must be sorted and unique")
+        shadowed = [item.name for item in self.shadowed]
+        if shadowed != sorted(set(shadowed)):
+            raise ValueError("shadowed names must be sorted and unique")
         names = [entry.name for entry in self.symbols]
         if names != sorted(names):
             raise ValueError("symbols must be sorted by name")
@@ -127,13 +151,18 @@ class ApiCatalog(WireModel):
             target = entry.reexportOf
             if target is not None and target.split(".", 1)[0] in packages and target not in known:
                 raise ValueError(f"{entry.name!r} re-exports {target!r}, which is not catalogued")
+        kinds = {entry.name: entry.kind for entry in self.symbols}
+        for name in shadowed:
+            if kinds.get(name) != "module":
+                raise ValueError(f"shadowed {name!r} is not a catalogued module")
         return self
 
     def digest(self) -> str:
         """Digest of the catalog's canonical JSON (equal to the generator's)."""
         data = self.model_dump(mode="json")
-        if not data["unresolved"]:
-            del data["unresolved"]  # the generator writes the key only when it has names
+        for key in ("unresolved", "shadowed"):
+            if not data[key]:
+                del data[key]  # the generator writes the key only when it has names
         return sha256_json(data)
 
     def supported(self, symbol: str) -> bool:

@@ -21,12 +21,18 @@ _PROBE_PER_DISTRIBUTION = 40
 
 
 def _typed_source(module_name: str) -> bool:
-    """Whether mypy reads *module_name* from Python source of a package marked py.typed."""
+    """Whether mypy reads *module_name* from Python source of a package marked py.typed.
+
+    Not when a stub-only package (``requests-stubs``) is installed for it: mypy
+    reads such a package before the source it describes (PEP 561).
+    """
     module = sys.modules.get(module_name)
     file = getattr(module, "__file__", None) or ""
-    top = sys.modules.get(module_name.partition(".")[0])
+    top_name = module_name.partition(".")[0]
+    top = sys.modules.get(top_name)
     top_file = getattr(top, "__file__", None) or ""
-    return file.endswith(".py") and (Path(top_file).parent / "py.typed").is_file()
+    stubbed = any(Path(entry, f"{top_name}-stubs").is_dir() for entry in sys.path if entry)
+    return file.endswith(".py") and (Path(top_file).parent / "py.typed").is_file() and not stubbed
 
 
 def check(distribution: str) -> dict[str, Any]:
@@ -49,8 +55,14 @@ def check(distribution: str) -> dict[str, Any]:
     for entry in catalog["symbols"]:
         if entry["name"].rpartition(".")[0] in module_set:
             names.add(entry["name"])  # a module-level name (submodules included)
+    shadowed = {item["name"] for item in catalog.get("shadowed", [])}
     for module_name in modules:
         module = importlib.import_module(module_name)
+        parent, _, key = module_name.rpartition(".")
+        if parent in module_set:
+            attribute = vars(importlib.import_module(parent)).get(key, module)
+            if (attribute is not module) != (module_name in shadowed):
+                result["disagreements"].append([module_name, "shadowed by its package or not"])
         declared = module.__dict__.get("__all__")
         for key in declared if isinstance(declared, list | tuple) else ():
             spelling = f"{module_name}.{key}"
@@ -66,9 +78,12 @@ def check(distribution: str) -> dict[str, Any]:
         except Exception as exc:  # any failure is a disagreement to report
             result["disagreements"].append([spelling, f"{type(exc).__name__}: {exc}"[:200]])
     result["names"] = len(names)
+    # A submodule its package shadows imports by its path (checked above); the
+    # package's attribute of that name is another value, exported or not.
+    hidden = {item["name"] for item in catalog.get("shadowed", []) if not item["exported"]}
     public = sorted(
         n
-        for n in names - unresolved
+        for n in names - unresolved - hidden
         if not n.rpartition(".")[2].startswith("_") and _typed_source(n.rpartition(".")[0])
     )
     step = max(1, len(public) // _PROBE_PER_DISTRIBUTION)

@@ -32,7 +32,12 @@ from agent_eval.consumer.catalog import (
 )
 from agent_eval.digests import canonical_json, sha256_bytes, sha256_json
 from agent_eval.layout import CATALOG_FILE
-from agent_eval.models.catalog import ApiCatalog, CatalogDistribution, CatalogEntry
+from agent_eval.models.catalog import (
+    ApiCatalog,
+    CatalogDistribution,
+    CatalogEntry,
+    CatalogShadowed,
+)
 from tests.paths import DATA, REPO
 
 SAMPLE_SRC = DATA / "analysis" / "samplekit" / "src"
@@ -231,7 +236,9 @@ def test_the_host_model_pins_its_field_sets() -> None:
         "distributions",
         "symbols",
         "unresolved",
+        "shadowed",
     }
+    assert set(CatalogShadowed.model_fields) == {"name", "exported", "type"}
     assert set(CatalogDistribution.model_fields) == {"name", "version", "packages"}
     assert set(CatalogEntry.model_fields) == {
         "name",
@@ -261,6 +268,9 @@ def test_the_host_model_refuses_unsorted_symbols_and_dangling_reexports(
         ApiCatalog.model_validate(dict(catalog, symbols=dangling))
     with pytest.raises(ValidationError):
         ApiCatalog.model_validate(dict(catalog, schemaVersion=2))
+    not_a_module = [{"name": "samplekit.Validator", "exported": False, "type": "str"}]
+    with pytest.raises(ValidationError, match="not a catalogued module"):
+        ApiCatalog.model_validate(dict(catalog, shadowed=not_a_module))
 
 
 def test_the_guide_groups_symbols_by_module(catalog: dict[str, Any]) -> None:

@@ -41,13 +41,6 @@ KNOWN = {
     'Module "hypothesis.extra.pytestplugin" has no attribute "PRINT_STATISTICS_OPTION"',
     # Classes made at run time by exec of a template, which no checker reads.
     'Module "numpy.distutils.tests.test_ccompiler_opt" has no attribute "TestCCompilerOpt_',
-    # Not yet right in the catalog: a submodule shadowed by an imported str
-    # (filelock.version), and a name imported in ``try`` and assigned in its
-    # ``except ImportError`` fallback (counted as defined; mypy sees the import).
-    'Module "filelock" does not explicitly export attribute "version"',
-    'Module "requests.help" has no attribute "OpenSSL"',
-    'Module "urllib3.util.ssl_" does not explicitly export attribute "OP_NO_TICKET"',
-    'Module "urllib3.util.ssl_" does not explicitly export attribute "VERIFY_X509_PARTIAL_CHAIN"',
 }
 
 

@@ -8,8 +8,14 @@ module's ``__getattr__`` serves is a member (a module, class or function as
 what it is, another value as ``lazy``); a name nothing serves, or a submodule
 that fails to import (whatever it raises, ``SystemExit`` included), is listed
 under ``unresolved`` and the rest is still
-catalogued. Every listed name imports at run time and passes mypy with
-``--no-implicit-reexport``.
+catalogued. A name bound both by an implicit import and by a fallback assignment
+or ``def`` is not exported when the import is the binding mypy reads first
+(``try`` before its handlers; of an ``if``, only the branch a condition mypy
+decides takes), whatever the fallback binds at run time. A
+submodule whose package binds its name to another value is a module (its import
+path) noted as shadowed, with that value's type and whether it is exported. Every
+listed name imports at run time and passes mypy with ``--no-implicit-reexport``,
+and every other runtime value fails it.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from agent_eval.consumer.catalog import catalog_digest
+from agent_eval.consumer.catalog import catalog_digest, render_markdown
 from agent_eval.models.catalog import ApiCatalog
 from tests.paths import DATA, REPO
 
@@ -121,6 +127,66 @@ def test_submodules_and_a_cycle_of_star_imports(catalog: dict[str, Any]) -> None
     assert module_names(catalog, "starkit.ring_b") == {"b"}
 
 
+def test_a_name_whose_first_binding_is_an_implicit_import_is_not_listed(
+    catalog: dict[str, Any],
+) -> None:
+    # starkit.fallbacks binds each name twice (fallback imports, version checks);
+    # mypy keeps the first binding it reads, whatever value the run time ends with.
+    assert module_names(catalog, "starkit.fallbacks") == {
+        "LEGACY",  # the import is in a branch for another Python version
+        "ON_WINDOWS",  # ... or for another platform
+        "OP_NO_COMPRESSION",  # the import re-exports it explicitly
+        "backend_version",  # the handler assigns it before ``else`` imports it
+    }
+    found = entries(catalog)
+    assert found["starkit.fallbacks.backend_version"]["kind"] == "constant"
+    assert found["starkit.fallbacks.LEGACY"]["type"] == "int"
+
+
+def test_a_submodule_its_package_shadows_is_a_module_and_is_noted(
+    catalog: dict[str, Any], tmp_path: Path
+) -> None:
+    # starkit/__init__.py: ``from starkit.release import release`` (not in __all__)
+    # and ``from starkit.stamp import stamp`` (in __all__) bind the package's
+    # attributes to str, as the runtime and mypy both see them.
+    assert catalog["shadowed"] == [
+        {"name": "starkit.release", "exported": False, "type": "str"},
+        {"name": "starkit.stamp", "exported": True, "type": "str"},
+    ]
+    found = entries(catalog)
+    assert found["starkit.release"]["kind"] == "module"
+    guide = render_markdown(catalog)
+    assert "`release` here is a `str` (not exported), not the submodule" in guide
+    assert "(`import starkit.release`)" in guide
+    assert found["starkit.release.release"]["kind"] == "constant"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import starkit.release\n"
+        "from starkit.release import release as by_path\n"
+        "from starkit import stamp\n"
+        "assert isinstance(starkit.release, str) and isinstance(stamp, str)\n"
+        "from starkit import release as by_attribute\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
+    run = subprocess.run(
+        [sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    # Both uses of the attribute (lines 4 and 5) are refused, as not exported; the
+    # submodule by its path and the exported attribute pass.
+    refused = [line for line in checked.stdout.splitlines() if ": error: " in line]
+    assert [line.split(":")[1] for line in refused] == ["4", "5"], checked.stdout
+    assert all('not explicitly export attribute "release"' in line for line in refused)
+
+
 def test_the_host_model_accepts_it_and_reproduces_its_digest(catalog: dict[str, Any]) -> None:
     model = ApiCatalog.model_validate(catalog)
     assert model.digest() == catalog_digest(catalog)
@@ -140,10 +206,14 @@ def test_every_listed_name_imports_and_passes_mypy_without_implicit_reexport(
     catalog: dict[str, Any], tmp_path: Path
 ) -> None:
     modules = {e["name"] for e in catalog["symbols"] if e["kind"] == "module"}
+    shadowed = {item["name"] for item in catalog["shadowed"]}
     lines: list[str] = []
     for entry in catalog["symbols"]:
         module, _, name = entry["name"].rpartition(".")
-        if module in modules and not name.startswith("__getattr__"):
+        if entry["name"] in shadowed:
+            # Its package's attribute is another value: the submodule imports by its path.
+            lines.append(f"import {entry['name']}")
+        elif module in modules and not name.startswith("__getattr__"):
             lines.append(f"from {module} import {name} as _{len(lines)}")
     probe = tmp_path / "probe.py"
     probe.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -160,3 +230,58 @@ def test_every_listed_name_imports_and_passes_mypy_without_implicit_reexport(
         timeout=300,
     )
     assert checked.returncode == 0, checked.stdout
+
+
+def test_mypy_refuses_every_runtime_name_the_catalog_leaves_out(
+    catalog: dict[str, Any], tmp_path: Path
+) -> None:
+    # The other direction: a module-level value the runtime has but the catalog does
+    # not list (modules aside, and modules with a __getattr__, which serves any name)
+    # is one mypy refuses with --no-implicit-reexport.
+    modules = sorted(
+        e["name"] for e in catalog["symbols"] if e["kind"] == "module" and not e["reexportOf"]
+    )
+    listed = set(entries(catalog))
+    list_names = (
+        "import importlib, inspect, json, sys\n"
+        "found = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    module = importlib.import_module(name)\n"
+        "    if '__getattr__' not in vars(module):\n"
+        "        found[name] = sorted(k for k, v in vars(module).items()\n"
+        "            if not k.startswith('_') and not inspect.ismodule(v))\n"
+        "print(json.dumps(found))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
+    run = subprocess.run(
+        [sys.executable, "-c", list_names, *modules],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    runtime: dict[str, list[str]] = json.loads(run.stdout)
+    left_out = [
+        (module, key)
+        for module, keys in runtime.items()
+        for key in keys
+        if f"{module}.{key}" not in listed
+    ]
+    assert ("starkit.fallbacks", "OP_NO_TICKET") in left_out
+    assert ("starkit.fallbacks", "checksum") in left_out
+    probe = tmp_path / "probe.py"
+    lines = [f"from {module} import {key} as _{n}\n" for n, (module, key) in enumerate(left_out)]
+    probe.write_text("".join(lines), encoding="utf-8")
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    refused = {
+        int(line.split(":")[1]) for line in checked.stdout.splitlines() if ": error: " in line
+    }
+    accepted = [pair for n, pair in enumerate(left_out, start=1) if n not in refused]
+    assert accepted == [], checked.stdout

@@ -190,6 +190,8 @@ class _Analyser:
         if not self.index.in_library(symbol):
             return
         supported = self.index.exists(symbol)
+        if context != "import" and self.index.shadowed(symbol) is False:
+            supported = False  # the package's unexported attribute, not the submodule
         spelled = symbol if supported else self.index.missing_prefix(symbol)
         if self.type_only and context != "import":
             context = "type-only"
@@ -297,9 +299,14 @@ class _Analyser:
             if not self.index.in_library(name):
                 self._bind((alias.asname or name).split(".")[0], None)
                 continue
+            if alias.asname and self.index.shadowed(name) is not None:
+                # ``import pkg.sub as s`` binds the package's attribute, not the submodule.
+                self._shadowing(name, node)
+                self._bind(alias.asname, None)
+                continue
             if self.index.kind(name) not in (None, "module"):
                 # ``import appkit.validation.Field``: not a module, fails at import time.
-                self._record_not_module(name, node)
+                self._record_unsupported_import(name, node)
             else:
                 self._record(name, node, "import")
             if alias.asname:
@@ -308,7 +315,7 @@ class _Analyser:
                 top = name.split(".")[0]
                 self._bind(top, PathRef(top))
 
-    def _record_not_module(self, name: str, node: ast.AST) -> None:
+    def _record_unsupported_import(self, name: str, node: ast.AST) -> None:
         self.facts.occurrences.append(
             Occurrence(
                 symbol=name,
@@ -339,7 +346,7 @@ class _Analyser:
             if module_kind is None:
                 self._record(module, node, "import")
             else:
-                self._record_not_module(module, node)
+                self._record_unsupported_import(module, node)
             for alias in node.names:
                 if alias.name != "*":
                     self._bind(alias.asname or alias.name, PathRef(f"{module}.{alias.name}"))
@@ -355,8 +362,21 @@ class _Analyser:
                 # The module's ``__getattr__`` (PEP 562) serves it: not a name to check.
                 self._bind(alias.asname or alias.name, None)
                 continue
+            if self.index.shadowed(symbol) is not None:
+                self._shadowing(symbol, node)
+                self._bind(alias.asname or alias.name, None)
+                continue
             self._record(symbol, node, "import")
             self._bind(alias.asname or alias.name, PathRef(symbol))
+
+    def _shadowing(self, symbol: str, node: ast.AST) -> None:
+        """An import of a package's attribute that shadows its submodule *symbol*.
+
+        The runtime and mypy bind the attribute; unless the package exports it, the
+        name is not supported. An exported one is a value mypy types: nothing to check.
+        """
+        if not self.index.shadowed(symbol):
+            self._record_unsupported_import(symbol, node)
 
     def _function_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for decorator in node.decorator_list:
@@ -552,6 +572,10 @@ class _Analyser:
             return None, None  # defined outside the library: not ours to check
         kind = index.kind(path)
         if kind == "module":
+            shadowed = index.shadowed(f"{path}.{attr}")
+            if shadowed is not None:
+                # The package's attribute, not the submodule: unsupported unless exported.
+                return (None, None) if shadowed else (f"{path}.{attr}", None)
             if not index.exists(f"{path}.{attr}") and index.exists(f"{path}.__getattr__"):
                 return None, None  # the module serves any name (PEP 562); mypy accepts it
             return f"{path}.{attr}", PathRef(f"{path}.{attr}")

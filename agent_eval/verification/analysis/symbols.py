@@ -27,6 +27,10 @@ class SymbolIndex:
         self.packages = frozenset(
             package for dist in catalog["distributions"] for package in dist["packages"]
         )
+        # A submodule its package's attribute shadows -> whether the package exports it.
+        self._shadowed: dict[str, bool] = {
+            item["name"]: bool(item["exported"]) for item in catalog.get("shadowed", ())
+        }
         self._short_classes: dict[str, set[str]] = {}
         for name, entry in self.entries.items():
             if entry["kind"] == "class" and not entry["reexportOf"]:
@@ -50,6 +54,15 @@ class SymbolIndex:
                 return current
             current = target
         return current
+
+    def shadowed(self, dotted: str) -> bool | None:
+        """For a submodule whose package binds its name to another value, whether the
+        package exports that value; None for any other name.
+
+        The submodule imports by its path (``import filelock.version``); the package's
+        attribute (``filelock.version``, ``from filelock import version``) is the value.
+        """
+        return self._shadowed.get(dotted)
 
     def kind(self, dotted: str) -> str | None:
         """The kind of the symbol (``module``, ``class``...), or None when it does not exist."""

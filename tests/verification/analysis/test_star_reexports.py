@@ -88,3 +88,28 @@ def test_names_the_module_does_not_export_are_still_hallucinated(
         "starkit.converters.path",
         "starkit.validators.not_listed",
     ]
+
+
+SHADOWED = """\
+import starkit.release
+import starkit.release as aliased
+from starkit import release
+from starkit import stamp
+from starkit.release import release as by_path
+
+
+def check() -> str:
+    return stamp + by_path + starkit.release + str(aliased)
+"""
+
+
+def test_a_shadowed_submodule_imports_by_its_path_and_its_unexported_attribute_is_hallucinated(
+    tmp_path: Path, catalog: dict[str, Any]
+) -> None:
+    # starkit binds ``release`` (not exported) and ``stamp`` (in __all__) to str,
+    # shadowing the submodules. ``import starkit.release as aliased`` binds the str
+    # too at run time, though mypy takes it for the module: flagged from the catalog.
+    result = analyse(tmp_path, catalog, SHADOWED)
+    flagged = sorted(d["line"] for d in result["diagnostics"] if d["category"] == "unsupported-api")
+    assert flagged == [2, 3, 9], result["diagnostics"]
+    assert result["hallucinatedApi"] == ["starkit.release"]

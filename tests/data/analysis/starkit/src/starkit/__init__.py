@@ -6,6 +6,10 @@ import starkit.validators as validators
 from starkit import converters as converters
 from starkit.converters import to_bool as to_bool
 
+# Each binds the package's attribute to a str, shadowing the submodule of that name.
+from starkit.release import release  # noqa: F401
+from starkit.stamp import stamp
+
 __all__ = [
     "Engine",
     "__author__",
@@ -13,6 +17,7 @@ __all__ = [
     "broken",
     "converters",
     "missing",
+    "stamp",
     "to_bool",
     "validators",
 ]
