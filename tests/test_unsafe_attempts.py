@@ -59,6 +59,23 @@ def test_a_solution_that_carried_a_secret_makes_its_attempt_unsafe() -> None:
     assert not AttemptRecord.model_validate(logged).unsafe
 
 
+def test_an_attempt_with_a_file_withheld_for_a_secret_is_unsafe(tmp_path: Path) -> None:
+    r = LEAKED[0]
+    withheld = attempt(r, success=False)
+    withheld["failureCategory"] = "safety"
+    withheld["redactions"] = [
+        {"file": "transcript.jsonl", "names": ["AIDER_SETTING"], "withheld": True}
+    ]
+    record = AttemptRecord.model_validate(withheld)
+    assert record.withheld_files == ["transcript.jsonl"] and record.unsafe
+    redacted = dict(withheld, redactions=[{"file": "transcript.jsonl", "names": ["X"]}])
+    assert not AttemptRecord.model_validate(redacted).unsafe  # redacted in place: not unsafe
+    runs = [run(x, [withheld, attempt(x, 2)]) if x == r else run(x) for x in RUNS]
+    batch = write_batch(tmp_path, receipt(runs))
+    reasons = qualify_files(batch.receipt, batch.archives, CURRENT).reasons
+    assert any(x.startswith(f"safety: {r} attempt 1") and "withheld" in x for x in reasons)
+
+
 def test_a_run_with_a_leaked_solution_ends_unsafe() -> None:
     record = RunRecord.model_validate(leaked_then_repaired("forms-1"))
     assert record.unsafe_attempts == 1 and record.unsafe

@@ -51,7 +51,7 @@ from agent_eval.models import (
     RunRecord,
 )
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
-from agent_eval.redaction import redact_bytes, redact_text
+from agent_eval.redaction import redact_evidence, redact_text
 from agent_eval.verification.protocol import Verifier
 
 __all__ = ["Attempts", "LocalExecutor", "on_this_engine"]
@@ -486,10 +486,12 @@ class Attempts:
     def _redacted(self, name: str, data: bytes, seen: AttemptObservations) -> bytes:
         """*data*, to be stored as *name*, with every spelling of every secret replaced;
         which names were found is noted for the attempt's record."""
-        kept, found = redact_bytes(data, self._secrets(seen))
-        if found:
-            seen.redacted[name] = sorted(found)
-        return kept
+        kept = redact_evidence(data, self._secrets(seen))
+        if kept.found:
+            seen.redacted[name] = sorted(kept.found)
+        if kept.withheld:
+            seen.withheld.add(name)
+        return kept.data
 
     def _without_secrets(self, record: AttemptRecord, seen: AttemptObservations) -> AttemptRecord:
         """*record* with its diagnostics (the runner's message, the analysis's findings)
