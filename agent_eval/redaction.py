@@ -129,8 +129,8 @@ def redact_evidence(data: bytes, secrets: Mapping[str, str]) -> Redacted:
     names = sorted(found | left)
     note = (
         "".join(marker(n) for n in names)
-        + " this file carried a secret in a form that could not be redacted in place, "
-        f"so its {len(data)} bytes were not stored\n"
+        + " a secret stood here in a form that could not be redacted in place, "
+        f"so these {len(data)} bytes were not stored\n"
     )
     return Redacted(note.encode("utf-8"), frozenset(names), withheld=True)
 

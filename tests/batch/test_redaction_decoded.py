@@ -185,3 +185,19 @@ def test_a_transcript_that_cannot_be_redacted_is_withheld_and_the_attempt_is_uns
     assert "could not be redacted in place" in first.diagnostics[0].message
     stored = tmp_path / "batch" / "runs" / receipt.runs[0].runId / "attempt-1"
     assert b"not stored" in (stored / "transcript.jsonl").read_bytes()
+
+
+def test_a_runners_message_with_a_partly_escaped_value_reaches_the_receipt_redacted(
+    tmp_path: Path,
+) -> None:
+    spelled = "setting-" + escaped("value", [True, False, True]) + "-1234"
+
+    def failed(request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        return reply(request, "failed", message=f"could not use {spelled}", failureKind="error")
+
+    receipt = schedule(tmp_path, FakeGateway(), failed, redactions={SETTING: "AIDER_SETTING"})
+    said = receipt.runs[0].attempts[0].diagnostics[0].message
+    assert said.endswith("could not use [redacted:AIDER_SETTING]"), said
+    for path in (tmp_path / "batch").rglob("*"):
+        if path.is_file():
+            assert_nowhere(SETTING, path.read_bytes())
