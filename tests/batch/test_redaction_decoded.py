@@ -22,8 +22,10 @@ from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.gateway.policy import reflected
 from agent_eval.models import RunnerRequest
 from agent_eval.redaction import marker, redact_evidence
+from agent_eval.report.render import write_report
 from tests.batch.test_schedule import reply
 from tests.batch.test_schedule_gateway import FakeGateway, schedule
+from tests.report.test_report import CURRENT, NOW
 
 NAME = "AIDER_SETTING"
 TOKEN_CHARS = st.characters(
@@ -185,6 +187,13 @@ def test_a_transcript_that_cannot_be_redacted_is_withheld_and_the_attempt_is_uns
     assert "could not be redacted in place" in first.diagnostics[0].message
     stored = tmp_path / "batch" / "runs" / receipt.runs[0].runId / "attempt-1"
     assert b"not stored" in (stored / "transcript.jsonl").read_bytes()
+    html = write_report(tmp_path / "batch", current=CURRENT, now=NOW).read_text()
+    cell = f'href="#att-{receipt.runs[0].runId}-1"'
+    at = html.index(cell)
+    assert 'data-outcome="unsafe"' in html[html.rindex("<a", 0, at) : html.index(">", at)]
+    for path in (tmp_path / "batch").rglob("*"):
+        if path.is_file():
+            assert_nowhere(SETTING, path.read_bytes())
 
 
 def test_a_runners_message_with_a_partly_escaped_value_reaches_the_receipt_redacted(
