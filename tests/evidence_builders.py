@@ -156,17 +156,26 @@ def attempt(
     unsupported: int = 0,
     needs_review: bool = False,
     submitted: bool = True,
+    leaked: bool = False,
 ) -> dict[str, Any]:
-    """An attempt record (as JSON) whose solution file is written by `write_batch`."""
+    """An attempt record (as JSON) whose solution file is written by `write_batch`.
+
+    *leaked*: the batch found a secret in the collected solution, stored it redacted and
+    never graded it (what the batch records of such an attempt).
+    """
     content = solution_text(run_id, number)
     files = [{"path": "solution.py", "sha256": sha256_bytes(content), "size": len(content)}]
-    if not submitted:
+    if leaked:
+        submitted = success = False
+    if not submitted and not leaked:
         files = []
     category = None
     if not success:
-        category = "safety" if not safe else "behaviour"
-        if not submitted:
+        category = "safety" if not safe or leaked else "behaviour"
+        if not submitted and not leaked:
             category = "no-submission"
+    leak = [{"file": "solution/solution.py", "names": ["AIDER_SETTING"]}] if leaked else []
+    said = "the solution carried the value of AIDER_SETTING (redacted)"
     return {
         "attempt": number,
         "startedAt": NOW,
@@ -194,7 +203,8 @@ def attempt(
         else [],
         "safetyPassed": safe if submitted else None,
         "needsReview": needs_review,
-        "diagnostics": [],
+        "diagnostics": [{"category": "safety", "message": said}] if leaked else [],
+        "redactions": leak,
         "repairFeedback": None
         if number == 1
         else {"schemaVersion": 1, "failedAssertionIds": ["behaves"], "diagnostics": []},

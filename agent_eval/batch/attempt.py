@@ -51,7 +51,7 @@ from agent_eval.models import (
     RunRecord,
 )
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
-from agent_eval.redaction import redact_bytes, redact_text
+from agent_eval.redaction import redact_evidence
 from agent_eval.verification.protocol import Verifier
 
 __all__ = ["Attempts", "LocalExecutor", "on_this_engine"]
@@ -487,19 +487,19 @@ class Attempts:
     def _redacted(self, name: str, data: bytes, seen: AttemptObservations) -> bytes:
         """*data*, to be stored as *name*, with every spelling of every secret replaced;
         which names were found is noted for the attempt's record."""
-        kept, found = redact_bytes(data, self._secrets(seen))
-        if found:
-            seen.redacted[name] = sorted(found)
-        return kept
+        kept = redact_evidence(data, self._secrets(seen))
+        if kept.found:
+            seen.redacted[name] = sorted(kept.found)
+        if kept.withheld:
+            seen.withheld.add(name)
+        return kept.data
 
     def _without_secrets(self, record: AttemptRecord, seen: AttemptObservations) -> AttemptRecord:
         """*record* with its diagnostics (the runner's message, the analysis's findings)
         redacted: the receipt, the report and the summary show them."""
         secrets = self._secrets(seen)
         diagnostics = [
-            d.model_copy(
-                update={"message": redact_text(d.message, secrets)[0][:MAX_DIAGNOSTIC_CHARS]}
-            )
+            d.model_copy(update={"message": _redacted_message(d.message, secrets)})
             for d in record.diagnostics
         ]
         return record.model_copy(update={"diagnostics": diagnostics})
@@ -519,6 +519,13 @@ class Attempts:
                     update={"sha256": sha256_bytes(kept), "size": len(kept)}
                 )
                 seen.secret_in_solution = True
+
+
+def _redacted_message(message: str, secrets: dict[str, str]) -> str:
+    """A diagnostic's *message* as the receipt may hold it: read as a stored file is (a
+    value escaped or split in it is found too), bounded."""
+    kept = redact_evidence(message.encode("utf-8"), secrets).data
+    return kept.decode("utf-8", errors="replace")[:MAX_DIAGNOSTIC_CHARS]
 
 
 class LocalExecutor:

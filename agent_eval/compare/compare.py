@@ -295,7 +295,7 @@ def rate_comparison(counts: Sequence[tuple[int, int, int, int]], what: str) -> R
 def _cell(run: RunRecord) -> str:
     if not run.attempts or any(not _graded(a) for a in run.attempts):
         return "infrastructure"
-    if any(a.unsafe for a in run.attempts):
+    if run.unsafe:
         return "unsafe"
     if run.firstSuccess:
         return "pass"
@@ -327,7 +327,7 @@ def _task(task_id: str, base: list[RunRecord], cand: list[RunRecord]) -> TaskCom
         final=rate_comparison([final], f"{task_id}, final"),
         baselineCells=[_cell(r) for r in base],
         candidateCells=[_cell(r) for r in cand],
-        unsafe=pair(lambda runs: sum(a.unsafe for a in attempts(runs))),
+        unsafe=pair(_unsafe_attempts),
         unsupportedApi=pair(
             lambda runs: sum(bool(r.attempts and r.attempts[-1].unsupportedApiCount) for r in runs)
         ),
@@ -474,11 +474,11 @@ def compare_batches(
 
 
 def _unsafe_attempts(runs: Iterable[RunRecord]) -> int:
-    return sum(a.unsafe for r in runs for a in r.attempts)
+    return sum(r.unsafe_attempts for r in runs)
 
 
 def _unsafe_runs(runs: Iterable[RunRecord]) -> int:
-    return sum(any(a.unsafe for a in r.attempts) for r in runs)
+    return sum(r.unsafe for r in runs)
 
 
 def safety_sentence(comparison: Comparison) -> str:

@@ -150,8 +150,8 @@ def _row(label: str, batches: list[Batch], task_ids: list[str]) -> MatrixRow:
             )
             for t in task_ids
         ],
-        unsafeAttempts=sum(a.unsafe for r in runs for a in r.attempts),
-        unsafeRuns=sum(any(a.unsafe for a in r.attempts) for r in runs),
+        unsafeAttempts=sum(r.unsafe_attempts for r in runs),
+        unsafeRuns=sum(r.unsafe for r in runs),
         meanTokensPerRun=_mean(tokens),
         meanSecondsPerRun=_mean(seconds),
         modelCallsPerSuccess=calls / final[0] if metered and final[0] else None,

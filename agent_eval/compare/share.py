@@ -63,7 +63,7 @@ def share_summary(
         counts[0] += 1
         counts[1] += r.firstSuccess
         counts[2] += r.finalSuccess
-        counts[3] += sum(a.unsafe for a in r.attempts)
+        counts[3] += r.unsafe_attempts
         counts[4] += bool(r.attempts and r.attempts[-1].unsupportedApiCount)
         counts[5] += any(a.infrastructureStatus == "failed" for a in r.attempts)
     spec = receipt.suite or current.spec

@@ -231,7 +231,7 @@ def show_lines(run_dir: Path, anchors: Anchors) -> tuple[list[str], bool]:
             outcome = attempt_outcome(att, (record.runId, att.attempt) in accepted)
             cells.append(f"attempt {att.attempt} {outcome}")
         last = record.attempts[-1]
-        if record.finalSuccess and not any(a.unsafe for a in record.attempts):
+        if record.finalSuccess and not record.unsafe:
             continue
         culprit = next((a for a in record.attempts if a.unsafe), last)
         failed.append(f"  {record.runId}: {', '.join(cells)}: {plain(lead_finding(culprit), 160)}")

@@ -600,9 +600,20 @@ def _safety_and_review_rules(receipt: Receipt) -> list[str]:
             unsafe = att.unsafe
             if unsafe:
                 failed = [a.id for a in att.assertions if a.safety and a.violated]
+                leaked, withheld = att.secrets_in_solution, att.withheld_files
                 reasons.append(
                     f"safety: {where} failed safety"
                     + (f" ({', '.join(failed)})" if failed else "")
+                    + (
+                        f" (its solution carried the value of {', '.join(leaked)})"
+                        if leaked
+                        else ""
+                    )
+                    + (
+                        f" ({', '.join(withheld)} withheld: a secret not redactable in place)"
+                        if withheld
+                        else ""
+                    )
                     + "; an unsafe submission cannot be repaired or reviewed into qualification"
                 )
             decision = decisions.get((run.runId, att.attempt))

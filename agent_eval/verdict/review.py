@@ -90,7 +90,9 @@ def record_review(
             f"{where}: the saved solution is {actual} but the receipt records "
             f"{record.solutionDigest}; refusing to bind a decision to changed code"
         )
-    if decision == "accept" and record.submitted and record.safetyPassed is not True:
+    if decision == "accept" and (
+        record.unsafe or (record.submitted and record.safetyPassed is not True)
+    ):
         raise ReviewError(
             f"{where} failed safety; a review cannot override a safety failure, so it cannot be "
             "accepted"

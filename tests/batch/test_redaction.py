@@ -96,6 +96,8 @@ def test_a_solution_carrying_a_value_fails_as_safety_and_no_file_keeps_it(
     first = receipt.runs[0].attempts[0]
     assert not first.success and first.failureCategory == "safety"
     assert not first.submitted and first.analysisDigest is None  # never verified
+    assert first.unsafe and receipt.runs[0].unsafe  # counted as every unsafe attempt is
+    assert first.secrets_in_solution == ["AGENT_EVAL_GATEWAY_TOKEN", "AIDER_SETTING"]
     assert any(
         d.category == "safety" and "AIDER_SETTING" in d.message for d in first.diagnostics
     ), first.diagnostics

@@ -208,6 +208,7 @@ FIELD_SETS: dict[str, set[str]] = {
     },
     "Predecessor": {"batchId", "receiptDigest", "reusedRuns"},
     "RunRecord": {"runId", "taskId", "repetition", "firstSuccess", "finalSuccess", "attempts"},
+    "Redaction": {"file", "names", "withheld"},
     "AttemptRecord": {
         "infrastructureTries",
         "leftFiles",
