@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from agent_eval.batch import preflight, station
 from agent_eval.batch.run import SeveralOutcome, run_batches
 from agent_eval.batch.signals import stopping_on_signals
-from agent_eval.cli.run import eval_agent_command
+from agent_eval.cli.run import eval_agent_command, report_several
 from agent_eval.engine import ContainerSpec
 from agent_eval.engine.fake import FakeEngine, Outcome
 from agent_eval.errors import ConfigError
@@ -271,3 +271,21 @@ def test_options_of_one_runner_with_several_configs_are_usage_errors(
     assert result.exit_code == 2, result.output
     assert f"{option[0]}" in result.output and "one --runner-config" in result.output
     assert "Traceback" not in result.output
+
+
+def test_batches_that_cannot_be_set_side_by_side_leave_the_line_without_a_matrix(
+    several: Several, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fake verifier's analyses fail the checker's evidence rules: no matrix of them.
+    outcome = several.run()
+    said: list[str] = []
+    code = report_several(outcome, several.project, said.append)
+    line = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert line["status"] == "completed" and line["matrix"] is None
+    # Each batch's own line, in the configs' order (outside the working directory:
+    # the absolute path).
+    assert [Path(b["receipt"]) for b in line["batches"]] == [o.receipt for o in outcome.outcomes]
+    assert [b["finalSuccesses"] for b in line["batches"]] == [18, 18]
+    assert any(s.startswith("no matrix: ") for s in said), said
+    assert not list(several.project.evidence.glob("matrix-*.json"))
