@@ -44,7 +44,14 @@ from agent_eval.models import BatchStatus, Receipt, RunnerConfig
 from agent_eval.project import Project
 from agent_eval.verification.protocol import VerifierContext, VerifierFactory
 
-__all__ = ["BatchOutcome", "is_self_test", "run_batch", "run_batches", "shared_configs"]
+__all__ = [
+    "BatchOutcome",
+    "SeveralOutcome",
+    "is_self_test",
+    "run_batch",
+    "run_batches",
+    "shared_configs",
+]
 
 EXIT_RECEIPT_NOT_WRITTEN = 3
 _LAPS: dict[Phase, str] = {"cluster": "preflight", "packing": "pack", "verifier": "consumer"}
