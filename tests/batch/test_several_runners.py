@@ -205,6 +205,28 @@ def test_a_runner_that_cannot_be_prepared_runs_none_of_them(several: Several) ->
     assert several.engine.list_containers() == []
 
 
+def test_a_later_runner_that_cannot_be_prepared_closes_the_prepared_ones_not_run(
+    several: Several,
+) -> None:
+    made: list[VerifierContext] = []
+
+    def second_fails(context: VerifierContext) -> Verifier:
+        made.append(context)
+        if len(made) == 2:
+            raise ConfigError("warming the analysis cache failed")
+        return PassingVerifier()
+
+    outcome = several.run(factory=second_fails)
+    first, second = outcome.outcomes
+    assert (first.status, second.status) == ("not-run", "not-run")
+    [reason] = first.reasons
+    assert reason.startswith(f"the batch of {several.configs[1]} (run together with this one)")
+    assert second.reasons == ("verifier: warming the analysis cache failed",)
+    assert several.runner_calls == 0
+    assert several.engine.list_containers() == []
+    assert not (several.project.evidence / ".work").exists()
+
+
 def test_a_signal_during_the_schedules_closes_every_receipt_as_interrupted(
     several: Several,
 ) -> None:
