@@ -128,9 +128,10 @@ class Attempts:
         while True:
             record = self.attempt(run_id, task, number, feedback, seed_dir, again=bool(kept))
             kind = record.infrastructureKind
+            gone = schedule.note_try(kind)
             if kind not in RETRYABLE_KINDS or not schedule.take_retry(
                 f"{kind}: {_infrastructure_words(record)}",
-                wanted=len(kept) + 1 < MAX_TRIES_PER_ATTEMPT,
+                wanted=gone is None and len(kept) + 1 < MAX_TRIES_PER_ATTEMPT,
             ):
                 return record.model_copy(update={"infrastructureTries": kept})
             with schedule.evidence_writes(run_id, number) as open_:

@@ -159,7 +159,7 @@ class Preflight:
             run_ids=list(self.receipt_run_ids), slots=self.site.slots,
             consumer_root=self.consumer.root, receipt=self.receipt,
             environment=self.environment, progress=self.progress,
-            gateway=self.placement.gateway,
+            gateway=self.placement.gateway, engine_problem=self.site.engine.unreachable,
         )  # fmt: skip
         return Prepared(plan, self.executor)
 

@@ -96,6 +96,10 @@ class BatchPlan:
     """Infrastructure tries the whole batch may run again (None: one per scheduled run,
     at least :data:`MIN_RETRY_BUDGET`); once spent, the next infrastructure failure stops
     the batch."""
+    engine_problem: Callable[[], str | None] = field(default=lambda: None)
+    """Why the batch's engine does not answer now (None: it does). Asked only once tries
+    have kept failing on it: an engine gone for good stops the batch rather than spend
+    its retry budget waiting."""
 
 
 @dataclass
@@ -126,6 +130,10 @@ class Schedule:
     """Why each infrastructure try run again so far failed (its kind and reason)."""
     infrastructure_failures: int = 0
     """Tries of attempts that ended in infrastructure a repeat may cure, so far."""
+    engine_gone: str | None = None
+    """Why the engine is taken for gone (see :meth:`note_try`), once it is."""
+    _engine_failing: tuple[int, float] = (0, 0.0)
+    """Tries in a row (over every run) that failed on the engine, and when the first did."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sealed: set[tuple[str, int]] = field(default_factory=set)
     """Attempts booked as cut short: what they left was counted, nothing more is written."""
@@ -157,6 +165,33 @@ class Schedule:
                 return False
             self.retried.append(why)
             return True
+
+    def note_try(self, kind: str | None) -> str | None:
+        """Count a try that ended with infrastructure *kind* (None: not in infrastructure);
+        why the engine is gone for good, when it is.
+
+        Gone means: at least :data:`ENGINE_GONE_TRIES` tries in a row, over
+        :data:`ENGINE_GONE_S` or more, failed on the engine, and it does not answer a ping
+        now. A restart (a few seconds) or an engine that erred and still answers is
+        tried again as before.
+        """
+        now = self.monotonic()
+        with self._lock:
+            if self.engine_gone is not None:
+                return self.engine_gone
+            count, since = self._engine_failing
+            count, since = (count + 1, since if count else now) if kind == "engine" else (0, 0.0)
+            self._engine_failing = (count, since)
+        if count < ENGINE_GONE_TRIES or now - since < ENGINE_GONE_S:
+            return None
+        problem = self.plan.engine_problem()
+        if problem is None:
+            return None
+        with self._lock:
+            self.engine_gone = self.engine_gone or (
+                f"{problem}; {count} tries in a row over {now - since:.0f} s failed on it"
+            )
+            return self.engine_gone
 
     def budget_spent(self) -> bool:
         with self._lock:
@@ -249,6 +284,10 @@ class Schedule:
 
 MIN_RETRY_BUDGET = 3
 """The smallest batch's budget of infrastructure tries run again."""
+ENGINE_GONE_TRIES = 3
+ENGINE_GONE_S = 30.0
+"""Tries in a row, and how long, that fail on the engine before the batch asks whether it
+is gone (each such try already waited out about 16-20 s of an unreachable engine)."""
 
 
 def left_files(folder: Path, accounted: Mapping[str, str]) -> dict[str, str]:
@@ -575,7 +614,14 @@ class _Dispatch:
             kind = (last.infrastructureKind if last else None) or "engine"
             why = _first_words(last)
             tries = last.tries if last else 1
-            if (
+            if (gone := self.schedule.engine_gone) is not None:
+                # Said once: the runs that come back after it failed on the same engine.
+                if not self.schedule.stop.is_set():
+                    self.reasons.append(
+                        f"the engine is gone: {gone} (last in {run_id}); the batch stopped"
+                    )
+                self.schedule.stop.set()
+            elif (
                 kind in RETRYABLE_KINDS
                 and tries >= MAX_TRIES_PER_ATTEMPT
                 and not self.schedule.budget_spent()

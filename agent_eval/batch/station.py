@@ -250,6 +250,7 @@ class Station:
             site.config, suite, batch_dir=batch_dir, work_dir=site.work_dir, run_ids=run_ids,
             slots=site.slots, consumer_root=self.consumer.root, receipt=receipt,
             environment=self.environment, progress=progress, gateway=self.gateway,
+            engine_problem=site.engine.unreachable,
         )  # fmt: skip
 
     def executor(self) -> ExecutorFactory:
@@ -302,8 +303,10 @@ def batch_plan(
     environment: Mapping[str, str],
     progress: Callable[[ProgressEvent], None] = lambda _event: None,
     gateway: BatchGateway | None = None,
+    engine_problem: Callable[[], str | None] = lambda: None,
 ) -> BatchPlan:
-    """The schedule's plan of a batch whose evidence goes to *batch_dir* (the same on a node)."""
+    """The schedule's plan of a batch whose evidence goes to *batch_dir* (the same on a node);
+    *engine_problem* says why the engine its runs use does not answer, when it does not."""
     docs = str(IN_CONTAINER_CONSUMER.docs)
     return BatchPlan(
         batch_dir=batch_dir,
@@ -323,6 +326,7 @@ def batch_plan(
         receipt=receipt,
         progress=progress,
         disk_problem=lambda: _disk_problem(work_dir),
+        engine_problem=engine_problem,
         gateway=gateway,
         token_budget=config.gateway.tokenBudget,
         redactions={

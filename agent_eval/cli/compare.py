@@ -19,9 +19,16 @@ from agent_eval.cli.common import (
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
 from agent_eval.compare.matrix import as_text as matrix_text
 from agent_eval.compare.matrix import matrix_of_batches
+from agent_eval.compare.matrix_compare import as_text as matrices_text
+from agent_eval.compare.matrix_compare import compare_matrices
 from agent_eval.compare.matrix_page import write_matrix_page
 from agent_eval.compare.page import write_comparison_page
-from agent_eval.compare.share import as_markdown, share_summary
+from agent_eval.compare.share import (
+    as_markdown,
+    matrix_markdown,
+    share_matrix_comparison,
+    share_summary,
+)
 from agent_eval.compare.statistics import BeyondPlanning, runs_needed
 from agent_eval.consumer.wheels import catalog_of_wheels
 from agent_eval.errors import AgentEvalError, EvidenceError
@@ -66,6 +73,35 @@ def _write(path: Path, model: BaseModel) -> None:
 
 def _dirs(value: str) -> list[Path]:
     return [Path(part) for part in value.split(",") if part]
+
+
+def _records(sides: list[tuple[str, str]]) -> list[Path] | None:
+    """The matrix records the *sides* (what the argument is called, what it says) name,
+    or None when they name batches. A side naming an existing file is a matrix record; a
+    mix of the two kinds, or a record among several names, is a usage error saying which
+    file and the rule."""
+    records: list[Path | None] = []
+    for what, value in sides:
+        parts = [part for part in value.split(",") if part]
+        files = [Path(part) for part in parts if Path(part).is_file()]
+        if files and len(parts) > 1:
+            raise click.UsageError(
+                f"{what}: {files[0]} is a matrix record (a file): a side is one matrix "
+                "record, or run directories joined by commas, never both"
+            )
+        records.append(files[0] if files else None)
+    kinds = [r is not None for r in records]
+    if all(kinds):
+        return [r for r in records if r is not None]
+    if any(kinds):
+        i = kinds.index(True)
+        other_what, other_value = sides[1 - i]
+        raise click.UsageError(
+            f"{sides[i][0]}: {records[i]} is a matrix record (a file) but {other_what} "
+            f"{other_value!r} names batches: compare sets batches against batches, or one "
+            "matrix record against another, never a mix"
+        )
+    return None
 
 
 @click.command()
@@ -116,10 +152,23 @@ def compare_command(
     could have detected; --html writes the same as a self-contained page. Exit 0 when
     compared, 1 when refused (evidence, or identities that differ), 2 on a usage error.
 
+    Given two matrix records instead (files written by `agent-eval matrix --json`, before
+    and after a change to the library), compares each agent both hold: every batch a
+    record names must be in the repository's evidence directory and pass the checker's
+    rules, the record must be the matrix its batches make, and both must be over the
+    same suite and tasks. Each agent's batches are compared as above, the verdicts
+    corrected by Holm's method for the number of agents; an agent only one record
+    holds is listed. --html is for batches only.
+
     \b
     Example:
       agent-eval compare .verification/agent-eval/BEFORE .verification/agent-eval/AFTER
+      agent-eval compare matrix-before.json matrix-after.json --json change.json
     """
+    records = _records([("BASELINE", baseline), ("CANDIDATE", candidate)])
+    if records is not None:
+        _compare_records(records, json_path, html_path, allow, project)
+        return
     base = [batch_dir(str(p), project) for p in _dirs(baseline)]
     cand = [batch_dir(str(p), project) for p in _dirs(candidate)]
     _output("--json", json_path)
@@ -141,6 +190,33 @@ def compare_command(
             except OSError as exc:
                 raise EvidenceError(f"{html_path}: cannot be written: {exc.strerror}") from exc
     click.echo(as_text(comparison))
+
+
+def _compare_records(
+    records: list[Path],
+    json_path: Path | None,
+    html_path: Path | None,
+    allow: tuple[str, ...],
+    project: Path | None,
+) -> None:
+    _output("--json", json_path)
+    if html_path is not None:
+        raise click.UsageError(
+            "--html: the page draws a comparison of batches; for matrix records use --json"
+        )
+    located = located_project(project, "matrix records' batches")
+    with reported_errors():
+        compared = compare_matrices(
+            records[0],
+            records[1],
+            located.evidence,
+            current_anchors(located),
+            allow,
+            catalogs=catalog_of_wheels,
+        )
+        if json_path is not None:
+            _write(json_path, compared)
+    click.echo(matrices_text(compared))
 
 
 @click.command()
@@ -314,10 +390,37 @@ def summary_command(
     the names of the rules the decision rests on; never a solution, transcript, log,
     prompt, solution file name, environment value, reason wording or local path.
 
+    Given two matrix records (RUN the candidate's, BASELINE the baseline's), shares
+    their comparison (see agent-eval compare) redacted as a batch comparison is.
+
     \b
     Example:
       agent-eval summary .verification/agent-eval/RUN --compare .verification/agent-eval/BEFORE
+      agent-eval summary matrix-after.json --compare matrix-before.json
     """
+    sides = [("RUN", batch)] + ([("--compare", other_batch)] if other_batch is not None else [])
+    records = _records(sides)
+    if records is not None:
+        if len(records) != 2:
+            raise click.UsageError(
+                f"RUN: {records[0]} is a matrix record: it is summarised against another "
+                "(--compare BASELINE_RECORD)"
+            )
+        _output("--json", json_path)
+        located = located_project(project, "matrix records' batches")
+        with reported_errors():
+            compared = share_matrix_comparison(
+                records[1],
+                records[0],
+                located.evidence,
+                current_anchors(located),
+                catalog_of_wheels,
+                allow,
+            )
+            if json_path is not None:
+                _write(json_path, compared)
+        click.echo(matrix_markdown(compared), nl=False)
+        return
     run_dir = batch_dir(batch, project)
     other = batch_dir(other_batch, project) if other_batch is not None else None
     for path in (run_dir, *([other] if other is not None else [])):

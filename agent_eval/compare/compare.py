@@ -45,6 +45,7 @@ __all__ = [
     "LIBRARY",
     "MAX_SYMBOL_LINES",
     "Batch",
+    "api_lines",
     "as_text",
     "batch_identity",
     "compare_batches",
@@ -512,7 +513,7 @@ def as_text(comparison: Comparison) -> str:
         lines.append(f"  {d.field}: {_short(d.baseline)} -> {_short(d.candidate)}")
     if not comparison.differences:
         lines.append("  nothing: the same library, runner, model, images and suite")
-    lines += _api_lines(comparison.api)
+    lines += api_lines(comparison.api)
     lines.append("")
     width = max([len(t.taskId) for t in comparison.tasks] + [4])
     lines.append(
@@ -539,7 +540,9 @@ one)."""
 _MARK = {"added": "+", "removed": "-", "changed": "~"}
 
 
-def _api_lines(api: ApiChanges) -> list[str]:
+def api_lines(api: ApiChanges) -> list[str]:
+    """The public symbols that differ, as the terminal table lists them (none when both
+    sides recorded one catalog)."""
     if api.status == "same-catalog":
         return []
     if api.status == "unavailable":

@@ -43,7 +43,16 @@ from agent_eval.report.statistics import wilson_interval
 from agent_eval.report.text import one_line
 from agent_eval.verdict.qualification import Anchors
 
-__all__ = ["METHOD", "SHARED", "as_text", "holm", "matrix_of_batches", "pair_sentence"]
+__all__ = [
+    "METHOD",
+    "SHARED",
+    "as_text",
+    "corrected_rate",
+    "corrected_sentence",
+    "holm",
+    "matrix_of_batches",
+    "pair_sentence",
+]
 
 SHARED = tuple(k for k in COMPARED if k not in ALLOWABLE["runner"] | ALLOWABLE["model"])
 """What every batch of a matrix shares: all compare holds two sides to but the agent
@@ -167,7 +176,9 @@ def _pair_rates(rows: list[MatrixRow], final: bool) -> list[tuple[int, int, Rate
     return out
 
 
-def _pair_rate(comparison: RateComparison, adjusted: float | None) -> PairRate:
+def corrected_rate(comparison: RateComparison, adjusted: float | None) -> PairRate:
+    """*comparison* with its verdict after correction: better or worse only at an
+    *adjusted* p below alpha, in the direction of the stratified estimate."""
     verdict: PairVerdict
     if adjusted is None or comparison.difference is None:
         verdict = "not-measured"
@@ -217,8 +228,8 @@ def matrix_of_batches(run_dirs: Sequence[Path], current: Anchors) -> Matrix:
         RowPair(
             higher=rows[i].label,
             lower=rows[j].label,
-            first=_pair_rate(fc, fp),
-            final=_pair_rate(gc, gp),
+            first=corrected_rate(fc, fp),
+            final=corrected_rate(gc, gp),
         )
         for (i, j, fc), (_, _, gc), fp, gp in zip(
             firsts, finals, first_adjusted, final_adjusted, strict=True
@@ -260,23 +271,31 @@ _WORDS = {
 }
 
 
-def pair_sentence(pair: RowPair, final: bool) -> str:
-    """One pair's verdict on one rate, in words."""
-    rate = pair.final if final else pair.first
+def corrected_sentence(head: str, rate: PairRate, counts: str) -> str:
+    """*rate*'s corrected verdict in words after *head*, with *counts* (the two sides'
+    successes over graded runs, as the caller orders them), the difference, its interval
+    and both p-values."""
     c = rate.comparison
-    what = "final" if final else "first attempt"
-    head = f"{pair.higher} vs {pair.lower}, {what}: {_WORDS[rate.verdict]}"
+    head = f"{head}: {_WORDS[rate.verdict]}"
     if c.difference is None or c.low is None or c.high is None or c.pValue is None:
         return head
     said = (
-        f"{head} ({c.candidateSuccesses}/{c.candidateRuns} vs {c.baselineSuccesses}/"
-        f"{c.baselineRuns}, {c.difference * 100:+.0f} points, 95 % interval "
+        f"{head} ({counts}, {c.difference * 100:+.0f} points, 95 % interval "
         f"{c.low * 100:+.0f} to {c.high * 100:+.0f}; p={c.pValue:.3g}, Holm-adjusted "
         f"{_number(rate.adjustedP, '.3g')})"
     )
     if c.detectable is not None:
         said += f"; these runs could detect only about {c.detectable * 100:.0f} points"
     return said
+
+
+def pair_sentence(pair: RowPair, final: bool) -> str:
+    """One pair's verdict on one rate, in words."""
+    rate = pair.final if final else pair.first
+    c = rate.comparison
+    what = "final" if final else "first attempt"
+    counts = f"{c.candidateSuccesses}/{c.candidateRuns} vs {c.baselineSuccesses}/{c.baselineRuns}"
+    return corrected_sentence(f"{pair.higher} vs {pair.lower}, {what}", rate, counts)
 
 
 def as_text(matrix: Matrix) -> str:

@@ -18,17 +18,19 @@ from agent_eval.compare.compare import (
     compare_batches,
     safety_sentence,
 )
+from agent_eval.compare.matrix_compare import as_lines, compare_matrices
 from agent_eval.compare.symbols import CatalogOfWheels
 from agent_eval.errors import EvidenceError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
 from agent_eval.models import ArchivesManifest, Receipt
-from agent_eval.models.compare import Comparison, SharedSummary, SharedTask
+from agent_eval.models.compare import ApiChanges, Comparison, SharedSummary, SharedTask
+from agent_eval.models.matrix import MatrixComparison
 from agent_eval.report.text import markdown_text
 from agent_eval.verdict.chain import ChainLink, resolve_chain
 from agent_eval.verdict.qualification import Anchors, qualify_files
 
-__all__ = ["as_markdown", "share_summary"]
+__all__ = ["as_markdown", "matrix_markdown", "share_matrix_comparison", "share_summary"]
 
 
 def share_summary(
@@ -87,14 +89,40 @@ def share_summary(
     )
 
 
-def _shareable(comparison: Comparison) -> Comparison:
-    """*comparison* without the words of why the catalogs were not compared (they may
-    quote a path or a generator's output)."""
-    api = comparison.api
+def _shareable_api(api: ApiChanges) -> ApiChanges:
+    """*api* without the words of why the catalogs were not compared (they may quote a
+    path or a generator's output)."""
     if api.note is None:
-        return comparison
+        return api
     note = "the API catalogs could not be compared on the machine that made this summary"
-    return comparison.model_copy(update={"api": api.model_copy(update={"note": note})})
+    return api.model_copy(update={"note": note})
+
+
+def _shareable(comparison: Comparison) -> Comparison:
+    """*comparison* as it may be shared (see :func:`_shareable_api`)."""
+    return comparison.model_copy(update={"api": _shareable_api(comparison.api)})
+
+
+def share_matrix_comparison(
+    baseline: Path,
+    candidate: Path,
+    evidence: Path,
+    current: Anchors,
+    catalogs: CatalogOfWheels | None = None,
+    allow: Iterable[str] = (),
+) -> MatrixComparison:
+    """The comparison of two matrix records (see :func:`compare_matrices`) as it may be
+    shared: what a batch comparison's summary redacts is redacted in each agent's.
+
+    Raises:
+        EvidenceError: A record or a batch it names fails its rules.
+        ConfigError: The comparison is refused.
+    """
+    compared = compare_matrices(baseline, candidate, evidence, current, allow, catalogs)
+    agents = [
+        a.model_copy(update={"comparison": _shareable(a.comparison)}) for a in compared.agents
+    ]
+    return compared.model_copy(update={"api": _shareable_api(compared.api), "agents": agents})
 
 
 def _task(task_id: str, c: list[int]) -> SharedTask:
@@ -164,3 +192,28 @@ def _who(identity: object) -> str:
     name = getattr(identity, "name", None) or getattr(identity, "id", "")
     version = getattr(identity, "version", None)
     return f"{name} {version}" if version else str(name)
+
+
+def matrix_markdown(comparison: MatrixComparison) -> str:
+    """The comparison of two matrices as Markdown, every value from the evidence literal
+    text (:func:`markdown_text`), as :func:`as_markdown` renders a batch's."""
+    m = markdown_text
+    c = comparison
+    lines = [
+        "## agent-eval matrices compared",
+        "",
+        f"- baseline matrix {m(c.baselineRecord)}; candidate matrix {m(c.candidateRecord)}",
+        f"- suite {m(str(c.suiteDigest))}; tasks: {', '.join(map(m, c.taskIds))}",
+    ]
+    if c.api.status == "compared":
+        named = [f"{m(sym.name)} ({sym.change})" for sym in c.api.changes[:MAX_SYMBOL_LINES]]
+        if len(c.api.changes) > MAX_SYMBOL_LINES:
+            named.append(f"and {len(c.api.changes) - MAX_SYMBOL_LINES} more")
+        lines.append(f"- public symbols added, removed or changed: {', '.join(named) or 'none'}")
+    elif c.api.status == "unavailable":
+        lines.append(
+            f"- public symbols added, removed or changed: not known ({m(str(c.api.note))})"
+        )
+    lines.append("")
+    lines += [f"- {m(line.strip())}" for line in as_lines(c) if line.strip()]
+    return "\n".join(lines) + "\n"

@@ -497,6 +497,13 @@ class ContainerEngine(ContainerRuntime, ImageStore, Protocol):
     def close(self) -> None:
         """Release the connection to the engine (its owner, who connected, calls it)."""
 
+    def unreachable(self) -> str | None:
+        """Why the engine does not answer a ping now, within a few seconds (None: it does).
+
+        Asked when calls keep failing, to tell an engine that is gone from one that
+        erred: it never raises.
+        """
+
 
 # --- Logic over any engine --------------------------------------------------------
 

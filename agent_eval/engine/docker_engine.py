@@ -397,6 +397,16 @@ class DockerEngine(ContainerEngine):
         """Close the client's connections."""
         self._api.close()
 
+    def unreachable(self) -> str | None:
+        """See :meth:`ContainerEngine.unreachable`."""
+        try:
+            _ping(self.socket_path, ANSWER_TIMEOUT_S)
+        except TimeoutError:
+            return f"the engine at {self.socket_path} does not answer within {ANSWER_TIMEOUT_S:g} s"
+        except OSError as exc:
+            return f"the engine at {self.socket_path} does not answer ({exc})"
+        return None
+
     def _inspect_image(self, reference: str) -> dict[str, Any]:
         # types-docker leaves inspect_image untyped.
         return cast(dict[str, Any], cast(Any, self._api).inspect_image(reference))

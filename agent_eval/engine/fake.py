@@ -472,7 +472,13 @@ class FakeEngine(FakeRuntime, FakeImageStore, ContainerEngine):
         FakeRuntime.__init__(self, default_outcome=default_outcome, store=self)
         self.closed = False
         """Whether its owner closed it (what is given an engine never does)."""
+        self.gone: str | None = None
+        """Set by a test: the engine no longer answers, for this reason."""
 
     def close(self) -> None:
         """See :meth:`ContainerEngine.close`."""
         self.closed = True
+
+    def unreachable(self) -> str | None:
+        """See :meth:`ContainerEngine.unreachable`: the test's :attr:`gone`."""
+        return self.gone

@@ -42,7 +42,9 @@ from agent_eval.models.image_recipe import ImageRecipe
 from agent_eval.models.install_recipe import InstallRecipe, PayloadFile, RunnerImage, SourcePin
 from agent_eval.models.lease import Lease
 from agent_eval.models.matrix import (
+    AgentChange,
     Matrix,
+    MatrixComparison,
     MatrixRate,
     MatrixRow,
     MatrixTask,
@@ -93,6 +95,7 @@ __all__ = [
     "RETRYABLE_KINDS",
     "TASK_ID_PATTERN",
     "TRY_FOLDER",
+    "AgentChange",
     "Analysis",
     "AnalysisErrorDetail",
     "AnalysisFailure",
@@ -133,6 +136,7 @@ __all__ = [
     "Lease",
     "LockedDistribution",
     "Matrix",
+    "MatrixComparison",
     "MatrixRate",
     "MatrixRow",
     "MatrixTask",

@@ -6,12 +6,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
-from agent_eval.models.compare import RateComparison
+from agent_eval.models.base import BatchId, Digest, NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.compare import ApiChanges, Comparison, RateComparison
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = [
+    "AgentChange",
     "Matrix",
+    "MatrixComparison",
     "MatrixRate",
     "MatrixRow",
     "MatrixTask",
@@ -21,7 +23,8 @@ __all__ = [
 ]
 
 PairVerdict = Literal["better", "worse", "no-detectable-difference", "not-measured"]
-"""The higher-ranked row against the lower one, after Holm's correction for every pair."""
+"""One side against the other (the higher-ranked row against the lower, or an agent after a
+change against itself before), after Holm's correction for every comparison made."""
 
 
 class MatrixRate(WireModel):
@@ -61,8 +64,9 @@ class MatrixRow(WireModel):
     """The runner's identity."""
     model: ModelIdentity | None
     """The model's identity."""
-    batchIds: list[NonEmptyStr] = Field(min_length=1)
-    """The batches pooled in this row."""
+    batchIds: list[BatchId] = Field(min_length=1)
+    """The batches pooled in this row (each a run directory's name in the evidence
+    directory)."""
     first: MatrixRate
     """First attempts that succeeded, over every task."""
     final: MatrixRate
@@ -84,17 +88,18 @@ class MatrixRow(WireModel):
 
 
 class PairRate(WireModel):
-    """One rate compared between two rows, with Holm's correction over every pair."""
+    """One rate compared between two sides, with Holm's correction over every comparison."""
 
     comparison: RateComparison
-    """Compare's stratified exact test of the pair: the higher-ranked row is the
-    candidate, the lower the baseline, so the difference is the higher's minus the
-    lower's; its own verdict is before correction."""
+    """Compare's stratified exact test: in a matrix the higher-ranked row is the candidate
+    and the lower the baseline, so the difference is the higher's minus the lower's; in a
+    comparison of matrices the agent after the change is the candidate. Its own verdict
+    is before correction."""
     adjustedP: float | None
-    """The p-value adjusted by Holm's step-down method over the pairs measured."""
+    """The p-value adjusted by Holm's step-down method over the comparisons measured."""
     verdict: PairVerdict
-    """``better``: the higher-ranked row is better (adjusted p < 0.05); ``worse``: it is
-    worse, the stratified estimate against the crude ranking."""
+    """``better``: the candidate is better (adjusted p < 0.05); ``worse``: it is worse (in
+    a matrix, the stratified estimate against the crude ranking)."""
 
 
 class RowPair(WireModel):
@@ -135,3 +140,43 @@ class Matrix(WireModel):
     """Ranked by final rate, then first rate."""
     pairs: list[RowPair]
     """Every pair of rows, the higher-ranked first."""
+
+
+class AgentChange(WireModel):
+    """One agent both matrices hold: its batches before the change set against after."""
+
+    label: NonEmptyStr
+    """The row's label in both matrices (``runner version / model``)."""
+    comparison: Comparison
+    """Compare's own comparison of the agent's pooled batches, the baseline matrix's as
+    the baseline; its verdicts are before the correction for the number of agents."""
+    first: PairRate
+    """The first-attempt rates, Holm-adjusted over the agents compared."""
+    final: PairRate
+    """The final rates, Holm-adjusted over the agents compared."""
+
+
+class MatrixComparison(WireModel):
+    """Two matrices over one suite, before and after a change to the library: per agent."""
+
+    schemaVersion: SchemaVersion
+    """The format's version."""
+    baselineRecord: Digest
+    """The digest of the baseline matrix record's bytes."""
+    candidateRecord: Digest
+    """The digest of the candidate matrix record's bytes."""
+    suiteDigest: str | None
+    """The suite both matrices were made over."""
+    taskIds: list[str]
+    """The tasks both matrices ran, in the baseline's order."""
+    api: ApiChanges
+    """The library's public symbols added, removed or changed between the matrices (every
+    row of a matrix shares its library, so the agents share this)."""
+    method: NonEmptyStr
+    """How the agents were matched, compared and corrected, in words."""
+    agents: list[AgentChange]
+    """Each agent both matrices hold, in the baseline matrix's rank order."""
+    baselineOnly: list[NonEmptyStr]
+    """The labels of the agents only the baseline matrix holds (not compared)."""
+    candidateOnly: list[NonEmptyStr]
+    """The labels of the agents only the candidate matrix holds (not compared)."""

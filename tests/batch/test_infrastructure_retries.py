@@ -8,16 +8,17 @@ when the batch's budget of tries is spent, and its headline names the cause.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from agent_eval.batch.attempt import on_this_engine
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.batch.schedule import run_schedule
 from agent_eval.batch.signals import Stop
-from agent_eval.models import TaskSpec
+from agent_eval.models import RunnerRequest, TaskSpec
 from agent_eval.verdict.qualification import _evidence_file_rules
 from agent_eval.verification.protocol import Verification
-from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, saved, writes
+from tests.batch.test_schedule import FakeRunner, FakeVerifier, plan, reply, saved, writes
 from tests.paths import EXAMPLE_SUITE
 
 
@@ -158,3 +159,77 @@ def test_an_attempt_booked_as_cut_short_writes_nothing_more(tmp_path: Path) -> N
     # Another run's attempt, not booked, writes as before.
     with schedule.evidence_writes(the_plan.run_ids[1], 1) as open_:
         assert open_
+
+
+class _Outage:
+    """A runner whose container calls fail on the engine; each try takes 20 s of the clock."""
+
+    def __init__(self, failing: Callable[[int], bool]) -> None:
+        self.now, self.failing, self.probes = 0.0, failing, 0
+        self.runner = FakeRunner(self.script)
+
+    def script(self, request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        self.now += 20.0
+        if self.failing(len(self.runner.requests)):
+            return RunnerOutcome(
+                b"", False, False, None,
+                "runner container: creating it: the connection to the engine failed "
+                "(the engine stayed unreachable)",
+            )  # fmt: skip
+        (workspace / "solution.py").write_text("GOOD")
+        return reply(request)
+
+    def gone(self) -> str | None:
+        self.probes += 1
+        return "no engine socket at /run/engine.sock (No such file or directory)"
+
+
+def test_an_engine_gone_for_good_stops_the_batch_before_its_budget_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """Three tries in a row over 30 s failed on the engine and it does not answer: the
+    batch stops there, rather than wait out every try of its budget on a dead engine."""
+    outage = _Outage(lambda _n: True)
+    receipt = run_schedule(
+        plan(tmp_path, slots=1, engine_problem=outage.gone),
+        on_this_engine(outage.runner, FakeVerifier()),
+        monotonic=lambda: outage.now,
+    )
+    assert receipt.status == "infrastructure-failure"
+    assert len(outage.runner.requests) == 3 and outage.probes == 1
+    first = receipt.runs[0]
+    assert first.attempts[0].tries == 3 and first.attempts[0].infrastructureKind == "engine"
+    assert receipt.reasons[0] == (
+        "the engine is gone: no engine socket at /run/engine.sock (No such file or "
+        "directory); 3 tries in a row over 40 s failed on it (last in "
+        f"{first.runId}); the batch stopped"
+    )
+    assert all(not r.finalSuccess for r in receipt.runs)
+    assert integrity(tmp_path) == []
+
+
+def test_an_engine_that_fails_but_answers_or_recovers_in_between_is_tried_again(
+    tmp_path: Path,
+) -> None:
+    """Gone needs all three: tries in a row, time, and no answer. A success in between
+    starts the count again, and an engine that still answers its ping is never gone."""
+    outage = _Outage(lambda n: n % 3 != 0)  # two failures, then a success, and again
+    receipt = run_schedule(
+        plan(tmp_path, slots=1, engine_problem=outage.gone, retry_budget=100),
+        on_this_engine(outage.runner, FakeVerifier()),
+        monotonic=lambda: outage.now,
+    )
+    assert (receipt.status, receipt.finalSuccesses) == ("completed", 18), receipt.reasons
+    assert outage.probes == 0
+
+    answering = _Outage(lambda _n: True)
+    (tmp_path / "answers").mkdir()
+    receipt = run_schedule(
+        plan(tmp_path / "answers", slots=1, engine_problem=lambda: None, retry_budget=5),
+        on_this_engine(answering.runner, FakeVerifier()),
+        monotonic=lambda: answering.now,
+    )
+    # It stops only when its budget of tries is spent, as before.
+    assert receipt.status == "infrastructure-failure"
+    assert len(answering.runner.requests) == 3 + 3 + 2  # 5 tries run again, over 3 runs
+    assert not any("gone" in r for r in receipt.reasons), receipt.reasons

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine.docker_engine import ANSWER_TIMEOUT_S, connect_local_engine
 from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
 from agent_eval.images.build import image_for_checkout
 from agent_eval.models import Receipt
@@ -288,6 +289,10 @@ def test_an_engine_away_past_the_batch_leaves_a_lease_that_cleanup_reaps_once_it
     assert (code, line["status"]) == (1, "infrastructure-failure"), batch.stderr
     receipt = assert_finished_runs_intact(batch, in_flight_infrastructure=True)
     assert any(r.startswith("cleanup:") for r in receipt.reasons), receipt.reasons
+    # Gone for good: the batch says so, rather than spend its whole budget of tries.
+    [gone] = [r for r in receipt.reasons if r.startswith("the engine is gone: ")]
+    assert str(running_engine.socket) in gone, gone
+    assert sum(a.tries for run in receipt.runs for a in run.attempts) < 10, receipt.runs
     assert (batch.run_dir / "lease.json").is_file()
     # While the engine is away, cleanup says so and keeps the lease.
     code, reaped, said = batch.cleanup()
@@ -525,3 +530,26 @@ def test_a_killed_batch_is_closed_as_abandoned_by_the_next_one(
     code, decision = check(killed / "receipt.json")
     rules = {r.split(":")[0] for r in decision["reasons"]}
     assert code == 1 and "batch-completed" in rules and rules <= OUTCOME_RULES, decision
+
+
+def test_the_engine_says_it_is_unreachable_only_when_it_does_not_answer(
+    running_engine: PrivateEngine,
+) -> None:
+    """What a batch asks before it takes an engine for gone: a ping, bounded in time."""
+    engine = connect_local_engine(str(running_engine.socket))
+    try:
+        assert engine.unreachable() is None
+        running_engine.kill(signal.SIGSTOP, wait=False)
+        try:
+            began = time.monotonic()
+            frozen = engine.unreachable()
+            assert frozen is not None and "does not answer within" in frozen, frozen
+            assert time.monotonic() - began < ANSWER_TIMEOUT_S + 5
+        finally:
+            running_engine.kill(signal.SIGCONT, wait=False)
+        assert engine.unreachable() is None
+        running_engine.kill(signal.SIGKILL)
+        gone = engine.unreachable()
+        assert gone is not None and str(running_engine.socket) in gone, gone
+    finally:
+        engine.close()

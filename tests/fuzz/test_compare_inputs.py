@@ -1,7 +1,8 @@
 """No receipt, archives file or number makes compare, summary or plan crash or hang.
 
-Each side of ``compare`` and the batch of ``summary`` is fed the receipts and
-archives files the reader properties use (arbitrary bytes and JSON, documents
+Each side of ``compare`` (two batches, or two matrix records: the record itself or
+a batch it names) and the batch of ``summary`` is fed the receipts, archives files and
+matrix records the reader properties use (arbitrary bytes and JSON, documents
 nested far too deep, the valid document with one value replaced, dropped or
 its key repeated); ``plan`` is fed any pair of numbers and any text. Each must
 answer or refuse with the harness's own error in one line; a traceback or a
@@ -11,8 +12,10 @@ hang past the per-example deadline fails the property.
 from __future__ import annotations
 
 import math
+import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -20,8 +23,12 @@ from hypothesis import strategies as st
 
 from agent_eval.cli import main
 from agent_eval.compare.compare import compare_batches
+from agent_eval.compare.matrix import matrix_of_batches
+from agent_eval.compare.matrix_compare import as_text, compare_matrices
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.errors import AgentEvalError
+from tests.compare.test_matrix_compare import FORMS, agent_batch, record
+from tests.compare.test_symbols import AFTER
 from tests.evidence_builders import CURRENT, archives_manifest, receipt, write_batch
 from tests.fuzz.test_readers import FUZZ, inputs_for
 
@@ -59,6 +66,52 @@ def test_compare_answers_or_refuses_in_one_line_whatever_a_side_holds(
     compared.append(1)
     for rate in (comparison.first, comparison.final):
         assert rate.pValue is None or 0.0 <= rate.pValue <= 1.0
+
+
+def _matrix_document() -> dict[str, Any]:
+    """A valid matrix record, as JSON, for the mutations to start from."""
+    with tempfile.TemporaryDirectory() as root:
+        made = agent_batch(Path(root), "a", "a", runs=FORMS)
+        return matrix_of_batches([made], CURRENT).model_dump(mode="json")
+
+
+matrices_compared: list[int] = []
+"""Matrix records that compared: the property must reach the per-agent statistics too."""
+
+
+@COMPARE
+@given(
+    data=inputs_for(_matrix_document())
+    | inputs_for(receipt())
+    | inputs_for(archives_manifest(b"wheel")),
+    which=st.sampled_from(["record", "receipt", "archives", "nothing"]),
+    side=st.sampled_from(["baseline", "candidate"]),
+)
+def test_compare_of_matrices_answers_or_refuses_in_one_line_whatever_a_side_holds(
+    tmp_path: Path, data: bytes, which: str, side: str
+) -> None:
+    root = tmp_path / uuid.uuid4().hex
+    evidence = root / "evidence"
+    evidence.mkdir(parents=True)
+    before = agent_batch(evidence, "a-0", "a", runs=FORMS)
+    after = agent_batch(evidence, "a-1", "a", catalog=AFTER, runs=FORMS)
+    records = [record(root / "before.json", [before]), record(root / "after.json", [after])]
+    damaged = 0 if side == "baseline" else 1
+    batch = [before, after][damaged]
+    if which == "record":
+        records[damaged].write_bytes(data)
+    elif which != "nothing":  # else the intact pair: the statistics are reached too
+        (batch / ("receipt.json" if which == "receipt" else "archives.json")).write_bytes(data)
+    try:
+        compared = compare_matrices(records[0], records[1], evidence, CURRENT)
+    except AgentEvalError as exc:
+        one_line_error(exc)
+        return
+    matrices_compared.append(1)
+    assert as_text(compared).strip()
+    for agent in compared.agents:
+        for rate in (agent.first, agent.final):
+            assert rate.adjustedP is None or 0.0 <= rate.adjustedP <= 1.0
 
 
 @COMPARE
@@ -104,3 +157,4 @@ def test_plan_answers_or_refuses_with_a_usage_error_for_any_numbers(rate: str, d
 def test_the_compare_property_reached_the_statistics() -> None:
     # Runs after the property in this module (pytest keeps a module's order).
     assert compared, "no generated side was ever compared: the property tested only refusals"
+    assert matrices_compared, "no pair of matrix records was ever compared: only refusals"
