@@ -53,7 +53,7 @@ from agent_eval.project import Project, evaluator_digest, source_identity
 from agent_eval.reference import self_test_reasons
 from agent_eval.suite.tasks import Suite, load_suite
 
-__all__ = ["MIN_FREE_BYTES", "RESERVE_BYTES", "Preflight", "Prepared", "is_self_test"]
+__all__ = ["MIN_FREE_BYTES", "RESERVE_BYTES", "Preflight", "Prepared", "Reused", "is_self_test"]
 
 MIN_FREE_BYTES = 256 * 1024 * 1024
 """A batch does not start with less free space where its evidence goes (the consumer,
@@ -74,6 +74,22 @@ class Prepared:
 
     plan: BatchPlan
     executor: ExecutorFactory
+
+
+@dataclass(frozen=True)
+class Reused:
+    """What one batch of a command prepared that the command's other batches take as
+    theirs: the library packed once, the consumer prepared once."""
+
+    archives_dir: Path
+    """The archives as packed, in the first batch's evidence (copied into each batch's)."""
+    archives: list[ArchiveEntry]
+    consumer: PreparedConsumer
+
+    @classmethod
+    def of(cls, preflight: Preflight) -> Reused:
+        """What *preflight* (a finished preparation) packed and prepared."""
+        return cls(preflight.evidence.archives, preflight.archives, preflight.consumer)
 
 
 class Preflight:
@@ -115,7 +131,9 @@ class Preflight:
         only: Sequence[str] = (),
         repetitions: int | None = None,
         resume: Path | None = None,
+        reused: Reused | None = None,
     ) -> None:
+        self.reused = reused
         self.project, self.config_path, self.placement = project, config_path, placement
         self.batch_id, self.started, self.work_dir = batch_id, started, work_dir
         self.evidence = RunDirectory(project.evidence / batch_id)
@@ -254,10 +272,16 @@ class Preflight:
 
     def _pack(self) -> None:
         self.phase("packing", "packing the candidate archives")
+        if self.reused is not None:
+            self.archives = _copied(self.reused, self.evidence)
+            return
         self.archives = _pack(self.project, self.evidence)
 
     def _consumer(self) -> None:
         self.phase("consumer", "preparing the consumer")
+        if self.reused is not None:
+            self.consumer = self.reused.consumer
+            return
         self.consumer = self.site.consumer(
             self.project, self.images, self.evidence.archives, self.archives, self.notice
         )
@@ -379,6 +403,18 @@ def _measured(suite: Suite, repetitions: int) -> Suite:
 
 def _pack(project: Project, evidence: RunDirectory) -> list[ArchiveEntry]:
     return build_archives(project.packages, evidence.archives)
+
+
+def _copied(reused: Reused, evidence: RunDirectory) -> list[ArchiveEntry]:
+    """The archives another batch packed, copied into this one's evidence: each batch is
+    checked on its own files, and these are the same bytes (their digests say so)."""
+    evidence.archives.mkdir(parents=True, exist_ok=True)
+    for entry in reused.archives:
+        target = evidence.archives / entry.filename
+        shutil.copyfile(reused.archives_dir / entry.filename, target)
+        if file_sha256(target) != entry.sha256:
+            raise ConfigError(f"archives: {entry.filename} changed after it was packed")
+    return list(reused.archives)
 
 
 def _write_bindings(

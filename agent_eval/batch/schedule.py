@@ -44,6 +44,7 @@ __all__ = [
     "ReceiptNotWritten",
     "Schedule",
     "ScheduledTask",
+    "SharedSlots",
     "describe_failure",
     "left_files",
     "run_schedule",
@@ -312,6 +313,98 @@ def left_files(folder: Path, accounted: Mapping[str, str]) -> dict[str, str]:
     return left
 
 
+class SharedSlots:
+    """The slots several schedules share, one run at a time to each in turn.
+
+    Schedules of several runners over one suite draw their runs from one pool: a slot
+    goes to the schedule whose turn it is (round-robin over those with runs left), so a
+    slow or loaded moment falls on every runner alike. Each schedule runs in a thread of
+    its own; a signal the main thread receives is forwarded here (:meth:`interrupt`) and
+    raised in each schedule's loop, where it closes that schedule's receipt as usual.
+    """
+
+    def __init__(self, slots: int, members: int) -> None:
+        self._free = slots
+        self._waiting = [True] * members
+        self._turn = 0
+        self._generation = 0
+        self._changed = threading.Condition()
+        self._stop: BaseException | None = None
+        self.order: list[tuple[int, str]] = []
+        """Every run handed a slot so far: (member, run id), in the order given."""
+
+    def take(self, member: int, run_id: str) -> bool:
+        """Whether *member* may start *run_id* now (its turn, and a slot free)."""
+        with self._changed:
+            if self._free == 0 or self._turn != member:
+                return False
+            self._free -= 1
+            self.order.append((member, run_id))
+            self._pass_turn()
+            return True
+
+    def release(self, _future: object = None) -> None:
+        """A run ended: its slot is free (a future's done callback)."""
+        with self._changed:
+            self._free += 1
+            self._changed_now()
+
+    def leave(self, member: int) -> None:
+        """*member* starts nothing more: the turn passes over it from now on."""
+        with self._changed:
+            if self._waiting[member]:
+                self._waiting[member] = False
+                if self._turn == member:
+                    self._pass_turn()
+                self._changed_now()
+
+    def interrupt(self, stop: BaseException) -> None:
+        """A signal stopped the command: every schedule raises it at its next look."""
+        with self._changed:
+            self._stop = stop
+            self._changed_now()
+
+    def generation(self) -> int:
+        with self._changed:
+            return self._generation
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Until something changed since generation *seen* (a run ended, a turn passed, a
+        stop), or *timeout*."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._generation != seen, timeout)
+
+    def raise_stop(self) -> None:
+        """Raise the forwarded signal, if one came (a fresh one in each thread)."""
+        with self._changed:
+            stop = self._stop
+        if isinstance(stop, Stop):
+            raise Stop(stop.signum)
+        if stop is not None:
+            raise KeyboardInterrupt
+
+    def _pass_turn(self) -> None:
+        members = len(self._waiting)
+        for step in range(1, members + 1):
+            candidate = (self._turn + step) % members
+            if self._waiting[candidate]:
+                self._turn = candidate
+                break
+        self._changed_now()
+
+    def _changed_now(self) -> None:
+        self._generation += 1
+        self._changed.notify_all()
+
+
+@dataclass(frozen=True)
+class SlotShare:
+    """One schedule's place among those sharing :class:`SharedSlots`."""
+
+    slots: SharedSlots
+    member: int
+
+
 ExecutorFactory = Callable[[Schedule], RunExecutor]
 """Makes the executor a schedule's runs execute on, from the schedule (this machine's
 threads: :func:`agent_eval.batch.attempt.on_this_engine`; or a cluster's nodes)."""
@@ -328,9 +421,13 @@ def run_schedule(
     clock: Clock = lambda: datetime.now(UTC),
     monotonic: Callable[[], float] = time.monotonic,
     grace_s: float = 60.0,
+    share: SlotShare | None = None,
 ) -> Receipt:
     """Run every scheduled run on *executor* (made from the schedule) and return the final
     receipt.
+
+    With *share*, the runs start only as the shared slots let them (see
+    :class:`SharedSlots`), interleaved with the other schedules' runs.
 
     A run whose every failure is the loss of its cluster node costs only that
     run: the batch goes on with the other nodes and ends
@@ -358,7 +455,7 @@ def run_schedule(
         runs = executor(schedule)
     except Exception as exc:
         return book.close("infrastructure-failure", [describe_failure(exc, plan.batch_dir)])
-    dispatch = _Dispatch(schedule, runs, book)
+    dispatch = _Dispatch(schedule, runs, book, share=share)
     stopped_by = dispatch.stopped_by()
     if stopped_by is None:
         runs.shutdown(wait=True)
@@ -382,6 +479,7 @@ class _Dispatch:
     reasons: list[str] = field(default_factory=list)
     in_flight: dict[Future[RunRecord], str] = field(default_factory=dict)
     done: int = 0
+    share: SlotShare | None = None
 
     def stopped_by(self) -> str | None:
         """Run the schedule to its end; why it was stopped, if a signal or a failure did."""
@@ -397,6 +495,9 @@ class _Dispatch:
         except Exception as exc:  # the harness itself failed: the receipt must still close
             self.status = "infrastructure-failure"
             return describe_failure(exc, self.schedule.plan.batch_dir)
+        finally:
+            if self.share is not None:
+                self.share.slots.leave(self.share.member)
         return None
 
     def cut_short(self, stopped_by: str, grace_s: float) -> None:
@@ -425,6 +526,10 @@ class _Dispatch:
             )
         )
         while pending or self.in_flight:
+            if self.share is not None:
+                if self._shared_turn(pending):
+                    break
+                continue
             while (
                 pending and len(self.in_flight) < self.runs.slots() and not schedule.stop.is_set()
             ):
@@ -435,14 +540,42 @@ class _Dispatch:
             if not self.in_flight:
                 break
             finished, _ = wait(self.in_flight, timeout=GATEWAY_WATCH_S, return_when=FIRST_COMPLETED)
-            if (lost := _gateway_lost(plan)) is not None:
-                raise _GatewayLost(lost)
-            for future in finished:
-                # A run whose result raises stays in flight: it is recorded as cut short.
-                record = future.result()
-                self._arrived(self.in_flight.pop(future), record)
+            self._book_finished(finished)
         if pending and not schedule.stop.is_set():
             self._not_started(pending)
+
+    def _shared_turn(self, pending: list[str]) -> bool:
+        """One turn of the loop on shared slots; True when nothing more is to be waited for."""
+        assert self.share is not None
+        slots, member = self.share.slots, self.share.member
+        slots.raise_stop()
+        seen = slots.generation()
+        while pending and self._may_start() and len(self.in_flight) < self.runs.slots():
+            if not slots.take(member, pending[0]):
+                break
+            run_id = pending.pop(0)
+            try:
+                future = self.runs.submit(run_id)
+            except BaseException:
+                slots.release()  # never started: its slot is the others'
+                raise
+            self.in_flight[future] = run_id
+            future.add_done_callback(slots.release)
+        if not pending or not self._may_start():
+            slots.leave(member)
+            if not self.in_flight:
+                return True
+        slots.wait(seen, GATEWAY_WATCH_S)
+        self._book_finished({f for f in self.in_flight if f.done()})
+        return False
+
+    def _book_finished(self, finished: set[Future[RunRecord]]) -> None:
+        if (lost := _gateway_lost(self.schedule.plan)) is not None:
+            raise _GatewayLost(lost)
+        for future in finished:
+            # A run whose result raises stays in flight: it is recorded as cut short.
+            record = future.result()
+            self._arrived(self.in_flight.pop(future), record)
 
     def _may_start(self) -> bool:
         schedule = self.schedule

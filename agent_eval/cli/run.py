@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -28,7 +28,8 @@ from agent_eval.errors import AgentEvalError
 
 if TYPE_CHECKING:
     from agent_eval.batch.ports import Placement
-    from agent_eval.batch.run import BatchOutcome
+    from agent_eval.batch.run import BatchOutcome, SeveralOutcome
+    from agent_eval.project import Project
 
 # The library is imported where a command runs, never at import: --help and a usage
 # error cost the interpreter and click alone.
@@ -47,10 +48,12 @@ def report_outcome(
     *,
     partial: bool = False,
     junit: Path | None = None,
-) -> None:
+    line_out: bool = True,
+) -> dict[str, object]:
     """Say how the batch ended: its reasons and report on stderr, the one line on stdout
     (with ``"partial": true`` for a batch of some runs only); with *junit*, the batch
-    and check-agent-eval's decision as JUnit XML there too.
+    and check-agent-eval's decision as JUnit XML there too. Without *line_out*, the line
+    is only returned (one batch of several, whose line names them all).
 
     The report is written first and whatever stderr and stdout have become (a pipe whose
     reader a Ctrl-C ended): a line that cannot be shown never costs the report.
@@ -89,8 +92,10 @@ def report_outcome(
     }
     if partial:
         line["partial"] = True
-    with contextlib.suppress(OSError):
-        click.echo(json.dumps(line))
+    if line_out:
+        with contextlib.suppress(OSError):
+            click.echo(json.dumps(line))
+    return line
 
 
 def _infrastructure_note(receipt: Path) -> str | None:
@@ -138,10 +143,14 @@ def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str],
 @click.command()
 @click.option(
     "--runner-config",
+    "runner_configs",
     required=True,
+    multiple=True,
     # A path that is not there is a usage error (exit 2) before any evidence is made.
     type=EXISTING_FILE,
-    help="runner.json: the runner, its identity, images and limits.",
+    help="runner.json: the runner, its identity, images and limits. Repeat it to run "
+    "several runners in one command over one packing, one consumer and shared slots: a "
+    "batch each, then their matrix.",
 )
 @click.option(
     "--project",
@@ -213,7 +222,7 @@ def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str],
     help="Also write the batch and check-agent-eval's decision as JUnit XML here.",
 )
 def eval_agent_command(
-    runner_config: Path,
+    runner_configs: tuple[Path, ...],
     project: Path | None,
     only: tuple[str, ...],
     repetitions: int | None,
@@ -227,6 +236,10 @@ def eval_agent_command(
     """Run every scheduled run of the suite; print one JSON line saying how it ended.
 
     The line holds "status", "receipt", "firstSuccesses" and "finalSuccesses".
+    With several --runner-config, it holds "status" (the first that is not
+    "completed", if any), "batches" (that line for each, in the configs' order) and
+    "matrix" (the matrix record's path, or null when the batches could not be set
+    side by side).
 
     The line is printed however the batch ends. Exit 0 when the schedule
     completed (whether or not it qualifies: ask check-agent-eval), 2 when the
@@ -242,6 +255,19 @@ def eval_agent_command(
     junit = junit_path
     if resume is not None and (only or repetitions is not None):
         raise click.UsageError("--resume takes its schedule from the batch it resumes")
+    if len(runner_configs) > 1:
+        for name, given in (
+            ("--resume", resume is not None),
+            ("--junit", junit is not None),
+            ("--executor ray", executor != "local"),
+        ):
+            if given:
+                raise click.UsageError(
+                    f"{name} runs one runner: give one --runner-config with it (several "
+                    f"runners in one command run on this machine, each a new batch)"
+                )
+        _run_several(runner_configs, project, only, repetitions, progress)
+    runner_config = runner_configs[0]
     # A repository that is not there or whose [tool.agent-eval] breaks a rule: not run,
     # exit 2, and no evidence (where it would go is not known).
     located = located_project(project)
@@ -268,6 +294,109 @@ def eval_agent_command(
         signals.settle()
         report_outcome(outcome, located.root, display.say, partial=bool(only), junit=junit)
     sys.exit(outcome.exit_code)
+
+
+def _run_several(
+    runner_configs: tuple[Path, ...],
+    project: Path | None,
+    only: tuple[str, ...],
+    repetitions: int | None,
+    progress: Mode,
+) -> NoReturn:
+    """Several runners in one command: a batch each, then their matrix; exits."""
+    from agent_eval.batch.run import run_batches, shared_configs
+    from agent_eval.batch.signals import stopping_on_signals
+    from agent_eval.engine.docker_engine import connect_local_engine
+    from agent_eval.verification.container.verifier import batch_verifier_factory
+
+    located = located_project(project)
+    # Configs that cannot share one command: refused before any evidence (exit 2).
+    with reported_errors(exit_code=2):
+        shared_configs(runner_configs)
+    display = make_display(progress, sys.stderr, "eval-agent")
+    with stopping_on_signals(until_exit=True) as signals:
+        try:
+            with reported_errors(exit_code=2):
+                several = run_batches(
+                    runner_configs,
+                    located,
+                    verifier_factory=batch_verifier_factory(located, display.say),
+                    connect=connect_local_engine,
+                    progress=display,
+                    notice=display.say,
+                    only=only,
+                    repetitions=repetitions,
+                )
+        finally:
+            with contextlib.suppress(OSError):
+                display.close()
+        signals.settle()
+        code = report_several(several, located, display.say, partial=bool(only))
+    sys.exit(code)
+
+
+def report_several(
+    several: SeveralOutcome,
+    project: Project,
+    say: Callable[[str], None] | None = None,
+    *,
+    partial: bool = False,
+) -> int:
+    """Say how each batch ended, write their matrix when every one completed, print the
+    one line naming them all; the exit code (1 when the matrix could not be made)."""
+    say = _unbroken(say or _say)
+    lines = []
+    for outcome in several.outcomes:
+        say(f"batch {outcome.receipt.parent.name} ({outcome.status}):")
+        lines.append(report_outcome(outcome, project.root, say, partial=partial, line_out=False))
+    code = several.exit_code
+    matrix: str | None = None
+    if code == 0:
+        try:
+            matrix = str(_shown(_write_matrix(several, project)))
+        except AgentEvalError as exc:
+            say(f"no matrix: {exc}")
+            code = 1
+        else:
+            say(f"matrix: {matrix}")
+    statuses = [o.status for o in several.outcomes if o.status != "completed"]
+    line = {
+        "status": statuses[0] if statuses else "completed",
+        "batches": lines,
+        "matrix": matrix,
+    }
+    with contextlib.suppress(OSError):
+        click.echo(json.dumps(line))
+    return code
+
+
+def _write_matrix(several: SeveralOutcome, project: Project) -> Path:
+    """The matrix of the command's batches, written beside them as
+    ``matrix-<first batch id>.json`` (never a run directory).
+
+    Raises:
+        AgentEvalError: The batches cannot be set side by side, or it cannot be written.
+    """
+    from agent_eval.compare.matrix import matrix_of_batches
+    from agent_eval.errors import EvidenceError
+    from agent_eval.evidence_io import write_model_atomic
+    from agent_eval.verdict.qualification import current_anchors
+
+    run_dirs = [o.receipt.parent for o in several.outcomes]
+    matrix = matrix_of_batches(run_dirs, current_anchors(project))
+    path = project.evidence / f"matrix-{run_dirs[0].name}.json"
+    try:
+        write_model_atomic(path, matrix)
+    except OSError as exc:
+        raise EvidenceError(f"{path}: cannot be written: {exc.strerror or exc}") from exc
+    return path
+
+
+def _shown(path: Path) -> Path:
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def _remote(executor: str, address: str | None, node_ip: str | None) -> Placement | None:
