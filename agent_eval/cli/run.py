@@ -380,10 +380,9 @@ def _write_matrix(several: SeveralOutcome, project: Project) -> Path:
     from agent_eval.compare.matrix import matrix_of_batches
     from agent_eval.errors import EvidenceError
     from agent_eval.evidence_io import write_model_atomic
-    from agent_eval.verdict.qualification import current_anchors
 
     run_dirs = [o.receipt.parent for o in several.outcomes]
-    matrix = matrix_of_batches(run_dirs, current_anchors(project))
+    matrix = matrix_of_batches(run_dirs, gate_anchors(project))
     path = project.evidence / f"matrix-{run_dirs[0].name}.json"
     try:
         write_model_atomic(path, matrix)
