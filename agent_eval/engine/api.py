@@ -355,6 +355,14 @@ class ContainerRuntime(Protocol):
             InfrastructureError: The engine could not list them.
         """
 
+    @abc.abstractmethod
+    def unreachable(self) -> str | None:
+        """Why the engine does not answer a ping now, within a few seconds (None: it does).
+
+        Asked when calls keep failing, to tell an engine that is gone from one that
+        erred: it never raises.
+        """
+
 
 class ImageStore(Protocol):
     """Managing local images: finding and checking them, loading, saving, building, tagging."""
@@ -496,13 +504,6 @@ class ContainerEngine(ContainerRuntime, ImageStore, Protocol):
 
     def close(self) -> None:
         """Release the connection to the engine (its owner, who connected, calls it)."""
-
-    def unreachable(self) -> str | None:
-        """Why the engine does not answer a ping now, within a few seconds (None: it does).
-
-        Asked when calls keep failing, to tell an engine that is gone from one that
-        erred: it never raises.
-        """
 
 
 # --- Logic over any engine --------------------------------------------------------

@@ -325,6 +325,8 @@ class FakeRuntime(ContainerRuntime):
         """Start empty; containers get *default_outcome* unless one is scripted."""
         self.store = FakeImageStore() if store is None else store
         """Where the images containers are created from are held."""
+        self.gone: str | None = None
+        """Set by a test: the engine no longer answers, for this reason."""
         self.containers: dict[str, FakeContainer] = {}
         self.networks: dict[str, dict[str, str]] = {}
         """Networks made, with their labels."""
@@ -332,6 +334,10 @@ class FakeRuntime(ContainerRuntime):
         self.address = "fake"
         self._scripted: deque[Outcome] = deque()
         self._counter = 0
+
+    def unreachable(self) -> str | None:
+        """See :meth:`ContainerRuntime.unreachable`: the test's :attr:`gone`."""
+        return self.gone
 
     def script(self, *outcomes: Outcome) -> None:
         """Queue outcomes for the next containers created, in order."""
@@ -472,13 +478,7 @@ class FakeEngine(FakeRuntime, FakeImageStore, ContainerEngine):
         FakeRuntime.__init__(self, default_outcome=default_outcome, store=self)
         self.closed = False
         """Whether its owner closed it (what is given an engine never does)."""
-        self.gone: str | None = None
-        """Set by a test: the engine no longer answers, for this reason."""
 
     def close(self) -> None:
         """See :meth:`ContainerEngine.close`."""
         self.closed = True
-
-    def unreachable(self) -> str | None:
-        """See :meth:`ContainerEngine.unreachable`: the test's :attr:`gone`."""
-        return self.gone
