@@ -104,7 +104,7 @@ class Site:
     """Runs in flight at once here: runner.json's concurrency, or a cluster node's share."""
     environ: Mapping[str, str] = field(default_factory=dict)
     """Where the gateway's credentials are read (models[].credentialEnv): the site's own."""
-    machine: Callable[[], Machine] = read_machine
+    machine: Callable[[], Machine] = field(default=lambda: read_machine())
     """The cores and available memory of the machine the runs execute on (this one)."""
 
     def __post_init__(self) -> None:
