@@ -1,5 +1,5 @@
 """Admission: a machine admits the runs in flight its available memory holds (a margin and
-one verifier per core taken out first, then 512 MiB per runner), never more than it can;
+one verifier per core taken out first, then 256 MiB per runner), never more than it can;
 verifications at once are bounded by cores, not by runs in flight; a refusal names
 concurrency, the figure asked, the figure allowed and why."""
 
@@ -34,9 +34,9 @@ def test_verifications_at_once_are_one_per_core_at_most_and_never_more_than_the_
 @pytest.mark.parametrize(
     ("available_gib", "cores", "slots", "admitted"),
     [
-        (24, 2, 64, 42),  # 24 - 1 margin - 2 verifiers = 21 GiB: 42 runners
-        (24, 2, 1, 44),  # one run brings one verification: 22 GiB
-        (36, 2, 64, 66),
+        (24, 2, 64, 84),  # 24 - 1 margin - 2 verifiers = 21 GiB: 84 runners
+        (24, 2, 1, 88),  # one run brings one verification: 22 GiB
+        (12, 8, 64, 12),  # eight cores: eight verifiers at once
         (2, 2, 2, 0),  # the margin and the verifiers take it all
     ],
 )
@@ -47,17 +47,17 @@ def test_the_runs_admitted_are_what_memory_holds_after_the_margin_and_the_verifi
 
 
 def test_a_machine_that_holds_the_runs_admits_them() -> None:
-    check_admission(64, Machine(2, 36 * GIB))
+    check_admission(64, Machine(2, 20 * GIB))
     check_admission(UNMEASURED_BOUND, Machine(2, None))
 
 
 def test_a_refusal_names_concurrency_both_figures_and_the_memory_that_decided() -> None:
     with pytest.raises(ConfigError) as refused:
-        check_admission(64, Machine(2, 24 * GIB))
+        check_admission(64, Machine(2, 12 * GIB))
     assert str(refused.value) == (
-        "concurrency 64: this machine holds 42 runs in flight, not 64 (24.0 GiB available, "
+        "concurrency 64: this machine holds 36 runs in flight, not 64 (12.0 GiB available, "
         "less a 1.0 GiB margin and 2 verification(s) at once (one per core) at 1.0 GiB each, "
-        "holds 42 runner(s) at 512 MiB each); lower concurrency to 42 or free memory"
+        "holds 36 runner(s) at 256 MiB each); lower concurrency to 36 or free memory"
     )
 
 

@@ -236,7 +236,7 @@ def test_an_unreadable_config_is_not_run_before_any_engine_is_asked(batch: Fixtu
 def test_more_runs_in_flight_than_the_machine_holds_are_refused_before_any_container(
     batch: Fixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    small = Machine(cores=2, available_bytes=4 << 30)  # 4 - 1 margin - 2 verifiers: 2 runners
+    small = Machine(cores=2, available_bytes=7 << 29)  # 3.5 - 1 margin - 2 verifiers: 2 runners
     monkeypatch.setattr("agent_eval.batch.station.read_machine", lambda: small)
     write_model_atomic(
         batch.config,
