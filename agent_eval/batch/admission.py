@@ -14,9 +14,10 @@ the two are bounded apart:
 The runner's container limit (2 GiB) is what one attempt may reach, enforced
 per container (an attempt above it is killed and recorded as such), not what a
 waiting agent CLI holds: reserving the limit for every run would refuse 16 runs
-on a 24 GiB machine whose runners use a sixteenth of it. The reservation is
-twice the largest runner peak ``benchmarks/in_flight.py`` measured (Claude
-Code: 129 MiB, ``resources.peakMemoryBytes``). It is a measured figure, not a
+on a 24 GiB machine whose runners use a tenth of it. The reservation is
+above the largest runner peak ``benchmarks/in_flight.py`` measured (Claude
+Code waiting on its model: 129 to 162 MiB, page cache included, as
+``resources.peakMemoryBytes`` records it). It is a measured figure, not a
 bound: a batch whose agents hold more than it on average takes from the
 margin, then from the machine, so an agent known to hold more wants a lower
 ``concurrency``. The check is made once, before any container starts: a batch
@@ -48,7 +49,7 @@ __all__ = [
 GIB = 1 << 30
 MIB = 1 << 20
 RUNNER_RESERVE_BYTES = 256 * MIB
-"""Memory reserved for each runner in flight: twice a waiting agent CLI's measured peak."""
+"""Memory reserved for each runner in flight: above a waiting agent CLI's measured peak."""
 VERIFIER_RESERVE_BYTES = GIB
 """Memory reserved for each verification at once: the verifier container's limit."""
 MARGIN_BYTES = GIB
