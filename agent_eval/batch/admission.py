@@ -16,7 +16,7 @@ per container (an attempt above it is killed and recorded as such), not what a
 waiting agent CLI holds: reserving the limit for every run would refuse 16 runs
 on a 24 GiB machine whose runners use a tenth of it. The reservation is
 above the largest runner peak ``benchmarks/in_flight.py`` measured (Claude
-Code waiting on its model: 129 to 162 MiB, page cache included, as
+Code waiting on its model: 129 to 187 MiB, page cache included, as
 ``resources.peakMemoryBytes`` records it). It is a measured figure, not a
 bound: a batch whose agents hold more than it on average takes from the
 margin, then from the machine, so an agent known to hold more wants a lower
