@@ -40,7 +40,10 @@ from agent_eval.layout import (
 from agent_eval.models import RunnerConfig, RunnerRequest, RunnerResources
 from agent_eval.models.runner_protocol import MAX_RESPONSE_BYTES
 
-__all__ = ["ContainerRunner"]
+__all__ = ["RUNNER_LIMITS", "ContainerRunner"]
+
+RUNNER_LIMITS = ResourceLimits(pids=512, memory_bytes=2 << 30, tmp_bytes=512 << 20)
+"""The runner container's limits unless a caller gives others."""
 
 _RUNNER_UID, _RUNNER_GID = (int(part) for part in RUNNER_USER.split(":"))
 
@@ -67,7 +70,7 @@ class ContainerRunner:
         self._batch = batch_id
         self._environment = dict(environment)
         self._gateway_mounts = gateway_mounts
-        self._limits = limits or ResourceLimits(pids=512, memory_bytes=2 << 30, tmp_bytes=512 << 20)
+        self._limits = limits or RUNNER_LIMITS
         self._cancelled = threading.Event()
 
     def run_attempt(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from agent_eval.batch.admission import Machine, check_admission, read_machine, verification_slots
 from agent_eval.batch.attempt import on_this_engine
 from agent_eval.batch.ports import Notice, RemoteContext, StartPhase
 from agent_eval.batch.progress import ProgressEvent
@@ -91,7 +92,8 @@ class Site:
     """One engine a batch's runs execute on, and the steps that equip it as a station.
 
     Raises:
-        ConfigError: *slots* is not in [1, MAX_CONCURRENCY] (the one check of it).
+        ConfigError: *slots* is not in [1, MAX_CONCURRENCY], or is more runs in flight than
+            the machine's memory holds (:mod:`agent_eval.batch.admission`; the one check).
     """
 
     engine: ContainerEngine
@@ -102,6 +104,8 @@ class Site:
     """Runs in flight at once here: runner.json's concurrency, or a cluster node's share."""
     environ: Mapping[str, str] = field(default_factory=dict)
     """Where the gateway's credentials are read (models[].credentialEnv): the site's own."""
+    machine: Callable[[], Machine] = field(default=lambda: read_machine())
+    """The cores and available memory of the machine the runs execute on (this one)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.slots <= MAX_CONCURRENCY:
@@ -109,6 +113,7 @@ class Site:
                 f"{self.slots} runs at once is not in [1, {MAX_CONCURRENCY}] (concurrency, "
                 "or a node's count of agent_eval_engine)"
             )
+        check_admission(self.slots, self.machine())
 
     def images(self) -> StationImages:
         """The config's images on this engine.
@@ -173,14 +178,15 @@ class Site:
         images: StationImages,
         consumer: PreparedConsumer,
     ) -> Verifier:
-        """The verifier, *slots* verifications at once."""
+        """The verifier: one verification at once per core, at most *slots* (verifying is CPU
+        work, while most runs in flight wait on their model)."""
         return factory(
             VerifierContext(
                 engine=self.engine,
                 image_id=images.verifier.image_id,
                 consumer_dir=consumer.root,
                 batch_id=self.batch_id,
-                slots=self.slots,
+                slots=verification_slots(self.slots, self.machine().cores),
                 work_dir=self.work_dir / "verifier",
             )
         )

@@ -28,8 +28,9 @@ __all__ = [
 
 MAX_SUBMISSION_TIMEOUT_MS = 600_000
 MAX_BATCH_TIMEOUT_MS = 7_200_000
-MAX_CONCURRENCY = 16
-"""Runs in flight at once on one engine: a config's concurrency, a cluster node's share."""
+MAX_CONCURRENCY = 128
+"""Runs in flight at once on one engine at most (a config's concurrency, a cluster node's
+share): a bound on typing errors; what a machine admits is its memory's (``batch.admission``)."""
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -588,7 +589,8 @@ class RunnerConfig(WireModel):
     verifierImage: PinnedImage
     """Verifier image pinned by digest or image id; never pulled."""
     concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
-    """Runs in flight at once; default is sized for the machine."""
+    """Runs in flight at once (at most 128, and only as many as the machine's memory holds);
+    default is sized for the machine."""
     models: list[ModelUpstream] = Field(default_factory=list, max_length=8)
     """The model APIs the runner may reach, only through the batch's gateway; none: the
     runner reaches nothing, so its model could only be a scripted one (self-test)."""

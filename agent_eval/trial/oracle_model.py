@@ -9,7 +9,9 @@ the standard library (it runs in the gateway image, as an unprivileged user).
 
 ANSWERS.json: ``{"port", "served", "tasks": [{"title", "files": {name: text}}]}``;
 with ``"unix": PATH`` instead of a port it serves on that Unix socket (as the
-gateway would: the benchmark of the gateway's cost puts it in its place).
+gateway would: the benchmark of the gateway's cost puts it in its place); with
+``"delayS": SECONDS`` every model turn is answered that long after it was asked
+(a real model's latency: the benchmark of runs in flight waits on it).
 A conversation is matched to a task by the task's title in its first user
 message. The answer is one ``Write`` tool call per file not yet written in
 this conversation (the CLI runs its tools and comes back), then a short text
@@ -26,6 +28,7 @@ import os
 import re
 import socketserver
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -135,6 +138,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
             self._send(404, "application/json", b"{}")
             return
+        time.sleep(float(ANSWERS.get("delayS", 0)))
         self._send(200, "text/event-stream", answer(body))
         self.close_connection = True
 

@@ -115,8 +115,11 @@ def _wait_listening(engine: ContainerEngine, container: str, trial_id: str) -> N
 
 
 @contextlib.contextmanager
-def scripted_upstream(engine: ContainerEngine, project: Project, agent: str) -> Iterator[Trial]:
-    """Start the scripted model on a network of its own; remove both at the end.
+def scripted_upstream(
+    engine: ContainerEngine, project: Project, agent: str, *, delay_s: float = 0.0
+) -> Iterator[Trial]:
+    """Start the scripted model on a network of its own, answering each model turn *delay_s*
+    after it is asked; remove both at the end.
 
     Raises:
         ConfigError: No scripted model for *agent*, or no reference solution for a task.
@@ -133,9 +136,10 @@ def scripted_upstream(engine: ContainerEngine, project: Project, agent: str) -> 
     srv = home / "srv"
     srv.mkdir(parents=True)
     shutil.copyfile(_SERVER, srv / _SERVER.name)
-    (srv / "answers.json").write_text(
-        json.dumps(scripted_answers(project, upstream.servedModels[0])), encoding="utf-8"
-    )
+    answers = scripted_answers(project, upstream.servedModels[0])
+    if delay_s:
+        answers["delayS"] = delay_s
+    (srv / "answers.json").write_text(json.dumps(answers), encoding="utf-8")
     for path in (home, srv, *srv.iterdir()):  # the scripted model runs as the gateway's user
         path.chmod(0o755 if path.is_dir() else 0o644)
     engine.create_network(network, {"agent-eval.trial": trial_id})

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from agent_eval.batch.admission import Machine
 from agent_eval.batch.lease import this_process
 from agent_eval.batch.ports import Notice, RemoteContext, StartPhase
 from agent_eval.batch.run import BatchOutcome, run_batch
@@ -230,6 +231,22 @@ def test_an_unreadable_config_is_not_run_before_any_engine_is_asked(batch: Fixtu
     assert batch.receipt().reasons[0].startswith("config: runner config")
     assert batch.engine.containers == {}
     batch.assert_nothing_left()
+
+
+def test_more_runs_in_flight_than_the_machine_holds_are_refused_before_any_container(
+    batch: Fixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = Machine(cores=2, available_bytes=7 << 29)  # 3.5 - 1 margin - 2 verifiers: 2 runners
+    monkeypatch.setattr("agent_eval.batch.station.read_machine", lambda: small)
+    write_model_atomic(
+        batch.config,
+        config(batch.runner_image, batch.verifier_image, expectedModel=MODEL, concurrency=3),
+    )
+    outcome = batch.run(lambda context: PassingVerifier())
+    assert (outcome.status, outcome.exit_code) == ("not-run", 2)
+    [reason] = batch.receipt().reasons
+    assert reason.startswith("config: concurrency 3: this machine holds 2 runs in flight, not 3")
+    assert batch.engine.list_containers() == []
 
 
 def test_a_declared_guide_that_is_missing_is_not_run_naming_the_key(

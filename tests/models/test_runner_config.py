@@ -109,7 +109,7 @@ def test_a_test_set_up_may_use_a_private_plain_http_fake_provider() -> None:
         ("batchTimeoutMs", 0),
         ("batchTimeoutMs", 7_200_001),
         ("concurrency", 0),
-        ("concurrency", 17),
+        ("concurrency", 129),
     ],
 )
 def test_every_bound_is_enforced_and_named(field: str, value: int) -> None:

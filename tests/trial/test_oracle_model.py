@@ -4,13 +4,18 @@ Invariants: a conversation is matched to its task by the title; each file is
 read before it is written (the CLI refuses to overwrite an unread file), in
 the output directory the prompt names; once every file is written the turn
 is text; a conversation that matches no task, or offers no Write tool, gets
-text and no tool call.
+text and no tool call. A delay asked for holds every model turn that long (a real
+model's latency), never the preflight.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import threading
+import time
 from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -91,3 +96,28 @@ def test_a_conversation_that_is_not_a_task_gets_text_and_no_tool_call(
     body: dict[str, Any],
 ) -> None:
     assert turn(oracle_model.answer(body))[0] == "text"
+
+
+def test_a_model_turn_is_answered_after_the_delay_asked_and_a_preflight_at_once() -> None:
+    oracle_model.ANSWERS["delayS"] = 0.5
+    server = ThreadingHTTPServer(("127.0.0.1", 0), oracle_model.Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        host, port = server.server_address[:2]
+
+        def timed(method: str, path: str, body: bytes | None = None) -> tuple[int, float]:
+            connection = http.client.HTTPConnection(str(host), int(port), timeout=10)
+            started = time.monotonic()
+            connection.request(method, path, body=body)
+            response = connection.getresponse()
+            response.read()
+            connection.close()
+            return response.status, time.monotonic() - started
+
+        status, waited = timed("POST", "/v1/messages", json.dumps(conversation()).encode())
+        assert status == 200 and waited >= 0.5
+        status, waited = timed("GET", "/v1/models/model-1")
+        assert status == 200 and waited < 0.5
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,325 @@
+"""Benchmark many runs in flight: real agents waiting on a slow model, 8 to 64 at once.
+
+    .venv/bin/python benchmarks/in_flight.py [--levels 8,16,32,64] [--runs 64] [--delay 5]
+
+The real Claude Code CLI, in its runner image with no network, does the six
+tasks repeated to ``--runs`` runs (the same run ids at every level), through
+the batch's real gateway, answered by the scripted model of ``agent-eval
+try-agent`` holding every model turn ``--delay`` seconds (a real model's
+latency: about three turns per attempt). Each level runs that batch with that
+many runs in flight, the batch's own schedule, runner container and docker
+verifier, verifications at once bounded by cores as a batch bounds them
+(``batch.admission``). Per level it prints the wall time; the harness's CPU
+(this process and its children) in seconds and in cores (over the wall time);
+the containers' CPU per attempt (the engine's cgroup: runners, verifiers and
+the gateway) and the runners' own (their recorded ``cpuSeconds``, median);
+the most runner containers seen at once (whether the level was reached); the
+runners' largest recorded peak memory, the least ``MemAvailable`` sampled
+while it ran and what admission would allow on this machine now;
+infrastructure failures, out-of-memory kills and the first distinct reasons;
+each run's verdict (first and final success) and whether they are identical
+to those of the level with the fewest runs in flight (the levels run in the
+order given, and each level's JSON goes to stderr as it ends).
+Goal: 64 in flight, verdicts identical, the harness below one core. Prints a
+table and one JSON line (``--record`` appends it to the performance record).
+Needs the engine and the images (``scripts/setup``, ``agent-eval images build
+--runner claude-code``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gateway import consumer  # noqa: E402
+from machine_cpu import CpuSnapshot, cpu_split  # noqa: E402
+from record import add_record_option, emit  # noqa: E402
+
+from agent_eval.batch.admission import admitted_runs, read_machine, verification_slots  # noqa: E402
+from agent_eval.batch.attempt import on_this_engine  # noqa: E402
+from agent_eval.batch.ports import RunnerOutcome  # noqa: E402
+from agent_eval.batch.runner_container import ContainerRunner  # noqa: E402
+from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule  # noqa: E402
+from agent_eval.digests import solution_digest, solution_files  # noqa: E402
+from agent_eval.engine import ContainerEngine  # noqa: E402
+from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
+from agent_eval.gateway.host import BatchGateway  # noqa: E402
+from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT  # noqa: E402
+from agent_eval.models import Receipt, RunnerConfig, RunnerRequest  # noqa: E402
+from agent_eval.project import Project, find_project  # noqa: E402
+from agent_eval.suite.tasks import Suite, load_suite  # noqa: E402
+from agent_eval.trial.run import KEY_ENV, scripted_upstream  # noqa: E402
+from agent_eval.verification.container.run import VerifierSetup  # noqa: E402
+from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
+
+AGENT = "claude-code"
+MIB = 1 << 20
+
+
+@dataclass
+class CountingRunner:
+    """The batch's runner container, counting the runner containers in flight at once."""
+
+    inner: ContainerRunner
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    now: int = 0
+    most: int = 0
+
+    def run_attempt(
+        self,
+        request: RunnerRequest,
+        workspace: Path,
+        environment: Mapping[str, str] | None = None,
+    ) -> RunnerOutcome:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            return self.inner.run_attempt(request, workspace, environment)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+    def cancel_all(self) -> None:
+        self.inner.cancel_all()
+
+
+class LeastAvailable:
+    """The least MemAvailable sampled every second while a level runs."""
+
+    def __init__(self) -> None:
+        self.least: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(1.0):
+            available = read_machine().available_bytes
+            if available is not None and (self.least is None or available < self.least):
+                self.least = available
+
+    def __enter__(self) -> LeastAvailable:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_ids(suite: Suite, runs: int) -> list[str]:
+    """The six tasks repeated, repetition by repetition, cut to *runs* run ids."""
+    ids = [
+        f"{task.id}-{repetition}"
+        for repetition in range(1, runs // len(suite.tasks) + 2)
+        for task in suite.tasks
+    ]
+    return ids[:runs]
+
+
+def one_level(
+    level: int,
+    engine: ContainerEngine,
+    project: Project,
+    suite: Suite,
+    config: RunnerConfig,
+    consumer_dir: Path,
+    gateway: BatchGateway,
+    ids: list[str],
+    work: Path,
+) -> dict[str, Any]:
+    """One batch of *ids* with *level* runs in flight: its figures and verdicts."""
+    batch_id = f"bench-inflight-{level}-{uuid.uuid4().hex[:8]}"
+    runner = CountingRunner(
+        ContainerRunner(
+            engine,
+            config=config,
+            image_id=config.runnerImage,
+            consumer_dir=consumer_dir,
+            batch_id=batch_id,
+            environment=gateway.runner_environment(),
+            gateway_mounts=gateway.runner_mounts(),
+        )
+    )
+    staging = work / f"{batch_id}-verifier"
+    staging.mkdir()
+    machine = read_machine()
+    verifier = ContainerVerifier(
+        VerifierSetup(
+            engine=engine,
+            image=config.verifierImage,
+            consumer_dir=consumer_dir,
+            graders_dir=project.graders,
+            batch_id=batch_id,
+            staging_root=staging,
+        ),
+        tasks_dir=project.tasks,
+        slots=verification_slots(level, machine.cores),
+    )
+    batch_dir = work / batch_id
+    batch_dir.mkdir()
+    receipt = Receipt.opened(
+        batch_id=batch_id,
+        created_at=datetime.now(UTC),
+        runner=config.expectedRunner,
+        model=config.expectedModel,
+        scheduled_runs=len(ids),
+    )
+    plan = BatchPlan(
+        batch_dir=batch_dir,
+        work_dir=work / f"{batch_id}-work",
+        run_ids=ids,
+        tasks={
+            t.id: ScheduledTask(
+                t.spec, t.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), t.starter_dir
+            )
+            for t in suite.tasks
+        },
+        runner=config.expectedRunner,
+        model=config.expectedModel,
+        submission_timeout_ms=600_000,
+        batch_timeout_ms=3_600_000,
+        slots=level,
+        consumer_dir_in_runner=CONSUMER_MOUNT,
+        output_dir_in_runner=SOLUTION_MOUNT,
+        protected_digest=lambda: solution_digest(solution_files(consumer_dir)),
+        receipt=receipt,
+        gateway=gateway,
+    )
+    started, before = time.monotonic(), CpuSnapshot.take()
+    with LeastAvailable() as memory:
+        final = run_schedule(plan, on_this_engine(runner, verifier))
+    wall, after = time.monotonic() - started, CpuSnapshot.take()
+    attempts = [a for run in final.runs for a in run.attempts]
+    split = cpu_split(before, after, per=max(1, len(attempts)))
+    harness = after.harness - before.harness
+    resources = [a.resources for a in attempts if a.resources is not None]
+    runner_cpu = [r.cpuSeconds for r in resources if r.cpuSeconds is not None]
+    peaks = [r.peakMemoryBytes for r in resources if r.peakMemoryBytes is not None]
+    failed = [a for a in attempts if a.infrastructureStatus == "failed"]
+    reasons = sorted(
+        {d.message[:160] for a in failed for d in a.diagnostics}
+        | {t.reason[:160] for a in attempts for t in a.infrastructureTries}
+    )
+    return {
+        "level": level,
+        "status": final.status,
+        "runs": len(final.runs),
+        "finalSuccesses": final.finalSuccesses,
+        "wallSeconds": round(wall, 1),
+        "attempts": len(attempts),
+        "harnessCpuSeconds": round(harness, 2),
+        "harnessCores": round(harness / wall, 3),
+        "containersCpuPerAttempt": split["containers"],
+        "runnerCpuMedianPerAttempt": round(statistics.median(runner_cpu), 3)
+        if runner_cpu
+        else None,
+        "mostRunnersAtOnce": runner.most,
+        "verificationsAtOnce": verification_slots(level, machine.cores),
+        "runnerPeakMiB": round(max(peaks) / MIB) if peaks else None,
+        "leastAvailableMiB": None if memory.least is None else round(memory.least / MIB),
+        "admittedHere": admitted_runs(machine, level),
+        "infrastructureFailures": len(failed),
+        "infrastructureTries": sum(len(a.infrastructureTries) for a in attempts),
+        "oomKilled": sum(1 for r in resources if r.oomKilled),
+        "reasons": reasons[:3],
+        "verdicts": {
+            run.runId: f"{int(run.firstSuccess)}{int(run.finalSuccess)}" for run in final.runs
+        },
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="8,16,32,64", help="runs in flight, comma-separated")
+    parser.add_argument("--runs", type=int, default=64, help="runs per level (default 64)")
+    parser.add_argument("--delay", type=float, default=5.0, help="seconds per model turn")
+    add_record_option(parser)
+    args = parser.parse_args()
+    levels = [int(level) for level in args.levels.split(",")]
+    engine = connect_local_engine()
+    project = find_project(ROOT)
+    suite = load_suite(project.tasks, graders_dir=project.graders)
+    ids = run_ids(suite, args.runs)
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="agent-eval-bench-inflight-") as tmp:
+        work = Path(tmp)
+        consumer_dir = consumer(engine, project, suite, work)
+        with scripted_upstream(engine, project, AGENT, delay_s=args.delay) as trial:
+            config = RunnerConfig.model_validate_json(trial.config_path.read_bytes())
+            gateway = BatchGateway(
+                engine,
+                config,
+                engine.resolve_image(str(config.gatewayImage)),
+                work_dir=work / "gateway",
+                batch_id="bench-inflight",
+                environ={KEY_ENV: trial.environ[KEY_ENV]},
+            )
+            try:
+                gateway.start()
+                if problems := gateway.preflight():
+                    raise SystemExit("; ".join(problems))
+                for level in levels:
+                    result = one_level(
+                        level, engine, project, suite, config, consumer_dir, gateway, ids, work
+                    )
+                    results.append(result)
+                    # Each level's figures as soon as it ends: a run cut short keeps them.
+                    print(json.dumps(result, sort_keys=True), file=sys.stderr, flush=True)
+            finally:
+                gateway.stop()
+    # The baseline is the fewest runs in flight, whatever order the levels ran in.
+    baseline = min(results, key=lambda r: r["level"])["verdicts"] if results else {}
+    for result in results:
+        result["sameVerdictsAsFewest"] = result["verdicts"] == baseline
+    columns = (
+        ("level", "level"),
+        ("status", "status"),
+        ("finalSuccesses", "passed"),
+        ("wallSeconds", "wall s"),
+        ("harnessCores", "harness cores"),
+        ("containersCpuPerAttempt", "containers cpu s/att"),
+        ("runnerCpuMedianPerAttempt", "runner cpu s/att"),
+        ("mostRunnersAtOnce", "most at once"),
+        ("runnerPeakMiB", "runner peak MiB"),
+        ("leastAvailableMiB", "least avail MiB"),
+        ("admittedHere", "admitted"),
+        ("infrastructureFailures", "infra fail"),
+        ("sameVerdictsAsFewest", "same verdicts"),
+    )
+    print("  ".join(f"{title:>{max(len(title), 6)}}" for _, title in columns))
+    for result in results:
+        print("  ".join(f"{result[key]!s:>{max(len(title), 6)}}" for key, title in columns))
+    for result in results:
+        if result["reasons"]:
+            print(f"level {result['level']} reasons: {'; '.join(result['reasons'])}")
+    figures = {
+        "agent": AGENT,
+        "delaySeconds": args.delay,
+        "runsPerLevel": len(ids),
+        "cores": os.cpu_count(),
+        "levels": results,
+    }
+    emit("in_flight", figures, record=args.record)
+    complete = all(r["status"] == "completed" for r in results)
+    return 0 if complete and all(r["sameVerdictsAsFewest"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
