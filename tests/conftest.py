@@ -166,15 +166,22 @@ def consumer_cache(
     yield root
 
 
+SESSION_HANDLERS = {signum: signal.getsignal(signum) for signum in STOPPING_SIGNALS}
+"""The stopping signals' handlers as the test process started with them."""
+
+
 @pytest.fixture(autouse=True)
 def signal_handlers() -> Iterator[None]:
-    """Each test starts and ends with the process's signal handlers as they were.
+    """Each test starts and ends with the stopping signals' handlers the process started with.
 
     A command run in-process (through click's runner) keeps its stopping handler until
     its process exits, as a real command must; in the test process that exit never
-    comes, and the next test in the same worker would inherit the handler.
+    comes. Restored only to what a test found, a handler a module fixture's command left
+    (set before any test of that module starts) went on to every later test of the same
+    worker: a test that sends itself SIGINT then got no KeyboardInterrupt.
     """
-    kept = {signum: signal.getsignal(signum) for signum in STOPPING_SIGNALS}
+    for signum, handler in SESSION_HANDLERS.items():
+        signal.signal(signum, handler)
     yield
-    for signum, handler in kept.items():
+    for signum, handler in SESSION_HANDLERS.items():
         signal.signal(signum, handler)

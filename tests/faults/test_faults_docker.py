@@ -532,6 +532,23 @@ def test_a_killed_batch_is_closed_as_abandoned_by_the_next_one(
     assert code == 1 and "batch-completed" in rules and rules <= OUTCOME_RULES, decision
 
 
+def stopped(engine: PrivateEngine, within_s: float = 10.0) -> None:
+    """Wait until every thread of the engine's process is stopped: SIGSTOP reaches each
+    thread in its turn, and one already at work may answer first."""
+    assert engine.process is not None
+    tasks = Path(f"/proc/{engine.process.pid}/task")
+    deadline = time.monotonic() + within_s
+    while True:
+        states = set()
+        for task in tasks.iterdir():
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                states.add((task / "stat").read_text().rpartition(")")[2].split()[0])
+        if states <= {"T", "t"}:
+            return
+        assert time.monotonic() < deadline, f"the engine's threads are {states}"
+        time.sleep(0.05)
+
+
 def test_the_engine_says_it_is_unreachable_only_when_it_does_not_answer(
     running_engine: PrivateEngine,
 ) -> None:
@@ -541,6 +558,7 @@ def test_the_engine_says_it_is_unreachable_only_when_it_does_not_answer(
         assert engine.unreachable() is None
         running_engine.kill(signal.SIGSTOP, wait=False)
         try:
+            stopped(running_engine)
             began = time.monotonic()
             frozen = engine.unreachable()
             assert frozen is not None and "does not answer within" in frozen, frozen
