@@ -182,6 +182,8 @@ def signal_handlers() -> Iterator[None]:
     """
     for signum, handler in SESSION_HANDLERS.items():
         signal.signal(signum, handler)
+    # A library a module started (Ray's driver) may leave them blocked in this thread.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING_SIGNALS)
     yield
     for signum, handler in SESSION_HANDLERS.items():
         signal.signal(signum, handler)
