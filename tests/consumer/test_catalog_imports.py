@@ -36,6 +36,22 @@ from tests.paths import DATA, REPO
 STARKIT_SRC = DATA / "analysis" / "starkit" / "src"
 
 
+def starkit_env() -> dict[str, str]:
+    """This environment, where a probe run here (and mypy) finds the starkit package."""
+    return dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
+
+
+def mypy_without_reexport(probe: Path) -> subprocess.CompletedProcess[str]:
+    """mypy over *probe* as the analysis holds a solution to it (no implicit re-export)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        env=starkit_env(),
+        timeout=300,
+    )
+
+
 def generate(work: Path) -> dict[str, Any]:
     """Catalogue starkit as if installed, in a fresh interpreter."""
     info = work / "site" / "starkit-1.0.dist-info"
@@ -168,18 +184,11 @@ def test_a_submodule_its_package_shadows_is_a_module_and_is_noted(
         "from starkit import release as by_attribute\n",
         encoding="utf-8",
     )
-    env = dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
     run = subprocess.run(
-        [sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, str(probe)], capture_output=True, text=True, env=starkit_env(), timeout=60
     )
     assert run.returncode == 0, run.stderr
-    checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    checked = mypy_without_reexport(probe)
     # Both uses of the attribute (lines 4 and 5) are refused, as not exported; the
     # submodule by its path and the exported attribute pass.
     refused = [line for line in checked.stdout.splitlines() if ": error: " in line]
@@ -217,18 +226,11 @@ def test_every_listed_name_imports_and_passes_mypy_without_implicit_reexport(
             lines.append(f"from {module} import {name} as _{len(lines)}")
     probe = tmp_path / "probe.py"
     probe.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
     run = subprocess.run(
-        [sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, str(probe)], capture_output=True, text=True, env=starkit_env(), timeout=60
     )
     assert run.returncode == 0, run.stderr
-    checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    checked = mypy_without_reexport(probe)
     assert checked.returncode == 0, checked.stdout
 
 
@@ -252,12 +254,11 @@ def test_mypy_refuses_every_runtime_name_the_catalog_leaves_out(
         "            if not k.startswith('_') and not inspect.ismodule(v))\n"
         "print(json.dumps(found))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(STARKIT_SRC), MYPYPATH=str(STARKIT_SRC))
     run = subprocess.run(
         [sys.executable, "-c", list_names, *modules],
         capture_output=True,
         text=True,
-        env=env,
+        env=starkit_env(),
         timeout=60,
         check=True,
     )
@@ -273,13 +274,7 @@ def test_mypy_refuses_every_runtime_name_the_catalog_leaves_out(
     probe = tmp_path / "probe.py"
     lines = [f"from {module} import {key} as _{n}\n" for n, (module, key) in enumerate(left_out)]
     probe.write_text("".join(lines), encoding="utf-8")
-    checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-implicit-reexport", "--no-incremental", str(probe)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    checked = mypy_without_reexport(probe)
     refused = {
         int(line.split(":")[1]) for line in checked.stdout.splitlines() if ": error: " in line
     }
