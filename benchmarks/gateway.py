@@ -173,6 +173,71 @@ def direct_model(
     return container, sockets
 
 
+def measurement_plan(
+    engine: ContainerEngine,
+    project: Project,
+    suite: Suite,
+    config: RunnerConfig,
+    consumer_dir: Path,
+    work: Path,
+    batch_id: str,
+    *,
+    run_ids: list[str],
+    slots: int,
+    verifier_slots: int,
+    gateway: Any,
+    submission_timeout_ms: int,
+    batch_timeout_ms: int,
+) -> tuple[BatchPlan, ContainerVerifier]:
+    """The plan of a measurement batch of *run_ids* in *work*, and its docker verifier:
+    the schedule a batch runs, without the batch's preparation around it."""
+    staging = work / f"{batch_id}-verifier"
+    staging.mkdir()
+    verifier = ContainerVerifier(
+        VerifierSetup(
+            engine=engine,
+            image=config.verifierImage,
+            consumer_dir=consumer_dir,
+            graders_dir=project.graders,
+            batch_id=batch_id,
+            staging_root=staging,
+        ),
+        tasks_dir=project.tasks,
+        slots=verifier_slots,
+    )
+    batch_dir = work / batch_id
+    batch_dir.mkdir()
+    receipt = Receipt.opened(
+        batch_id=batch_id,
+        created_at=datetime.now(UTC),
+        runner=config.expectedRunner,
+        model=config.expectedModel,
+        scheduled_runs=len(run_ids),
+    )
+    plan = BatchPlan(
+        batch_dir=batch_dir,
+        work_dir=work / f"{batch_id}-work",
+        run_ids=run_ids,
+        tasks={
+            t.id: ScheduledTask(
+                t.spec, t.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), t.starter_dir
+            )
+            for t in suite.tasks
+        },
+        runner=config.expectedRunner,
+        model=config.expectedModel,
+        submission_timeout_ms=submission_timeout_ms,
+        batch_timeout_ms=batch_timeout_ms,
+        slots=slots,
+        consumer_dir_in_runner=CONSUMER_MOUNT,
+        output_dir_in_runner=SOLUTION_MOUNT,
+        protected_digest=lambda: solution_digest(solution_files(consumer_dir)),
+        receipt=receipt,
+        gateway=gateway,
+    )
+    return plan, verifier
+
+
 def one_round(
     mode: str,
     engine: ContainerEngine,
@@ -197,49 +262,12 @@ def one_round(
             gateway_mounts=mounts,
         )
     )
-    staging = work / f"{batch_id}-verifier"
-    staging.mkdir()
-    verifier = ContainerVerifier(
-        VerifierSetup(
-            engine=engine,
-            image=config.verifierImage,
-            consumer_dir=consumer_dir,
-            graders_dir=project.graders,
-            batch_id=batch_id,
-            staging_root=staging,
-        ),
-        tasks_dir=project.tasks,
-    )
-    batch_dir = work / batch_id
-    batch_dir.mkdir()
-    receipt = Receipt.opened(
-        batch_id=batch_id,
-        created_at=datetime.now(UTC),
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        scheduled_runs=len(suite.tasks),
-    )
-    plan = BatchPlan(
-        batch_dir=batch_dir,
-        work_dir=work / f"{batch_id}-work",
-        run_ids=[f"{t.id}-1" for t in suite.tasks],
-        tasks={
-            t.id: ScheduledTask(
-                t.spec, t.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), t.starter_dir
-            )
-            for t in suite.tasks
-        },
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        submission_timeout_ms=180_000,
+    plan, verifier = measurement_plan(
+        engine, project, suite, config, consumer_dir, work, batch_id,
+        run_ids=[f"{t.id}-1" for t in suite.tasks], slots=1, verifier_slots=1,
+        gateway=ports[f"{mode}-port"], submission_timeout_ms=180_000,
         batch_timeout_ms=1_800_000,
-        slots=1,
-        consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=SOLUTION_MOUNT,
-        protected_digest=lambda: solution_digest(solution_files(consumer_dir)),
-        receipt=receipt,
-        gateway=ports[f"{mode}-port"],
-    )
+    )  # fmt: skip
     final = run_schedule(plan, on_this_engine(runner, verifier))
     verification = [
         max(0.0, a.durationMs / 1000 - r)

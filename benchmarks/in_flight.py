@@ -39,7 +39,6 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gateway import consumer  # noqa: E402
+from gateway import consumer, measurement_plan  # noqa: E402
 from machine_cpu import CpuSnapshot, cpu_split  # noqa: E402
 from record import add_record_option, emit  # noqa: E402
 
@@ -55,18 +54,14 @@ from agent_eval.batch.admission import admitted_runs, read_machine, verification
 from agent_eval.batch.attempt import on_this_engine  # noqa: E402
 from agent_eval.batch.ports import RunnerOutcome  # noqa: E402
 from agent_eval.batch.runner_container import ContainerRunner  # noqa: E402
-from agent_eval.batch.schedule import BatchPlan, ScheduledTask, run_schedule  # noqa: E402
-from agent_eval.digests import solution_digest, solution_files  # noqa: E402
+from agent_eval.batch.schedule import run_schedule  # noqa: E402
 from agent_eval.engine import ContainerEngine  # noqa: E402
 from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
 from agent_eval.gateway.host import BatchGateway  # noqa: E402
-from agent_eval.layout import CONSUMER_MOUNT, IN_CONTAINER_CONSUMER, SOLUTION_MOUNT  # noqa: E402
-from agent_eval.models import Receipt, RunnerConfig, RunnerRequest  # noqa: E402
+from agent_eval.models import RunnerConfig, RunnerRequest  # noqa: E402
 from agent_eval.project import Project, find_project  # noqa: E402
 from agent_eval.suite.tasks import Suite, load_suite  # noqa: E402
 from agent_eval.trial.run import KEY_ENV, scripted_upstream  # noqa: E402
-from agent_eval.verification.container.run import VerifierSetup  # noqa: E402
-from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
 
 AGENT = "claude-code"
 MIB = 1 << 20
@@ -157,51 +152,12 @@ def one_level(
             gateway_mounts=gateway.runner_mounts(),
         )
     )
-    staging = work / f"{batch_id}-verifier"
-    staging.mkdir()
     machine = read_machine()
-    verifier = ContainerVerifier(
-        VerifierSetup(
-            engine=engine,
-            image=config.verifierImage,
-            consumer_dir=consumer_dir,
-            graders_dir=project.graders,
-            batch_id=batch_id,
-            staging_root=staging,
-        ),
-        tasks_dir=project.tasks,
-        slots=verification_slots(level, machine.cores),
-    )
-    batch_dir = work / batch_id
-    batch_dir.mkdir()
-    receipt = Receipt.opened(
-        batch_id=batch_id,
-        created_at=datetime.now(UTC),
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        scheduled_runs=len(ids),
-    )
-    plan = BatchPlan(
-        batch_dir=batch_dir,
-        work_dir=work / f"{batch_id}-work",
-        run_ids=ids,
-        tasks={
-            t.id: ScheduledTask(
-                t.spec, t.render_prompt(str(IN_CONTAINER_CONSUMER.docs)), t.starter_dir
-            )
-            for t in suite.tasks
-        },
-        runner=config.expectedRunner,
-        model=config.expectedModel,
-        submission_timeout_ms=600_000,
-        batch_timeout_ms=3_600_000,
-        slots=level,
-        consumer_dir_in_runner=CONSUMER_MOUNT,
-        output_dir_in_runner=SOLUTION_MOUNT,
-        protected_digest=lambda: solution_digest(solution_files(consumer_dir)),
-        receipt=receipt,
-        gateway=gateway,
-    )
+    plan, verifier = measurement_plan(
+        engine, project, suite, config, consumer_dir, work, batch_id,
+        run_ids=ids, slots=level, verifier_slots=verification_slots(level, machine.cores),
+        gateway=gateway, submission_timeout_ms=600_000, batch_timeout_ms=3_600_000,
+    )  # fmt: skip
     started, before = time.monotonic(), CpuSnapshot.take()
     with LeastAvailable() as memory:
         final = run_schedule(plan, on_this_engine(runner, verifier))
