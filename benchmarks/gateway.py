@@ -115,7 +115,7 @@ class Direct:
     def close_route(self, route: DirectRoute) -> bytes:
         return b""
 
-    def problem(self) -> str | None:
+    def problem(self, *, probe: bool = False) -> str | None:
         return None
 
     def accepted_models(self) -> dict[str, frozenset[str]]:
