@@ -90,12 +90,8 @@ class RunQueueMeter:
         if threads is None:
             return
         for tid, now in threads.items():
-            before = self._previous.get(tid)
-            if (
-                before is None
-                or now.on_cpu_ns < before.on_cpu_ns
-                or (now.waiting_ns < before.waiting_ns)
-            ):
+            before = self._previous.get(tid) or ThreadTimes(0, 0)
+            if now.on_cpu_ns < before.on_cpu_ns or now.waiting_ns < before.waiting_ns:
                 before = ThreadTimes(0, 0)
             self._on_cpu_ns += now.on_cpu_ns - before.on_cpu_ns
             self._waiting_ns += now.waiting_ns - before.waiting_ns
