@@ -24,8 +24,10 @@ from typing import Protocol
 __all__ = ["LAST_PART_S", "RunQueue", "RunQueueMeter", "ThreadClocks", "ThreadTimes"]
 
 LAST_PART_S = 60.0
-"""The part of a run, at its end, whose figures are kept apart (the whole run when
-shorter): what a runner was doing when its time ran out."""
+"""The part of a run, at its end, whose figures are kept apart: what a runner was doing
+when its time ran out. A run shorter than twice this keeps its last half apart, so the
+start of its processes (which waits for a CPU on a crowded machine whatever the runner
+then does) stays out."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,8 @@ class RunQueue:
     waiting_s: float
     """Time its threads were runnable but waited for a CPU."""
     last_part_s: float
-    """Wall time of the run's last part: from the last reading at or before
-    :data:`LAST_PART_S` before the last reading (the start, in a shorter run) to it."""
+    """Wall time of the run's last part (:data:`LAST_PART_S`, or the last half of a
+    shorter run), from the last reading at or before its start to the last reading."""
     last_part_on_cpu_s: float
     """Time its threads ran on a CPU in that part."""
     last_part_waiting_s: float
@@ -107,8 +109,12 @@ class RunQueueMeter:
         if not self._read:
             return None
         end, on_cpu, waiting = self._series[-1]
-        # The reading at or before the part's start: the part is as long as it says.
-        started_at, on_cpu_then, waiting_then = self._series[0]
+        cut = end - min(self._last_part_s, (end - self._started) / 2)
+        # The reading at or before the part's start: the part is as long as it says. The
+        # series reaches back that far: its half is within the last part of a shorter run.
+        started_at, on_cpu_then, waiting_then = next(
+            reading for reading in reversed(self._series) if reading[0] <= cut
+        )
         return RunQueue(
             seconds=round(end - self._started, 3),
             on_cpu_s=on_cpu / 1e9,

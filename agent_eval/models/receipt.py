@@ -223,7 +223,8 @@ class RunnerResources(WireModel):
     measured."""
     lastPartSeconds: float | None = Field(default=None, ge=0)
     """The wall time of the last part of its run that ``starved`` is judged on
-    (about its last minute, or all of a shorter run); None when not measured."""
+    (about its last minute, or the last half of a run shorter than two minutes: the
+    start of its processes stays out); None when not measured."""
     lastPartRunQueueWaitSeconds: float | None = Field(default=None, ge=0)
     """How long its threads, summed, waited for a CPU in that part."""
     lastPartCpuSeconds: float | None = Field(default=None, ge=0)

@@ -2,9 +2,10 @@
 
 The meter sums each thread's counters by their growth between readings (a thread
 that ends loses only its last interval, a reused id counts afresh) and keeps the
-run's last part apart; the /proc reader finds the container's threads in its
-cgroup and never takes threads it cannot read for idle ones; a runner is starved
-only when the host was crowded and its own threads were kept waiting.
+run's last part apart (its last half when short, without the start); the /proc
+reader finds the container's threads in its cgroup and never takes threads it
+cannot read for idle ones; a runner is starved only when the host was crowded
+and its own threads were kept waiting.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ def test_the_meter_sums_each_threads_growth_and_keeps_what_an_ended_thread_had()
     got = meter.figures()
     assert got is not None
     assert (got.seconds, round(got.on_cpu_s, 9), got.waiting_s) == (3.0, 1.9, 1.3)
-    # A run shorter than the last part: the part is all of it.
-    part = (got.last_part_s, round(got.last_part_on_cpu_s, 9), got.last_part_waiting_s)
-    assert part == (3.0, 1.9, 1.3)
+    # A run shorter than twice the last part: its last half, from the reading before it
+    # (at 101 s: the start's 0.2 s of waiting stays out).
+    part = (got.last_part_s, round(got.last_part_on_cpu_s, 9), round(got.last_part_waiting_s, 9))
+    assert part == (2.0, 1.4, 1.1)
 
 
 def test_a_counter_that_went_down_is_a_new_thread_under_a_reused_id() -> None:
