@@ -10,6 +10,9 @@ responsive: with N loops and two containers busy, each container gets about
 
 Every loop is ``timeout SECONDS sh -c 'while :; do :; done'``: bounded in time
 even if this process dies, started and ended by its own pid, never by name.
+Every loop runs at nice 0 whatever this process's nice: a loop that inherited
+a harness's ``nice -n 19`` weighs 15 against a container's 1024 and crowds no
+container (the host's CPU pressure still rises: it counts every waiting task).
 
     with LoadRig(loops=40):
         ...  # every container here runs on a crowded machine
@@ -67,6 +70,7 @@ class LoadRig:
                     start_new_session=True,
                 )
                 self._procs.append(proc)
+                _full_weight(proc.pid)
                 # The shell (timeout's child) may not exist yet; move timeout itself
                 # first: a child forked after the move starts in the same cgroup.
                 (self.cgroup / "cgroup.procs").write_text(f"{proc.pid}\n", encoding="ascii")
@@ -75,6 +79,7 @@ class LoadRig:
                 for child in _children(proc.pid):
                     with contextlib.suppress(OSError):
                         (self.cgroup / "cgroup.procs").write_text(f"{child}\n", encoding="ascii")
+                        _full_weight(child)  # forked before its parent's nice was reset
         except BaseException:
             self.stop()
             raise
@@ -100,6 +105,12 @@ class LoadRig:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _full_weight(pid: int) -> None:
+    """Nice 0 for *pid* (root may lower a nice value): a loop weighs as a container."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, 0)
 
 
 def _children(pid: int) -> list[int]:

@@ -14,6 +14,7 @@ from datetime import datetime
 from agent_eval.batch.collection import Collection
 from agent_eval.batch.response import ResponseVerdict
 from agent_eval.digests import solution_digest
+from agent_eval.engine.pressure import OWN_QUOTA_SHARE, STARVED_PRESSURE
 from agent_eval.models import (
     Analysis,
     AttemptRecord,
@@ -106,6 +107,44 @@ def _diag(category: str, message: str) -> Diagnostic:
     )
 
 
+def _starved_message(used: RunnerResources) -> str:
+    """Why a timed-out runner is the machine's, with the figures that decided it."""
+    cpu = "an unmeasured" if used.cpuSeconds is None else f"{used.cpuSeconds:.1f}"
+    said = (
+        f"the host's CPU pressure was {(used.hostCpuPressure or 0) * 100:.0f} % over its "
+        f"{used.wallSeconds or 0:.0f} s, in which it got {cpu} s of CPU"
+    )
+    if used.starvedBasis == "run-queue":
+        said += (
+            f", and in the last {used.lastPartSeconds or 0:.0f} s of its run its threads "
+            f"waited {used.lastPartRunQueueWaitSeconds or 0:.1f} s for a CPU and ran "
+            f"{used.lastPartCpuSeconds or 0:.1f} s"
+        )
+    else:
+        said += " (its threads' wait for a CPU was not measured: the pressure alone decided)"
+    return (
+        f"the machine starved the runner: {said}; "
+        "lower the batch's concurrency or use a quieter machine"
+    )
+
+
+def _own_time(used: RunnerResources) -> str | None:
+    """Why a runner that timed out on a crowded machine is still charged its timeout."""
+    if used.starvedBasis != "run-queue" or (used.hostCpuPressure or 0) < STARVED_PRESSURE:
+        return None
+    part, ran = used.lastPartSeconds or 0, used.lastPartCpuSeconds or 0
+    why = (
+        "it had its whole CPU quota"
+        if part > 0 and ran / part >= OWN_QUOTA_SHARE * used.cpus
+        else "the machine did not keep it waiting"
+    )
+    return (
+        f"the host's CPU pressure was {(used.hostCpuPressure or 0) * 100:.0f} %, but in the "
+        f"last {part:.0f} s of its run its threads waited "
+        f"{used.lastPartRunQueueWaitSeconds or 0:.1f} s for a CPU and ran {ran:.1f} s: {why}"
+    )
+
+
 def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
     """The attempt's record: success, failure category, safety and diagnostics."""
     diagnostics: list[Diagnostic] = []
@@ -130,20 +169,13 @@ def judge_attempt(obs: AttemptObservations) -> AttemptRecord:
     elif obs.timed_out and obs.resources is not None and obs.resources.starved:
         # The machine, not the agent, spent the runner's time: the harness's failure.
         category = "infrastructure"
-        used = obs.resources
-        cpu = "an unmeasured" if used.cpuSeconds is None else f"{used.cpuSeconds:.1f}"
-        diagnostics.append(
-            _diag(
-                "infrastructure",
-                "the machine starved the runner: the host's CPU pressure was "
-                f"{(used.hostCpuPressure or 0) * 100:.0f} % over its "
-                f"{used.wallSeconds or 0:.0f} s, in which it got {cpu} s of CPU; "
-                "lower the batch's concurrency or use a quieter machine",
-            )
-        )
+        diagnostics.append(_diag("infrastructure", _starved_message(obs.resources)))
     elif obs.timed_out:
         category = "timeout"
-        diagnostics.append(_diag("timeout", "the runner did not finish within its time budget"))
+        late = "the runner did not finish within its time budget"
+        if obs.resources is not None and (own := _own_time(obs.resources)) is not None:
+            late += f" ({own})"
+        diagnostics.append(_diag("timeout", late))
     elif verdict is None or verdict.problem is not None:
         category = verdict.problem if verdict and verdict.problem else "invalid-response"
         diagnostics.append(_diag("runner", verdict.message if verdict else "no response"))

@@ -27,7 +27,7 @@ from agent_eval.engine import (
     remove_leftovers,
     run_container,
 )
-from agent_eval.engine.pressure import STARVED_PRESSURE, PressureWindow
+from agent_eval.engine.pressure import PressureWindow, starved_runner
 from agent_eval.errors import InfrastructureError
 from agent_eval.layout import (
     CONSUMER_MOUNT,
@@ -140,6 +140,13 @@ class ContainerRunner:
         wall_s = time.monotonic() - began
         crowded = pressure.share(wall_s)
         limits = spec.limits
+        queue = done.wait.run_queue
+        starved, basis = starved_runner(
+            timed_out=done.wait.timed_out,
+            host_pressure=crowded,
+            run_queue=queue,
+            cpus=limits.nano_cpus / 1e9,
+        )
         return RunnerOutcome(
             stdout=done.output.stdout,
             stdout_truncated=done.output.stdout_truncated,
@@ -156,7 +163,14 @@ class ContainerRunner:
                 cpuSeconds=done.wait.cpu_seconds,
                 wallSeconds=round(wall_s, 3),
                 hostCpuPressure=crowded,
-                starved=done.wait.timed_out and (crowded or 0.0) >= STARVED_PRESSURE,
+                starved=starved,
+                starvedBasis=basis,
+                runQueueWaitSeconds=None if queue is None else round(queue.waiting_s, 3),
+                lastPartSeconds=None if queue is None else round(queue.last_part_s, 3),
+                lastPartRunQueueWaitSeconds=(
+                    None if queue is None else round(queue.last_part_waiting_s, 3)
+                ),
+                lastPartCpuSeconds=None if queue is None else round(queue.last_part_on_cpu_s, 3),
             ),
             transcript=transcript,
             engine_lost=done.wait.engine_lost,

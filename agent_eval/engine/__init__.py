@@ -4,7 +4,11 @@
                    results, run/list/remove over any runtime
     policy         Hardening (the one place of every container flag), mount, socket and pin checks
     docker_engine  DockerEngine over the Docker SDK: the only module that imports ``docker``
-    fake           FakeRuntime, FakeImageStore and FakeEngine (both), in memory, for unit tests
+    fake           FakeRuntime, FakeImageStore and FakeEngine (both), in memory, and
+                   FakeThreadClocks, scripted, for unit tests
+    run_queue      how long a container's own threads waited for a CPU (ThreadClocks, the
+                   port; RunQueueMeter, pure)
+    pressure       the host's CPU pressure, and the rule that calls a runner's timeout starved
 
 This face re-exports the interface and the policy, never the Docker
 implementation: connecting to an engine is the composition root's decision

@@ -52,6 +52,7 @@ from agent_eval.engine.policy import (
     Role,
     check_label_value,
 )
+from agent_eval.engine.run_queue import RunQueue
 from agent_eval.errors import CleanupError, ConfigError, NotStartedError
 from agent_eval.models.runner_config import check_pinned_image
 
@@ -172,6 +173,9 @@ class WaitResult:
     engine_lost: bool = False
     """The engine could not be reached at some point while it ran: what the engine
     collected of it (its output above all) may be incomplete."""
+    run_queue: RunQueue | None = None
+    """How long its threads ran and waited for a CPU, sampled while it ran; None when
+    the engine could not read its threads' scheduler counters."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from agent_eval.engine.policy import (
     local_socket_path,
     match_pinned_image,
 )
+from agent_eval.engine.run_queue import RunQueue, RunQueueMeter, ThreadClocks, ThreadTimes
 from agent_eval.errors import (
     CleanupError,
     ConfigError,
@@ -52,7 +53,7 @@ from agent_eval.errors import (
 )
 from agent_eval.models.runner_config import check_pinned_image
 
-__all__ = ["DockerEngine", "connect_local_engine"]
+__all__ = ["DockerEngine", "ProcThreadClocks", "connect_local_engine"]
 
 ANSWER_TIMEOUT_S = 8.0
 """An engine that accepts a connection must answer its first ping within this."""
@@ -301,7 +302,15 @@ _CPU_FILES = (
     ("docker/{id}/cpu.stat", 1e-6),  # v2: usage_usec
     ("system.slice/docker-{id}.scope/cpu.stat", 1e-6),
 )
+_THREAD_FILES = (
+    "cpuacct/docker/{id}/tasks",  # v1, cgroupfs driver: every thread of the container
+    "cpuacct/system.slice/docker-{id}.scope/tasks",  # v1, systemd
+    "docker/{id}/cgroup.threads",  # v2, cgroupfs driver
+    "system.slice/docker-{id}.scope/cgroup.threads",  # v2, systemd
+)
 _SAMPLE_S = 0.25
+_THREADS_EVERY = 4
+"""Thread counters are read every fourth sample: once a second."""
 
 
 def _read_counter(path: Path) -> int | None:
@@ -344,17 +353,23 @@ class _CgroupCounter:
 
 
 class _UsageWatch:
-    """Samples a running container's peak memory and CPU time from its cgroup.
+    """Samples a running container's peak memory and CPU time from its cgroup, and its
+    threads' scheduler counters.
 
     The cgroup is gone once the container exits, so both are as last sampled:
     lower bounds that miss only what the container used after the last
     sample. An engine whose cgroups are elsewhere (rootless, another parent)
-    gives None, never a guess.
+    gives None, never a guess. The thread counters are read every
+    :data:`_THREADS_EVERY` samples (a runner may have hundreds of threads) and
+    once more when the wait ends, before a container past its deadline is killed.
     """
 
-    def __init__(self, container_id: str) -> None:
+    def __init__(self, container_id: str, clocks: ThreadClocks) -> None:
+        self._id = container_id
         self._memory = _CgroupCounter(container_id, _PEAK_FILES)
         self._cpu = _CgroupCounter(container_id, _CPU_FILES)
+        self._clocks = clocks
+        self._meter = RunQueueMeter(time.monotonic())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True, name="usage")
 
@@ -366,6 +381,10 @@ class _UsageWatch:
     def cpu_s(self) -> float | None:
         return self._cpu.value
 
+    @property
+    def run_queue(self) -> RunQueue | None:
+        return self._meter.figures()
+
     def __enter__(self) -> _UsageWatch:
         self._thread.start()
         return self
@@ -373,21 +392,73 @@ class _UsageWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
+        if not self._thread.is_alive():
+            self._read_threads()
+
+    def _read_threads(self) -> None:
+        self._meter.add(time.monotonic(), self._clocks.read(self._id))
 
     def _sample(self) -> None:
+        tick = 0
         while True:
             self._memory.read()
             self._cpu.read()
+            if tick % _THREADS_EVERY == 0:
+                self._read_threads()
+            tick += 1
             if self._stop.wait(_SAMPLE_S):
                 return
+
+
+class ProcThreadClocks:
+    """A local engine's container threads: the thread list of the container's cgroup,
+    and each thread's ``/proc/<tid>/schedstat``.
+
+    The cgroup lists thread ids as this process's pid namespace sees them: a harness
+    that does not see the engine's processes (another pid namespace, a remote engine)
+    reads none, and a container whose threads are listed but none readable is not
+    measured (None), never taken for one that was idle.
+    """
+
+    def __init__(self, cgroup_root: Path = _CGROUP_ROOT, proc_root: Path = Path("/proc")) -> None:
+        self._cgroups = cgroup_root
+        self._proc = proc_root
+
+    def read(self, container_id: str) -> dict[int, ThreadTimes] | None:
+        """See :meth:`ThreadClocks.read`."""
+        for pattern in _THREAD_FILES:
+            try:
+                listed = (self._cgroups / pattern.format(id=container_id)).read_text("ascii")
+                tids = [int(tid) for tid in listed.split()]
+                break
+            except (OSError, ValueError):
+                continue
+        else:
+            return None
+        threads: dict[int, ThreadTimes] = {}
+        for tid in tids:
+            try:
+                fields = (self._proc / str(tid) / "schedstat").read_text("ascii").split()
+                threads[tid] = ThreadTimes(int(fields[0]), int(fields[1]))
+            except (OSError, ValueError, IndexError):
+                continue  # it ended since the list was read
+        return None if tids and not threads else threads
 
 
 class DockerEngine(ContainerEngine):
     """:class:`ContainerEngine` over the Docker SDK's low-level API on a local socket."""
 
-    def __init__(self, api: docker.APIClient, *, socket_path: str) -> None:
-        """Use *api*, an already connected client of the engine at *socket_path*."""
+    def __init__(
+        self,
+        api: docker.APIClient,
+        *,
+        socket_path: str,
+        clocks: ThreadClocks | None = None,
+    ) -> None:
+        """Use *api*, an already connected client of the engine at *socket_path*; its
+        containers' thread counters are read with *clocks* (``/proc`` unless given)."""
         self._api = api
+        self._clocks: ThreadClocks = clocks or ProcThreadClocks()
         self.socket_path = socket_path
         self.address = socket_path
         # Per container made here: the outage count before it was asked for.
@@ -642,7 +713,7 @@ class DockerEngine(ContainerEngine):
     def wait(self, container_id: str, timeout_s: float) -> WaitResult:
         """See :meth:`ContainerEngine.wait`."""
         short = container_id[:12]
-        with _UsageWatch(container_id) as usage:
+        with _UsageWatch(container_id, self._clocks) as usage:
             exited, lost = self._wait_until(container_id, time.monotonic() + timeout_s)
         created_at = self._outages_at_create.pop(container_id, None)
         # An outage any call saw while the container lived counts as this wait's own.
@@ -676,6 +747,7 @@ class DockerEngine(ContainerEngine):
             peak_memory_bytes=usage.peak,
             cpu_seconds=usage.cpu_s,
             engine_lost=lost,
+            run_queue=usage.run_queue,
         )
 
     def _bounded_stream(self, container_id: str, limit: int, *, stdout: bool) -> tuple[bytes, bool]:

@@ -46,10 +46,11 @@ from agent_eval.engine import (
     container_labels,
     match_pinned_image,
 )
+from agent_eval.engine.run_queue import RunQueue, ThreadTimes
 from agent_eval.errors import CleanupError, ConfigError, InfrastructureError
 from agent_eval.models.runner_config import check_pinned_image
 
-__all__ = ["FakeEngine", "FakeImageStore", "FakeRuntime", "Outcome"]
+__all__ = ["FakeEngine", "FakeImageStore", "FakeRuntime", "FakeThreadClocks", "Outcome"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ class Outcome:
     """The CPU time wait() reports (None: not measured)."""
     engine_lost: bool = False
     """wait() reports that the engine was unreachable while it ran."""
+    run_queue: RunQueue | None = None
+    """How long its threads ran and waited for a CPU, as wait() reports it (None: not
+    measured, as on an engine whose threads cannot be read)."""
     start_error: str | None = None
     """start() fails with this engine message (the CLI's exit 125)."""
     cleanup_fails: bool = False
@@ -85,6 +89,21 @@ class Outcome:
     paths); bytes it returns replace ``stdout``."""
     start_raises: BaseException | None = None
     """start() raises this (a KeyboardInterrupt, say) instead of starting."""
+
+
+class FakeThreadClocks:
+    """Thread counters from a script: each read of a container answers its next reading
+    (the last one again once the script is spent; None: unreadable)."""
+
+    def __init__(self, readings: Mapping[str, list[Mapping[int, ThreadTimes] | None]]) -> None:
+        self._readings = {cid: list(script) for cid, script in readings.items()}
+        self.reads: dict[str, int] = {}
+
+    def read(self, container_id: str) -> Mapping[int, ThreadTimes] | None:
+        """See :meth:`agent_eval.engine.run_queue.ThreadClocks.read`."""
+        self.reads[container_id] = self.reads.get(container_id, 0) + 1
+        script = self._readings.get(container_id) or [None]
+        return script.pop(0) if len(script) > 1 else script[0]
 
 
 @dataclass
@@ -403,6 +422,7 @@ class FakeRuntime(ContainerRuntime):
                 timed_out=True,
                 oom_killed=False,
                 cpu_seconds=container.outcome.cpu_seconds,
+                run_queue=container.outcome.run_queue,
             )
         return WaitResult(
             exit_code=container.outcome.exit_code,
@@ -411,6 +431,7 @@ class FakeRuntime(ContainerRuntime):
             peak_memory_bytes=container.outcome.peak_memory_bytes,
             cpu_seconds=container.outcome.cpu_seconds,
             engine_lost=container.outcome.engine_lost,
+            run_queue=container.outcome.run_queue,
         )
 
     def logs(self, container_id: str, limit_bytes: int) -> BoundedOutput:

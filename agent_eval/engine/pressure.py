@@ -3,8 +3,11 @@
 Linux's pressure stall information (``/proc/pressure/cpu``) counts, in
 microseconds, the time at least one runnable task waited; over an interval
 its growth divided by the interval is the share of that time the machine was
-crowded. A runner that ran out of time while that share was high may have
-been starved rather than slow; the attempt's record says so.
+crowded. A crowded machine alone does not starve a runner: one asleep on a
+model that never answers runs out of time on a busy machine as on a quiet
+one. :func:`starved_runner` calls a runner's timeout starved only when the
+runner itself was kept waiting for a CPU (its threads' run-queue wait,
+:mod:`agent_eval.engine.run_queue`) while the host was crowded.
 """
 
 from __future__ import annotations
@@ -14,18 +17,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_eval.engine.run_queue import RunQueue
+from agent_eval.models.receipt import StarvedBasis
+
 __all__ = [
+    "OWN_QUOTA_SHARE",
     "STARVED_PRESSURE",
+    "STARVED_WAIT_SHARE",
     "CrowdedDeadline",
     "PressureWindow",
     "cpu_pressure_total_us",
     "recent_cpu_pressure",
+    "starved_runner",
 ]
 
 CPU_PRESSURE = Path("/proc/pressure/cpu")
 STARVED_PRESSURE = 0.5
-"""A runner that timed out while the host's CPU pressure over its run was at least
-this share is flagged as starved by the machine."""
+"""The host's CPU pressure over a runner's run at or above which the machine may have
+starved it (a share of the run's wall time)."""
+STARVED_WAIT_SHARE = 0.25
+"""The run-queue wait of a runner's threads, summed, over the last part of its run
+(``run_queue.LAST_PART_S``), as a share of that part's wall time, at or above which the
+runner was kept waiting for a CPU: on average a quarter of a thread runnable and not
+running throughout. A runner asleep (on its model, or hung) waits next to nothing; a
+single busy thread on a machine where it gets half a CPU waits half its time."""
+OWN_QUOTA_SHARE = 0.9
+"""A runner whose threads ran at least this share of its CPU quota in that part had
+every CPU it was given: its wait was its own quota's throttling, not the machine's."""
 
 
 def _some(path: Path) -> dict[str, str]:
@@ -112,3 +130,32 @@ class CrowdedDeadline:
             f"({elapsed:.0f} s of wall time, backstop {self.backstop_s:g} s; "
             f"host CPU pressure {recent_cpu_pressure(self.path)})"
         )
+
+
+def starved_runner(
+    *,
+    timed_out: bool,
+    host_pressure: float | None,
+    run_queue: RunQueue | None,
+    cpus: float,
+) -> tuple[bool, StarvedBasis | None]:
+    """Whether a runner's timeout is the machine's, and on what it was decided.
+
+    Starved: it timed out, the host's CPU pressure over its run (*host_pressure*) was
+    at least :data:`STARVED_PRESSURE`, and in the last part of its run its threads
+    waited on a run queue for at least :data:`STARVED_WAIT_SHARE` of that part while
+    running less than :data:`OWN_QUOTA_SHARE` of its quota of *cpus* (``"run-queue"``).
+    Where its threads' counters could not be read (*run_queue* None: another pid
+    namespace, a remote engine, the fake engine), the host's pressure alone decides
+    (``"host-pressure"``): failing closed, as the infrastructure's, tried again rather
+    than charged to the agent unseen. None: it did not time out.
+    """
+    if not timed_out:
+        return False, None
+    crowded = (host_pressure or 0.0) >= STARVED_PRESSURE
+    if run_queue is None or run_queue.last_part_s <= 0:
+        return crowded, "host-pressure"
+    part = run_queue.last_part_s
+    kept_waiting = run_queue.last_part_waiting_s / part >= STARVED_WAIT_SHARE
+    within_quota = run_queue.last_part_on_cpu_s / part < OWN_QUOTA_SHARE * cpus
+    return crowded and kept_waiting and within_quota, "run-queue"

@@ -51,6 +51,7 @@ __all__ = [
     "RunRecord",
     "RunnerResources",
     "SolutionFile",
+    "StarvedBasis",
 ]
 
 _UNSHOWABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
@@ -177,6 +178,11 @@ class ProtectedInputs(WireModel):
     """Digest taken after the runner ended; None if it could not be taken."""
 
 
+StarvedBasis = Literal["run-queue", "host-pressure"]
+"""What decided whether a runner's timeout was starved: its own threads' run-queue wait
+with the host's pressure, or (its threads not measured) the host's pressure alone."""
+
+
 class RunnerResources(WireModel):
     """What the runner container had, and what it used of it."""
 
@@ -202,9 +208,27 @@ class RunnerResources(WireModel):
     """The share of its wall time some task on the host waited for a CPU (Linux pressure
     stall information); None where the kernel does not report it."""
     starved: bool = False
-    """It ran out of time while the host's CPU pressure was at least
-    ``agent_eval.engine.pressure.STARVED_PRESSURE``: the machine, not only the agent, may
-    be why; lower the batch's concurrency or use a quieter machine."""
+    """It ran out of time because the machine kept it from a CPU
+    (``agent_eval.engine.pressure.starved_runner``): the host's CPU pressure was at least
+    ``STARVED_PRESSURE`` and its own threads waited runnable for a CPU (see
+    ``starvedBasis``); lower the batch's concurrency or use a quieter machine."""
+    starvedBasis: StarvedBasis | None = None
+    """For a runner that ran out of time, what decided ``starved``: ``run-queue`` (its
+    threads' wait, below, with the host's pressure) or ``host-pressure`` (its threads
+    could not be measured: the pressure alone, failing closed as the machine's); None
+    when it did not run out of time, and in records older than the measure."""
+    runQueueWaitSeconds: float | None = Field(default=None, ge=0)
+    """How long its threads, summed, were runnable but waited for a CPU over its run
+    (the kernel's per-thread ``schedstat``, sampled: a lower bound); None when not
+    measured."""
+    lastPartSeconds: float | None = Field(default=None, ge=0)
+    """The wall time of the last part of its run that ``starved`` is judged on
+    (about its last minute, or the last half of a run shorter than two minutes: the
+    start of its processes stays out); None when not measured."""
+    lastPartRunQueueWaitSeconds: float | None = Field(default=None, ge=0)
+    """How long its threads, summed, waited for a CPU in that part."""
+    lastPartCpuSeconds: float | None = Field(default=None, ge=0)
+    """How long its threads, summed, ran on a CPU in that part."""
 
 
 class AssertionOutcome(WireModel):

@@ -22,6 +22,8 @@ import urllib3.exceptions
 
 from agent_eval.engine import ContainerSpec, docker_engine
 from agent_eval.engine.docker_engine import DockerEngine
+from agent_eval.engine.fake import FakeThreadClocks
+from agent_eval.engine.run_queue import ThreadTimes
 from agent_eval.errors import InfrastructureError, NotStartedError
 
 IMAGE = "sha256:" + "c" * 64
@@ -217,3 +219,15 @@ def test_an_outage_before_a_container_was_made_leaves_its_outcome_its_own() -> N
     assert made.create(SPEC) == "abc"
     result = made.wait("abc", timeout_s=30)
     assert (result.exit_code, result.engine_lost) == (143, False)
+
+
+def test_a_wait_reports_the_containers_own_wait_for_a_cpu_from_its_thread_counters() -> None:
+    """Read while it runs and once more as the wait ends (before a kill would end it)."""
+    readings = [{1: ThreadTimes(10**9, 2 * 10**9)}, {1: ThreadTimes(3 * 10**9, 5 * 10**9)}]
+    clocks = FakeThreadClocks({"abc": list(readings), "def": [None]})
+    api = StubApi(wait=[{"StatusCode": 0}], inspect_container=[state(0)])
+    made = DockerEngine(api, socket_path="/run/test.sock", clocks=clocks)  # type: ignore[arg-type]
+    measured = made.wait("abc", timeout_s=30).run_queue
+    assert clocks.reads["abc"] == 2
+    assert measured is not None and (measured.on_cpu_s, measured.waiting_s) == (3.0, 5.0)
+    assert made.wait("def", timeout_s=30).run_queue is None

@@ -270,7 +270,8 @@ def test_a_container_past_its_deadline_is_killed_from_outside_and_removed(
 def test_the_cpu_time_a_container_used_is_measured_apart_from_its_wall_time(
     engine: DockerEngine, images: BuiltImages
 ) -> None:
-    """A busy process is charged its CPU; one that sleeps is charged next to none."""
+    """A busy process is charged its CPU; one that sleeps is charged next to none, by its
+    cgroup and by its threads' scheduler counters alike."""
     # Until it has used 1.5 s of CPU itself, however long a crowded machine makes that take.
     busy = "import time\nwhile time.process_time() < 1.5: pass"
     ran = run_container(
@@ -284,6 +285,10 @@ def test_the_cpu_time_a_container_used_is_measured_apart_from_its_wall_time(
     assert ran.wait.cpu_seconds >= 1.0, ran.wait
     assert slept.wait.cpu_seconds < 0.5, slept.wait
     assert not ran.wait.engine_lost and not slept.wait.engine_lost
+    # Its threads' own counters (schedstat) say the same: read here, never guessed.
+    busy, asleep = ran.wait.run_queue, slept.wait.run_queue
+    assert busy is not None and asleep is not None, (ran.wait, slept.wait)
+    assert busy.on_cpu_s >= 1.0 and asleep.on_cpu_s < 0.5, (busy, asleep)
 
 
 def test_output_is_cut_at_the_limit_per_stream(engine: DockerEngine, images: BuiltImages) -> None:

@@ -297,6 +297,8 @@ def test_a_starved_runner_and_a_repeated_verification_are_said_on_the_attempt(
         resources={
             "memoryLimitBytes": 1 << 30, "cpus": 1.0, "pidsLimit": 512, "tmpBytes": 1 << 20,
             "cpuSeconds": 3.2, "wallSeconds": 600.0, "hostCpuPressure": 0.93, "starved": True,
+            "starvedBasis": "run-queue", "runQueueWaitSeconds": 410.2, "lastPartSeconds": 60.4,
+            "lastPartRunQueueWaitSeconds": 44.0, "lastPartCpuSeconds": 0.4,
         },
     )  # fmt: skip
     retried = attempt(ids[1])
@@ -306,9 +308,11 @@ def test_a_starved_runner_and_a_repeated_verification_are_said_on_the_attempt(
     first = attempt_section(doc, ids[0], 1).text
     assert "CPU 3.2 s (sampled: at least) in 600.0 s" in first
     assert "host CPU pressure 93 %" in first and "starved by the machine" in first
+    assert "its threads waited 410.2 s for a CPU (44.0 s of its last 60 s)" in first
     second = attempt_section(doc, ids[1], 1).text
     assert "2 tries; repeated on the harness's side: starved: importing" in second
     assert "starved by the machine" not in attempt_section(doc, ids[2], 1).text
+    assert "for a CPU" not in second
 
 
 def test_the_gate_chance_is_shown_for_the_observed_rate(tmp_path: Path) -> None:
