@@ -272,8 +272,10 @@ def test_the_cpu_time_a_container_used_is_measured_apart_from_its_wall_time(
 ) -> None:
     """A busy process is charged its CPU; one that sleeps is charged next to none, by its
     cgroup and by its threads' scheduler counters alike."""
-    # Until it has used 1.5 s of CPU itself, however long a crowded machine makes that take.
-    busy = "import time\nwhile time.process_time() < 1.5: pass"
+    # Until it has used 2.5 s of CPU itself, however long a crowded machine makes that take.
+    # One thread uses at most a second of CPU between the thread counters' last one-second
+    # sample and its exit, so that sample holds at least 1.5 s of it.
+    busy = "import time\nwhile time.process_time() < 2.5: pass"
     ran = run_container(
         engine, spec(images.verifier, ["python3", "-c", busy]), timeout_s=60, log_limit_bytes=1024
     )
