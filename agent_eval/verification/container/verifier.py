@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from agent_eval.anchored import make_dirs
 from agent_eval.consumer.archives import installed_digest, prepare_consumer
 from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import ContainerEngine, remove_leftovers
@@ -272,7 +273,12 @@ def batch_verifier_factory(
     """
 
     def make(context: VerifierContext) -> ContainerVerifier:
-        context.work_dir.mkdir(parents=True, exist_ok=True)
+        anchor = context.work_anchor
+        if anchor is None:
+            anchor = context.work_dir.parent
+            anchor.mkdir(parents=True, exist_ok=True)
+        # From the anchor down, never through a link swapped in since the batch began.
+        make_dirs(anchor, context.work_dir)
         cache = kept_analysis_cache(
             context.engine,
             context.image_id,
