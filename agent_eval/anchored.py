@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
 import stat
 from collections.abc import Iterator, Sequence
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from agent_eval.errors import CleanupError
 
-__all__ = ["copy_into", "make_dirs", "open_dir", "remove_tree"]
+__all__ = ["copy_into", "make_dirs", "open_dir", "remove_tree", "replace_file"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -187,3 +188,40 @@ def remove_tree(anchor: Path, path: Path) -> bool:
     if failures:
         raise CleanupError(f"cannot remove {path}: " + "; ".join(failures))
     return True
+
+
+def replace_file(anchor: Path, path: Path, data: bytes) -> None:
+    """Replace the file *path* below *anchor* with *data* atomically, through no link.
+
+    As :func:`agent_eval.evidence_io.write_bytes_atomic` does (a temp file of the same
+    name pattern beside it, then a rename; only a regular file or a link is replaced),
+    but in its directory's descriptor, reached from *anchor* as :func:`make_dirs` does.
+
+    Raises:
+        CleanupError: A directory on the way is a link.
+        OSError: It could not be written, or *path* is neither a file nor a link.
+    """
+    *parents, name = _below(anchor, path)
+    with _walk(anchor, parents) as parent:
+        try:
+            mode = os.lstat(name, dir_fd=parent).st_mode
+        except FileNotFoundError:
+            pass
+        else:
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                raise OSError(
+                    errno.EEXIST, "exists and is not a regular file; it is never replaced"
+                )
+        temp = f".{name}.{secrets.token_hex(4)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            with open(os.open(temp, flags, 0o600, dir_fd=parent), "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp, dir_fd=parent)
+            raise
+        os.fsync(parent)

@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from agent_eval.anchored import open_dir, remove_tree
+from agent_eval.anchored import open_dir, remove_tree, replace_file
 from agent_eval.batch.lease import owner_alive, read_lease
 from agent_eval.batch.workdir import remove_work_dir
 from agent_eval.engine import ContainerRuntime, remove_leftovers
-from agent_eval.errors import AgentEvalError
+from agent_eval.errors import AgentEvalError, CleanupError
 from agent_eval.evidence_io import (
     MAX_EVIDENCE_BYTES,
+    model_bytes,
     read_model,
     remove_atomic_temp_files,
-    write_model_atomic,
 )
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease, Receipt
@@ -168,8 +168,12 @@ def _reap_one(
             update={"status": "abandoned", "reasons": [*receipt.reasons, reason], "updatedAt": now}
         )
         try:
-            write_model_atomic(evidence.receipt, closed)
+            # From the evidence directory down: a run directory swapped for a link since
+            # it was listed gets nothing written behind it.
+            replace_file(evidence_dir, evidence.receipt, model_bytes(closed))
             abandoned = True
+        except CleanupError as exc:
+            problems.append(f"cannot rewrite its receipt: {exc}")
         except OSError as exc:
             problems.append(f"cannot rewrite its receipt: {exc.strerror or exc}")
     containers: list[str] = []

@@ -467,3 +467,32 @@ def test_a_tasks_verify_lease_stays_while_a_container_of_its_is_left(tmp_path: P
     with verification_lease(tmp_path / "evidence", engine, lambda: NOW) as lease:
         leave_container(engine, lease.batch_id, token=engine.lease_token)
     assert (tmp_path / "evidence" / lease.batch_id / "lease.json").is_file()
+
+
+def test_a_run_directory_swapped_for_a_link_before_its_receipt_is_closed_gets_none_behind_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    outside = tmp_path / "outside"
+
+    def swap_then_sweep(directory: Path) -> list[Path]:
+        run_dir.rename(outside)
+        run_dir.symlink_to(outside, target_is_directory=True)
+        return []
+
+    monkeypatch.setattr("agent_eval.batch.reaper.remove_atomic_temp_files", swap_then_sweep)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert not reaped.abandoned
+    assert any(f"{run_dir} is a symbolic link" in p for p in reaped.problems), reaped
+    assert sorted(p.name for p in outside.iterdir()) == ["lease.json"]
+
+
+def test_the_temp_files_sweep_goes_through_no_link_in_the_run_directory(tmp_path: Path) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / ".receipt.json.abcd1234.tmp").write_text("theirs")
+    (run_dir / "runs").symlink_to(outside, target_is_directory=True)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert reaped.problems == [] and reaped.temp_files == [], reaped
+    assert (outside / ".receipt.json.abcd1234.tmp").read_text() == "theirs"
