@@ -11,6 +11,7 @@ SIGKILL or power loss can leave a lease behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import socket
@@ -21,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_eval.anchored import make_dirs, open_dir
-from agent_eval.errors import AgentEvalError
+from agent_eval.anchored import make_dirs, open_dir, remove_tree
+from agent_eval.errors import AgentEvalError, CleanupError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease
@@ -144,10 +145,19 @@ class HeldLease:
         return self._lease.token
 
     def release(self) -> None:
-        """Give the lease up: the batch's containers and work directory are confirmed gone."""
+        """Give the lease up: the batch's containers and work directory are confirmed gone.
+
+        Raises:
+            OSError: It could not be removed, or its directory is now a link (the lease
+                behind it is left as it is).
+        """
         self.stop()
-        with contextlib.suppress(FileNotFoundError):
-            self._path.unlink()
+        try:
+            # From the directory its run directory is in (the evidence directory, a node's
+            # root): a run directory swapped for a link loses no lease.json behind it.
+            remove_tree(self._path.parent.parent, self._path)
+        except CleanupError as exc:
+            raise OSError(errno.ELOOP, str(exc)) from None
 
     def stop(self) -> None:
         """Stop refreshing it (the process is ending); the file stays for the reaper."""

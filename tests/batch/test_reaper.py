@@ -496,3 +496,16 @@ def test_the_temp_files_sweep_goes_through_no_link_in_the_run_directory(tmp_path
     (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
     assert reaped.problems == [] and reaped.temp_files == [], reaped
     assert (outside / ".receipt.json.abcd1234.tmp").read_text() == "theirs"
+
+
+def test_a_lease_given_up_after_its_run_directory_became_a_link_leaves_the_one_behind_it(
+    tmp_path: Path,
+) -> None:
+    run_dir, outside = tmp_path / "evidence" / "b-1", tmp_path / "outside"
+    run_dir.mkdir(parents=True)
+    with held(run_dir, "b-1", lambda: NOW) as lease:
+        run_dir.rename(outside)
+        run_dir.symlink_to(outside, target_is_directory=True)
+        with pytest.raises(OSError, match=f"{run_dir} is a symbolic link"):
+            lease.release()
+    assert (outside / "lease.json").is_file()
