@@ -138,11 +138,16 @@ def _copy_entries(source: Path, into: int) -> None:
                     _copy_entries(Path(entry.path), sub)
                     _copy_meta(info, sub)
             elif stat.S_ISREG(info.st_mode):
+                # Read through no link either: one swapped in since the scan would copy
+                # whatever it names into a directory the runner reads.
+                read = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
                 with (
-                    open(entry.path, "rb") as reader,
+                    open(os.open(entry.path, read), "rb") as reader,
                     open(os.open(entry.name, flags, 0o600, dir_fd=into), "wb") as writer,
                 ):
+                    if not stat.S_ISREG(os.fstat(reader.fileno()).st_mode):
+                        raise OSError(errno.EINVAL, f"{entry.path} is no longer a regular file")
                     shutil.copyfileobj(reader, writer)
                     writer.flush()
                     _copy_meta(info, writer.fileno())
