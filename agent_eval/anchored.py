@@ -117,7 +117,7 @@ def copy_into(source: Path, anchor: Path, path: Path, mode: int = 0o700) -> Path
     """
     with _walk(anchor, _below(anchor, path), mode=mode, exist_ok=False) as fd:
         _copy_entries(source, fd)
-        _copy_meta(os.stat(source, follow_symlinks=False), fd)
+        _copy_meta(os.stat(source), fd)
     return path
 
 
