@@ -280,19 +280,20 @@ def remove_atomic_temp_files(directory: Path) -> list[Path]:
     A writer killed between creating its temp file and renaming it (SIGKILL, a
     lost machine) leaves one behind. Only the caller knows that no writer is
     alive: a batch's directory is swept once its lease's owner is gone. Links are
-    never followed and only regular files with that exact name are removed.
+    never followed, not even one swapped in mid-sweep (the walk goes through
+    directory descriptors, and each file is removed relative to its directory's),
+    and only regular files with that exact name are removed.
 
     Returns:
         The files removed.
     """
     removed: list[Path] = []
-    for root, _dirs, files in os.walk(directory, followlinks=False):
+    for root, _dirs, files, root_fd in os.fwalk(directory, follow_symlinks=False):
         for name in files:
             if not _ATOMIC_TEMP.fullmatch(name):
                 continue
-            path = Path(root) / name
             with contextlib.suppress(FileNotFoundError):
-                if stat.S_ISREG(os.lstat(path).st_mode):
-                    path.unlink()
-                    removed.append(path)
+                if stat.S_ISREG(os.lstat(name, dir_fd=root_fd).st_mode):
+                    os.unlink(name, dir_fd=root_fd)
+                    removed.append(Path(root) / name)
     return removed

@@ -13,18 +13,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_eval.anchored import copy_into, make_dirs, remove_tree
 from agent_eval.batch.collection import collect_solution
 from agent_eval.batch.judging import AttemptObservations, judge_attempt, repair_feedback
 from agent_eval.batch.ports import GatewayRoute, RunExecutor, RunnerOutcome, RunnerPort
 from agent_eval.batch.progress import ProgressEvent, RunState
 from agent_eval.batch.receipt_book import describe_failure
 from agent_eval.batch.response import ResponseVerdict, judge_response
-from agent_eval.batch.schedule import ExecutorFactory, Schedule, ScheduledTask, left_files
+from agent_eval.batch.schedule import (
+    BatchPlan,
+    ExecutorFactory,
+    Schedule,
+    ScheduledTask,
+    left_files,
+)
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import AgentEvalError, CleanupError, EngineUnavailableError
 from agent_eval.evidence_io import write_bytes_atomic
@@ -159,7 +165,10 @@ class Attempts:
         for entry in sorted(root.iterdir()):
             if entry.name not in earlier and entry != kept:
                 entry.rename(kept / entry.name)
-        shutil.rmtree(schedule.plan.work_dir / run_id / f"attempt-{number}", ignore_errors=True)
+        # A workspace that cannot go (a link planted on its way) makes the next try's
+        # creation fail: that try is the harness's failure, and nothing outside is touched.
+        with contextlib.suppress(CleanupError):
+            remove_tree(_anchor(schedule.plan), _workspace(schedule.plan, run_id, number))
         files = left_files(kept, {})
         assert record.infrastructureKind is not None
         return InfrastructureTry(
@@ -199,11 +208,12 @@ class Attempts:
         began = schedule.begin_attempt(run_id, number)
         evidence = schedule.evidence.attempt(run_id, number)
         evidence.root.mkdir(parents=True, exist_ok=again)
-        workspace = schedule.plan.work_dir / run_id / f"attempt-{number}"
+        workspace = _workspace(schedule.plan, run_id, number)
+        # Made from the anchor down, never through a link swapped in since the batch began.
         if seed_dir is not None and seed_dir.is_dir():
-            shutil.copytree(seed_dir, workspace, symlinks=True)
+            copy_into(seed_dir, _anchor(schedule.plan), workspace, mode=0o777)
         else:
-            workspace.mkdir(parents=True)
+            make_dirs(_anchor(schedule.plan), workspace, mode=0o777, exist_ok=False)
         seen = AttemptObservations(
             attempt=number, started_at=began, duration_ms=0, repair_feedback=feedback
         )
@@ -519,6 +529,19 @@ class Attempts:
                     update={"sha256": sha256_bytes(kept), "size": len(kept)}
                 )
                 seen.secret_in_solution = True
+
+
+def _anchor(plan: BatchPlan) -> Path:
+    """Where each workspace is made and removed from, following no link below it."""
+    if plan.work_anchor is not None:
+        return plan.work_anchor
+    plan.work_dir.mkdir(parents=True, exist_ok=True)  # a plan without one: made by name
+    return plan.work_dir
+
+
+def _workspace(plan: BatchPlan, run_id: str, number: int) -> Path:
+    """The attempt's workspace: what the runner writes, mounted at /solution."""
+    return plan.work_dir / run_id / f"attempt-{number}"
 
 
 def _redacted_message(message: str, secrets: dict[str, str]) -> str:

@@ -11,23 +11,36 @@ SIGKILL or power loss can leave a lease behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import socket
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent_eval.anchored import make_dirs, open_dir, remove_tree
+from agent_eval.errors import AgentEvalError, CleanupError
 from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease
+from agent_eval.models.lease import LeaseKind
 
 if TYPE_CHECKING:
     from agent_eval.engine import ContainerRuntime
 
-__all__ = ["HEARTBEAT_S", "HeldLease", "held", "owner_alive", "read_lease", "this_process"]
+__all__ = [
+    "HEARTBEAT_S",
+    "HeldLease",
+    "held",
+    "owner_alive",
+    "read_lease",
+    "this_process",
+    "verification_lease",
+]
 
 HEARTBEAT_S = 5.0
 """How often a running batch refreshes its lease."""
@@ -52,7 +65,9 @@ def _process_start(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
-def this_process(batch_id: str, now: datetime, token: str | None = None) -> Lease:
+def this_process(
+    batch_id: str, now: datetime, token: str | None = None, kind: LeaseKind = "batch"
+) -> Lease:
     """A lease naming this process, with *token* (a new random one unless given)."""
     pid = os.getpid()
     return Lease(
@@ -65,6 +80,7 @@ def this_process(batch_id: str, now: datetime, token: str | None = None) -> Leas
         startedAt=now,
         heartbeatAt=now,
         token=token or secrets.token_hex(16),
+        kind=kind,
     )
 
 
@@ -119,15 +135,29 @@ class HeldLease:
             engine.lease_token = self._lease.token
 
     @property
+    def batch_id(self) -> str:
+        """The batch held: every container of it carries this batch label."""
+        return self._lease.batchId
+
+    @property
     def token(self) -> str | None:
         """The lease's token, which every container of the batch carries as its lease label."""
         return self._lease.token
 
     def release(self) -> None:
-        """Give the lease up: the batch's containers and work directory are confirmed gone."""
+        """Give the lease up: the batch's containers and work directory are confirmed gone.
+
+        Raises:
+            OSError: It could not be removed, or its directory is now a link (the lease
+                behind it is left as it is).
+        """
         self.stop()
-        with contextlib.suppress(FileNotFoundError):
-            self._path.unlink()
+        try:
+            # From the directory its run directory is in (the evidence directory, a node's
+            # root): a run directory swapped for a link loses no lease.json behind it.
+            remove_tree(self._path.parent.parent, self._path)
+        except CleanupError as exc:
+            raise OSError(errno.ELOOP, str(exc)) from None
 
     def stop(self) -> None:
         """Stop refreshing it (the process is ending); the file stays for the reaper."""
@@ -143,6 +173,7 @@ def held(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     *,
     token: str | None = None,
+    kind: LeaseKind = "batch",
 ) -> Iterator[HeldLease]:
     """Hold the lease of *run_dir* while the block runs.
 
@@ -152,8 +183,51 @@ def held(
     whose cleanup was not confirmed keeps its lease, so the reaper finishes
     the cleanup once the owner has exited.
     """
-    lease = HeldLease(RunDirectory(run_dir).lease, this_process(batch_id, clock(), token), clock)
+    lease = HeldLease(
+        RunDirectory(run_dir).lease, this_process(batch_id, clock(), token, kind), clock
+    )
     try:
         yield lease
     finally:
         lease.stop()
+
+
+@contextlib.contextmanager
+def verification_lease(
+    evidence_dir: Path,
+    engine: ContainerRuntime,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Iterator[HeldLease]:
+    """Hold a lease for an ``agent-eval tasks verify`` run on *engine* while the block runs.
+
+    Its containers would otherwise carry a batch label alone, a name: the lease, in
+    ``<evidence>/tasks-verify-<id>/``, gives them a token of their own (the engine is
+    bound to it), so the reaper removes them after a kill and nothing else does. It is
+    given up, with its directory, once no container carrying its token is left.
+
+    Raises:
+        CleanupError: A link was planted where its directory is made.
+        OSError: Its directory or the lease could not be written.
+    """
+    batch_id = f"tasks-verify-{uuid.uuid4().hex[:12]}"
+    evidence_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = make_dirs(evidence_dir, evidence_dir / batch_id, exist_ok=False)
+    bound = engine.lease_token
+    with held(run_dir, batch_id, clock, kind="tasks-verify") as lease:
+        lease.bind_engine(engine)
+        try:
+            yield lease
+        finally:
+            engine.lease_token = bound  # the connection outlives the run (its caller's)
+            try:
+                containers = engine.list_containers(batch_id)
+                done = not any(c.lease_token == lease.token for c in containers)
+            except AgentEvalError:
+                done = False  # not known: the lease stays for the reaper
+            if done:
+                lease.release()
+                with (
+                    contextlib.suppress(OSError),
+                    open_dir(str(evidence_dir), evidence_dir, None) as top,
+                ):
+                    os.rmdir(batch_id, dir_fd=top)

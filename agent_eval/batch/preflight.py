@@ -226,6 +226,7 @@ class Preflight:
         self.site = Site(
             self.engine, self.config, self.batch_id, self.work_dir,
             slots=self.config.concurrency or default_slots(), environ=self.environ,
+            work_anchor=self.project.evidence,
         )  # fmt: skip
 
     def _images(self) -> None:

@@ -8,27 +8,33 @@ finished run stays as recorded), remove the batch's containers by label and
 its work directory and the temp files a killed atomic write left in its run
 directory, and give the lease up once all of that is confirmed. Containers are
 removed only when they carry both the batch label and the lease's token (a
-label is only a name), and the work directory without following a link. A
-batch whose owner is alive is never touched.
+label is only a name); the work directory, the lease and the reserved space
+are removed from the evidence directory down without following a link. A
+``tasks verify`` lease's directory holds no run: no receipt is written there,
+and the directory goes with the lease once nothing else is in it. A batch
+whose owner is alive is never touched.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from agent_eval.anchored import open_dir, remove_tree, replace_file
 from agent_eval.batch.lease import owner_alive, read_lease
 from agent_eval.batch.workdir import remove_work_dir
 from agent_eval.engine import ContainerRuntime, remove_leftovers
-from agent_eval.errors import AgentEvalError
+from agent_eval.errors import AgentEvalError, CleanupError
 from agent_eval.evidence_io import (
     MAX_EVIDENCE_BYTES,
+    model_bytes,
     read_model,
     remove_atomic_temp_files,
-    write_model_atomic,
 )
 from agent_eval.layout import RunDirectory
 from agent_eval.models import Lease, Receipt
@@ -128,14 +134,20 @@ def _reap_one(
     problems: list[str] = []
     evidence = RunDirectory(run_dir)
     abandoned = False
+    batch = lease.kind == "batch"  # a tasks-verify lease's directory holds nothing else
     # Its owner is gone, so no write of its is under way: what a kill left half-written goes.
+    temp_files: list[str] = []
     try:
-        temp_files = [p.relative_to(run_dir).as_posix() for p in remove_atomic_temp_files(run_dir)]
+        if batch:
+            temp_files = [
+                p.relative_to(run_dir).as_posix() for p in remove_atomic_temp_files(run_dir)
+            ]
     except OSError as exc:
-        temp_files = []
         problems.append(f"cannot remove its half-written temp files: {exc.strerror or exc}")
     receipt: Receipt | None
-    if not evidence.receipt.exists() and not evidence.receipt.is_symlink():
+    if not batch:
+        receipt = None
+    elif not evidence.receipt.exists() and not evidence.receipt.is_symlink():
         # Killed before its first receipt: it is closed with one that says just that.
         receipt = Receipt.opened(batch_id=run_dir.name, created_at=lease.startedAt)
     else:
@@ -156,8 +168,12 @@ def _reap_one(
             update={"status": "abandoned", "reasons": [*receipt.reasons, reason], "updatedAt": now}
         )
         try:
-            write_model_atomic(evidence.receipt, closed)
+            # From the evidence directory down: a run directory swapped for a link since
+            # it was listed gets nothing written behind it.
+            replace_file(evidence_dir, evidence.receipt, model_bytes(closed))
             abandoned = True
+        except CleanupError as exc:
+            problems.append(f"cannot rewrite its receipt: {exc}")
         except OSError as exc:
             problems.append(f"cannot rewrite its receipt: {exc.strerror or exc}")
     containers: list[str] = []
@@ -199,13 +215,19 @@ def _reap_one(
             )
     had_work = False
     try:
-        had_work = remove_work_dir(evidence_dir, run_dir.name)
+        had_work = batch and remove_work_dir(evidence_dir, run_dir.name)
     except AgentEvalError as exc:
         problems.append(str(exc))
     if not problems:
-        # The space set aside for its final receipt goes with it.
-        evidence.reserve.unlink(missing_ok=True)
-        evidence.lease.unlink(missing_ok=True)
+        try:
+            # The space set aside for its final receipt goes with it; from the evidence
+            # directory down, so a run directory swapped for a link deletes nothing outside.
+            remove_tree(evidence_dir, evidence.reserve)
+            remove_tree(evidence_dir, evidence.lease)
+            if not batch:
+                _remove_if_empty(evidence_dir, run_dir.name)
+        except AgentEvalError as exc:
+            problems.append(str(exc))
     return Reaped(
         lease.batchId,
         run_dir,
@@ -216,3 +238,10 @@ def _reap_one(
         problems=problems,
         unreached=unreached,
     )
+
+
+def _remove_if_empty(evidence_dir: Path, name: str) -> None:
+    """Remove the directory *name* of *evidence_dir* if nothing is left in it (a
+    tasks-verify lease's directory: anything more there is not the reaper's to remove)."""
+    with contextlib.suppress(OSError), open_dir(str(evidence_dir), evidence_dir, None) as top:
+        os.rmdir(name, dir_fd=top)

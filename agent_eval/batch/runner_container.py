@@ -9,14 +9,15 @@ place besides a bounded tmpfs. The time limit is enforced from outside.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import stat
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from agent_eval.anchored import make_dirs, remove_tree
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.engine import (
     RUNNER_USER,
@@ -28,7 +29,7 @@ from agent_eval.engine import (
     run_container,
 )
 from agent_eval.engine.pressure import PressureWindow, starved_runner
-from agent_eval.errors import InfrastructureError
+from agent_eval.errors import CleanupError, InfrastructureError
 from agent_eval.layout import (
     CONSUMER_MOUNT,
     IN_CONTAINER_CONSUMER,
@@ -62,7 +63,12 @@ class ContainerRunner:
         environment: Mapping[str, str],
         gateway_mounts: tuple[Mount, ...] = (),
         limits: ResourceLimits | None = None,
+        work_anchor: Path | None = None,
     ) -> None:
+        """*work_anchor*: the directory the project names that each workspace lies below;
+        each attempt's transcript directory is made and removed from it following no link
+        (None: from the workspace's parent)."""
+        self._work_anchor = work_anchor
         self._engine = engine
         self._config = config
         self._image = image_id
@@ -85,7 +91,11 @@ class ContainerRunner:
         _hand_over(workspace)
         # Beside the workspace, not in it: the transcript is never collected as code.
         transcripts = workspace.with_name(f"{workspace.name}.transcript")
-        transcripts.mkdir(mode=0o700)
+        anchor = self._work_anchor or workspace.parent
+        try:
+            make_dirs(anchor, transcripts, 0o700, exist_ok=False)
+        except CleanupError as exc:
+            return RunnerOutcome(b"", False, False, None, f"runner transcripts: {exc}")
         _hand_over(transcripts)
         spec = ContainerSpec(
             image=self._image,
@@ -136,7 +146,8 @@ class ContainerRunner:
             )
         finally:
             transcript = _read_transcript(transcripts / TRANSCRIPT_FILE)
-            shutil.rmtree(transcripts, ignore_errors=True)
+            with contextlib.suppress(CleanupError):
+                remove_tree(anchor, transcripts)
         wall_s = time.monotonic() - began
         crowded = pressure.share(wall_s)
         limits = spec.limits

@@ -96,6 +96,10 @@ class BatchPlan:
     """Infrastructure tries the whole batch may run again (None: one per scheduled run,
     at least :data:`MIN_RETRY_BUDGET`); once spent, the next infrastructure failure stops
     the batch."""
+    work_anchor: Path | None = None
+    """The directory the project names that *work_dir* lies below (the evidence directory,
+    a node's root): each attempt's workspace is made and removed from it one name at a
+    time, following no link. None: *work_dir* itself."""
     engine_problem: Callable[[], str | None] = field(default=lambda: None)
     """Why the batch's engine does not answer now (None: it does). Asked only once tries
     have kept failing on it: an engine gone for good stops the batch rather than spend

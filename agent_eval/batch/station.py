@@ -106,6 +106,10 @@ class Site:
     """Where the gateway's credentials are read (models[].credentialEnv): the site's own."""
     machine: Callable[[], Machine] = field(default=lambda: read_machine())
     """The cores and available memory of the machine the runs execute on (this one)."""
+    work_anchor: Path | None = None
+    """The directory the project names that *work_dir* lies below (the evidence directory,
+    a node's root): what is made and removed under *work_dir* mid-batch is reached from
+    it without following a link (:mod:`agent_eval.batch.workdir`)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.slots <= MAX_CONCURRENCY:
@@ -188,6 +192,7 @@ class Site:
                 batch_id=self.batch_id,
                 slots=verification_slots(self.slots, self.machine().cores),
                 work_dir=self.work_dir / "verifier",
+                work_anchor=self.work_anchor,
             )
         )
 
@@ -212,6 +217,7 @@ class Site:
                 **(gateway.runner_environment() if gateway else {}),
             },
             gateway_mounts=gateway.runner_mounts() if gateway else (),
+            work_anchor=self.work_anchor,
         )
         return Station(self, consumer, verifier, gateway, runner, dict(environment))
 
@@ -256,7 +262,7 @@ class Station:
             site.config, suite, batch_dir=batch_dir, work_dir=site.work_dir, run_ids=run_ids,
             slots=site.slots, consumer_root=self.consumer.root, receipt=receipt,
             environment=self.environment, progress=progress, gateway=self.gateway,
-            engine_problem=site.engine.unreachable,
+            engine_problem=site.engine.unreachable, work_anchor=site.work_anchor,
         )  # fmt: skip
 
     def executor(self) -> ExecutorFactory:
@@ -310,6 +316,7 @@ def batch_plan(
     progress: Callable[[ProgressEvent], None] = lambda _event: None,
     gateway: BatchGateway | None = None,
     engine_problem: Callable[[], str | None] = lambda: None,
+    work_anchor: Path | None = None,
 ) -> BatchPlan:
     """The schedule's plan of a batch whose evidence goes to *batch_dir* (the same on a node);
     *engine_problem* says why the engine its runs use does not answer, when it does not."""
@@ -333,6 +340,7 @@ def batch_plan(
         progress=progress,
         disk_problem=lambda: _disk_problem(work_dir),
         engine_problem=engine_problem,
+        work_anchor=work_anchor,
         gateway=gateway,
         token_budget=config.gateway.tokenBudget,
         redactions={

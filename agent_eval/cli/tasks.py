@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from agent_eval.batch.lease import verification_lease
 from agent_eval.cli.common import EXISTING_DIR, EXIT_FAILURE, located_project, reported_errors
 from agent_eval.cli.compose import local_engine
 from agent_eval.errors import InfrastructureError
@@ -117,10 +118,13 @@ def verify_command(
         if chosen == "docker":
             with (
                 local_engine() as engine,
+                # Its containers carry a lease's token: only its reaper removes them.
+                verification_lease(layout.evidence, engine) as lease,
                 source_verifiers(
-                    engine, layout, verifier_image=verifier_image, slots=concurrency
+                    engine, layout, verifier_image=verifier_image, slots=concurrency,
+                    batch_id=lease.batch_id,
                 ) as build_docker,
-            ):
+            ):  # fmt: skip
                 report = verify_tasks(
                     layout, build_docker, concurrency=concurrency, repeat=repeat,
                     on_result=progress,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import threading
 import time
@@ -27,14 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent_eval.anchored import make_dirs, remove_tree
 from agent_eval.batch.attempt import Attempts
 from agent_eval.batch.lease import HeldLease, held
 from agent_eval.batch.reaper import reap
 from agent_eval.batch.schedule import Schedule
 from agent_eval.batch.station import NotReady, Site, StationImages, start_gateway
+from agent_eval.batch.workdir import WORK_ROOT, make_work_dir, remove_work_dir
 from agent_eval.digests import regular_files, sha256_bytes
 from agent_eval.engine import ContainerEngine, remove_leftovers
-from agent_eval.errors import AgentEvalError, ConfigError
+from agent_eval.errors import AgentEvalError, CleanupError, ConfigError
 from agent_eval.evidence_io import model_bytes, write_bytes_atomic, write_model_atomic
 from agent_eval.layout import RunDirectory
 from agent_eval.models import (
@@ -151,7 +152,7 @@ class NodeWorker:
     @property
     def _work(self) -> Path:
         assert self._batch_id is not None
-        return self.root / ".work" / self._batch_id
+        return self.root / WORK_ROOT / self._batch_id
 
     def prepare(self, assignment: NodeAssignment) -> NodeReady:
         """Check the node against the driver's identities and make it ready to run runs.
@@ -178,7 +179,7 @@ class NodeWorker:
         notices = self._open(assignment, engine)
         site = Site(
             engine, _node_share(assignment), assignment.batchId, self._work,
-            slots=self.slots, environ=self._environ,
+            slots=self.slots, environ=self._environ, work_anchor=self.root,
         )  # fmt: skip
         images = self._images(site, assignment)
         project = self._project(assignment)
@@ -253,9 +254,14 @@ class NodeWorker:
             notices.append(reaped.describe())
             if not reaped.problems:
                 # The driver's run directory is the evidence; the node's copy was a staging area.
-                shutil.rmtree(reaped.run_dir, ignore_errors=True)
+                try:
+                    remove_tree(self.root, reaped.run_dir)
+                except CleanupError as exc:
+                    notices.append(f"node {self.name}: {exc}")
         self._batch_id = assignment.batchId
-        self._evidence.root.mkdir(parents=True, exist_ok=False)
+        # Both from the node's root down, through no link planted there.
+        make_dirs(self.root, self._evidence.root, 0o777, exist_ok=False)
+        make_work_dir(self.root, assignment.batchId)
         self._lease = self._stack.enter_context(
             held(self._evidence.root, assignment.batchId, self._clock, token=assignment.leaseToken)
         )
@@ -328,7 +334,9 @@ class NodeWorker:
         if run_dir.is_dir():
             for rel in regular_files(run_dir):
                 files.append(ShippedFile(path=rel, data=(run_dir / rel).read_bytes()))
-        shutil.rmtree(run_dir, ignore_errors=True)
+        # The driver has them now; a link planted on the way leaves them (and all outside) be.
+        with contextlib.suppress(CleanupError):
+            remove_tree(self.root, run_dir)
         return NodeRunResult(
             node=self.name, record=record, files=files, ruleStop=schedule.rule_stop
         )
@@ -352,11 +360,15 @@ class NodeWorker:
             except AgentEvalError as exc:
                 problems.append(f"node {self.name}: {exc}")
         if self._batch_id is not None:
-            shutil.rmtree(self._work, ignore_errors=True)
-            if self._work.exists():
-                problems.append(f"node {self.name}: could not remove {self._work}")
+            try:
+                remove_work_dir(self.root, self._batch_id)
+            except CleanupError as exc:
+                problems.append(f"node {self.name}: {exc}")
         if self._lease is not None and not problems:
             self._lease.release()
-            shutil.rmtree(self._evidence.root, ignore_errors=True)
+            try:
+                remove_tree(self.root, self._evidence.root)
+            except CleanupError as exc:
+                problems.append(f"node {self.name}: {exc}")
         self._stack.close()
         return problems

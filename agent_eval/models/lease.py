@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from agent_eval.models.base import BatchId, NonEmptyStr, SchemaVersion, WireModel
 
-__all__ = ["Lease", "LeaseToken"]
+__all__ = ["Lease", "LeaseKind", "LeaseToken"]
 
 LeaseToken = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 """128 random bits, in hex."""
+
+LeaseKind = Literal["batch", "tasks-verify"]
+"""What holds the lease: an eval-agent batch (its directory is a run directory), or an
+``agent-eval tasks verify`` run (its directory holds the lease alone)."""
 
 
 class Lease(WireModel):
@@ -36,6 +40,9 @@ class Lease(WireModel):
     """When the owner last said it was alive."""
     engine: NonEmptyStr | None = None
     """Where the engine the batch started containers on listens; None before it connected."""
+    kind: LeaseKind = "batch"
+    """A tasks-verify lease's directory is no run directory: the reaper writes no receipt
+    there, and removes the lease and the directory only once it is empty."""
     token: LeaseToken | None = None
     """A random token every container of the batch carries as its lease label: the reaper
     removes only containers carrying both the batch's label and this token. None in a lease

@@ -81,6 +81,10 @@ class VerifierContext:
     """Verifications the batch runs at once."""
     work_dir: Path
     """A private directory under the batch's work directory, removed with it."""
+    work_anchor: Path | None = None
+    """The directory the project names that *work_dir* lies below (the evidence directory,
+    a node's root): *work_dir* is made from it without following a link. None: from
+    *work_dir*'s parent."""
 
 
 C = TypeVar("C", contravariant=True)

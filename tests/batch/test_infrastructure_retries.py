@@ -233,3 +233,42 @@ def test_an_engine_that_fails_but_answers_or_recovers_in_between_is_tried_again(
     assert receipt.status == "infrastructure-failure"
     assert len(answering.runner.requests) == 3 + 3 + 2  # 5 tries run again, over 3 runs
     assert not any("gone" in r for r in receipt.reasons), receipt.reasons
+
+
+class Swapper(FakeVerifier):
+    """On its first call, swaps the run's work directory for a link to where it was moved
+    outside (as a planted link would be), then fails on the harness's side."""
+
+    def __init__(self, work_dir: Path, outside: Path) -> None:
+        super().__init__()
+        self.work_dir, self.outside, self.calls = work_dir, outside, 0
+
+    def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+        self.calls += 1
+        if self.calls == 1:
+            from agent_eval.errors import InfrastructureError
+
+            (self.work_dir / run_id).rename(self.outside / run_id)
+            (self.work_dir / run_id).symlink_to(self.outside / run_id, target_is_directory=True)
+            (self.outside / run_id / "attempt-1" / "theirs.txt").write_text("not the harness's")
+            raise InfrastructureError("the engine answered 500: Cannot kill container")
+        return super().verify(task, solution_dir, run_id)
+
+
+def test_a_workspace_behind_a_link_swapped_in_mid_attempt_is_neither_removed_nor_made_again(
+    tmp_path: Path,
+) -> None:
+    work_dir = tmp_path / ".work" / "b" / "runs"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    verifier = Swapper(work_dir, outside)
+    receipt = run_schedule(
+        plan(tmp_path, slots=1, work_dir=work_dir, work_anchor=tmp_path, run_ids=["forms-1"]),
+        on_this_engine(FakeRunner(writes("GOOD")), verifier),
+    )
+    # The failed try's workspace, now behind the link, is left where it is; the next try
+    # makes none through the link, and the harness says why it stopped.
+    assert (outside / "forms-1" / "attempt-1" / "theirs.txt").is_file()
+    assert [p.name for p in (outside / "forms-1").iterdir()] == ["attempt-1"]
+    assert receipt.status == "infrastructure-failure"
+    assert any("is a symbolic link" in r for r in receipt.reasons), receipt.reasons

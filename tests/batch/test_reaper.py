@@ -7,8 +7,11 @@ well-formed id that is not the name of the directory holding the lease (another
 batch's) is acted on not at all. Only containers carrying both the batch label and
 the lease's token are removed, and a lease without a token removes none. A work
 directory that is a link is removed as the link, and a work root that is a link is
-refused, nothing behind it touched. A batch killed before its first receipt is
-closed with one saying so, and its reserved space goes with its lease.
+refused, nothing behind it touched, as is a run directory swapped for a link
+mid-sweep. A batch killed before its first receipt is closed with one saying
+so, and its reserved space goes with its lease. A ``tasks verify`` run holds a
+lease too: its containers carry its token, its own dead lease removes them (and
+writes no receipt), and a dead lease planted under its name removes none.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_eval.batch.lease import held, this_process
+from agent_eval.batch.lease import held, this_process, verification_lease
 from agent_eval.batch.reaper import reap
-from agent_eval.engine import ContainerSpec
+from agent_eval.engine import ContainerSpec, ContainerSummary
 from agent_eval.engine.fake import FakeRuntime
 from agent_eval.errors import EngineUnavailableError
 from agent_eval.evidence_io import read_model, write_model_atomic
@@ -263,7 +266,7 @@ _KILLED_WRITER = """
 import os, sys, time
 from datetime import UTC, datetime
 from pathlib import Path
-from agent_eval.batch.lease import held, this_process
+from agent_eval.batch.lease import held, this_process, verification_lease
 from agent_eval.evidence_io import write_model_atomic
 from agent_eval.models import Receipt
 run_dir = Path(sys.argv[1])
@@ -363,3 +366,146 @@ def test_a_batch_bound_to_an_engine_labels_its_containers_with_its_lease_token(
         (container,) = engine.list_containers("new-batch")
         assert container.lease_token == written.token
         lease.release()
+
+
+class Swapping(FakeRuntime):
+    """While the reaper lists the batch's containers, its run directory is swapped for a
+    link to a copy outside (whoever writes into the project could)."""
+
+    def __init__(self, run_dir: Path, outside: Path) -> None:
+        super().__init__()
+        self.run_dir, self.outside = run_dir, outside
+
+    def list_containers(self, batch_id: str | None = None) -> list[ContainerSummary]:
+        if not self.run_dir.is_symlink():
+            self.run_dir.rename(self.outside)
+            self.run_dir.symlink_to(self.outside, target_is_directory=True)
+        return super().list_containers(batch_id)
+
+
+def test_a_run_directory_swapped_for_a_link_mid_sweep_loses_nothing_behind_it(
+    tmp_path: Path,
+) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    (run_dir / ".reserve").write_bytes(b"\0" * 16)
+    outside = tmp_path / "outside"
+    (reaped,) = reap(evidence, Swapping(run_dir, outside), clock=lambda: NOW)
+    assert any(f"{run_dir} is a symbolic link" in p for p in reaped.problems), reaped
+    assert (outside / "lease.json").is_file() and (outside / ".reserve").is_file()
+
+
+def test_a_dead_tasks_verify_lease_removes_its_own_containers_its_directory_and_no_more(
+    tmp_path: Path,
+) -> None:
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "tasks-verify-1"
+    run_dir.mkdir(parents=True)
+    lease = dead_lease("tasks-verify-1").model_copy(update={"kind": "tasks-verify"})
+    write_model_atomic(run_dir / "lease.json", lease)
+    engine = FakeRuntime()
+    leave_container(engine, "tasks-verify-1")
+    leave_container(engine, "tasks-verify-1", token="7a" * 16)
+    leave_container(engine, "tasks-verify-1", token=None)
+    (reaped,) = reap(evidence, engine, clock=lambda: NOW)
+    assert reaped.problems == [] and len(reaped.containers) == 1, reaped
+    assert not reaped.abandoned and not reaped.work_dir_removed
+    assert sorted(c.lease_token for c in engine.list_containers("tasks-verify-1")) == [
+        "",
+        "7a" * 16,
+    ]
+    # No run directory: no receipt is written, and its directory goes with its lease.
+    assert not run_dir.exists()
+
+
+def test_a_tasks_verify_leases_directory_holding_more_is_left_once_its_lease_is_gone(
+    tmp_path: Path,
+) -> None:
+    evidence = tmp_path / "evidence"
+    run_dir = evidence / "tasks-verify-1"
+    run_dir.mkdir(parents=True)
+    lease = dead_lease("tasks-verify-1").model_copy(update={"kind": "tasks-verify"})
+    write_model_atomic(run_dir / "lease.json", lease)
+    (run_dir / "receipt.json").write_text("{}")
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert reaped.problems == [], reaped
+    assert sorted(p.name for p in run_dir.iterdir()) == ["receipt.json"]
+
+
+def test_tasks_verify_containers_carry_its_leases_token_and_only_its_own_reaper_removes_them(
+    tmp_path: Path,
+) -> None:
+    engine = FakeRuntime()
+    planted = tmp_path / "planted"
+    with verification_lease(tmp_path / "evidence", engine, lambda: NOW) as lease:
+        leave_container(engine, lease.batch_id, token=engine.lease_token)
+        (container,) = engine.list_containers(lease.batch_id)
+        assert container.lease_token == lease.token
+        written = read_model(
+            tmp_path / "evidence" / lease.batch_id / "lease.json", Lease, what="lease"
+        )
+        assert (written.kind, written.token) == ("tasks-verify", lease.token)
+        # A dead lease planted under its name, in a project cleanup is pointed at, with a
+        # token of its own: the live run's container stays.
+        (planted / lease.batch_id).mkdir(parents=True)
+        own = dead_lease(lease.batch_id, token="0" * 32).model_copy(update={"kind": "tasks-verify"})
+        write_model_atomic(planted / lease.batch_id / "lease.json", own)
+        (reaped,) = reap(planted, engine, clock=lambda: NOW)
+        assert reaped.containers == [] and engine.list_containers(lease.batch_id) != []
+        # Its own lease, its owner gone, is what removes it.
+        dead = dead_lease(lease.batch_id, token=lease.token).model_copy(
+            update={"kind": "tasks-verify"}
+        )
+        write_model_atomic(planted / lease.batch_id / "lease.json", dead)
+        (reaped,) = reap(planted, engine, clock=lambda: NOW)
+        assert reaped.containers == [container.container_id], reaped
+    # Nothing of it left: its lease and directory are given up.
+    assert list((tmp_path / "evidence").iterdir()) == []
+
+
+def test_a_tasks_verify_lease_stays_while_a_container_of_its_is_left(tmp_path: Path) -> None:
+    engine = FakeRuntime()
+    with verification_lease(tmp_path / "evidence", engine, lambda: NOW) as lease:
+        leave_container(engine, lease.batch_id, token=engine.lease_token)
+    assert (tmp_path / "evidence" / lease.batch_id / "lease.json").is_file()
+
+
+def test_a_run_directory_swapped_for_a_link_before_its_receipt_is_closed_gets_none_behind_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    outside = tmp_path / "outside"
+
+    def swap_then_sweep(directory: Path) -> list[Path]:
+        run_dir.rename(outside)
+        run_dir.symlink_to(outside, target_is_directory=True)
+        return []
+
+    monkeypatch.setattr("agent_eval.batch.reaper.remove_atomic_temp_files", swap_then_sweep)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert not reaped.abandoned
+    assert any(f"{run_dir} is a symbolic link" in p for p in reaped.problems), reaped
+    assert sorted(p.name for p in outside.iterdir()) == ["lease.json"]
+
+
+def test_the_temp_files_sweep_goes_through_no_link_in_the_run_directory(tmp_path: Path) -> None:
+    evidence, run_dir = dead_run_dir(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / ".receipt.json.abcd1234.tmp").write_text("theirs")
+    (run_dir / "runs").symlink_to(outside, target_is_directory=True)
+    (reaped,) = reap(evidence, FakeRuntime(), clock=lambda: NOW)
+    assert reaped.problems == [] and reaped.temp_files == [], reaped
+    assert (outside / ".receipt.json.abcd1234.tmp").read_text() == "theirs"
+
+
+def test_a_lease_given_up_after_its_run_directory_became_a_link_leaves_the_one_behind_it(
+    tmp_path: Path,
+) -> None:
+    run_dir, outside = tmp_path / "evidence" / "b-1", tmp_path / "outside"
+    run_dir.mkdir(parents=True)
+    with held(run_dir, "b-1", lambda: NOW) as lease:
+        run_dir.rename(outside)
+        run_dir.symlink_to(outside, target_is_directory=True)
+        with pytest.raises(OSError, match=f"{run_dir} is a symbolic link"):
+            lease.release()
+    assert (outside / "lease.json").is_file()

@@ -3,15 +3,19 @@
 The work root and a batch's work directory are opened from the evidence
 directory down without following links: a link at the work root is refused
 with its path named, at creation (``eval-agent``) as at removal (its own
-cleanup and the reaper's), and nothing behind it is touched.
+cleanup and the reaper's), and nothing behind it is touched. The same holds for
+every directory made, filled or removed below it mid-batch, whichever of the
+directories on the way was swapped for a link since it was last checked.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from agent_eval.anchored import copy_into, make_dirs, remove_tree
 from agent_eval.batch.workdir import make_work_dir, remove_work_dir
 from agent_eval.errors import CleanupError
 
@@ -68,3 +72,73 @@ def test_an_evidence_directory_reached_through_a_link_is_the_projects_own_choice
     assert (real / ".work" / "b-1").is_dir()
     assert remove_work_dir(tmp_path / "evidence", "b-1")
     assert not (real / ".work").exists()
+
+
+# Every directory between the evidence directory and an attempt's workspace, any of which
+# whoever writes into the project may swap for a link while the batch runs.
+WORKSPACE = (".work", "b-1", "runs", "forms-1", "attempt-1")
+
+
+def swapped(tmp_path: Path, depth: int) -> tuple[Path, Path, Path]:
+    """The workspace's tree, its directory at *depth* swapped for a link to a copy outside
+    (as it was when checked): the evidence directory, the workspace, the outside copy."""
+    evidence = tmp_path / "evidence"
+    workspace = evidence.joinpath(*WORKSPACE)
+    (workspace / "keep").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    moved = evidence.joinpath(*WORKSPACE[: depth + 1])
+    moved.rename(outside / moved.name)
+    moved.symlink_to(outside / moved.name, target_is_directory=True)
+    return evidence, workspace, outside / moved.name
+
+
+@pytest.mark.parametrize("depth", range(len(WORKSPACE) - 1))
+def test_a_tree_below_a_directory_swapped_for_a_link_is_neither_removed_nor_made(
+    tmp_path: Path, depth: int
+) -> None:
+    evidence, workspace, behind = swapped(tmp_path, depth)
+    linked = evidence.joinpath(*WORKSPACE[: depth + 1])
+    with pytest.raises(CleanupError, match=f"{linked} is a symbolic link"):
+        remove_tree(evidence, workspace)
+    assert (behind.joinpath(*WORKSPACE[depth + 1 :]) / "keep").is_dir()
+    with pytest.raises(CleanupError, match=f"{linked} is a symbolic link"):
+        make_dirs(evidence, workspace.with_name("attempt-2"))
+    assert not behind.joinpath(*WORKSPACE[depth + 1 : -1], "attempt-2").exists()
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "solution.py").write_text("x = 1\n")
+    with pytest.raises(CleanupError, match=f"{linked} is a symbolic link"):
+        copy_into(seed, evidence, workspace.with_name("attempt-3"))
+    assert not behind.joinpath(*WORKSPACE[depth + 1 : -1], "attempt-3").exists()
+
+
+def test_a_workspace_swapped_for_a_link_is_removed_as_the_link(tmp_path: Path) -> None:
+    evidence, workspace, behind = swapped(tmp_path, len(WORKSPACE) - 1)
+    assert remove_tree(evidence, workspace)
+    assert not workspace.is_symlink() and (behind / "keep").is_dir()
+
+
+def test_a_tree_is_copied_with_its_links_as_links_and_its_modes(tmp_path: Path) -> None:
+    seed = tmp_path / "seed"
+    (seed / "pkg").mkdir(parents=True)
+    (seed / "pkg" / "mod.py").write_text("y = 2\n")
+    (seed / "run.sh").write_text("#!/bin/sh\n")
+    (seed / "run.sh").chmod(0o755)
+    (seed / "out").symlink_to(tmp_path / "elsewhere")
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    copied = copy_into(seed, evidence, evidence.joinpath(*WORKSPACE))
+    assert (copied / "pkg" / "mod.py").read_text() == "y = 2\n"
+    assert (copied / "run.sh").stat().st_mode & 0o777 == 0o755
+    assert os.readlink(copied / "out") == str(tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere").exists()
+    with pytest.raises(FileExistsError):
+        copy_into(seed, evidence, copied)
+
+
+def test_a_path_not_below_its_anchor_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        remove_tree(tmp_path / "evidence", tmp_path / "outside")
+    with pytest.raises(ValueError):
+        make_dirs(tmp_path / "evidence", tmp_path / "evidence" / ".." / "outside")

@@ -134,3 +134,23 @@ def test_a_closed_node_stops_watching_its_head(tmp_path: Path) -> None:
     worker.close()
     worker._watch_head()
     assert asked == [] and worker.head_lost is None
+
+
+def test_a_nodes_close_removes_nothing_behind_a_work_root_planted_as_a_link(
+    tmp_path: Path,
+) -> None:
+    engine = FakeEngine()
+    root = tmp_path / "node"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    (outside / "b-1" / "keep").mkdir(parents=True)
+    (root / ".work").symlink_to(outside, target_is_directory=True)
+
+    def verifiers(project: Project) -> VerifierFactory[VerifierContext]:
+        raise AssertionError("closing makes no verifier")
+
+    worker = NodeWorker("node-l", root, 1, NodeParts(lambda _p: engine, verifiers))
+    worker._engine, worker._batch_id = engine, "b-1"
+    [problem] = worker.close()
+    assert f"{root / '.work'} is a symbolic link" in problem
+    assert (outside / "b-1" / "keep").is_dir()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from agent_eval.anchored import make_dirs
 from agent_eval.consumer.archives import installed_digest, prepare_consumer
 from agent_eval.consumer.source import prepare_source_consumer
 from agent_eval.engine import ContainerEngine, remove_leftovers
@@ -152,18 +153,23 @@ def source_verifiers(
     verifier_image: str | None = None,
     slots: int = 1,
     limits: VerificationLimits | None = None,
+    batch_id: str | None = None,
 ) -> Iterator[VerifierFactory[Path]]:
     """Yield a factory of container verifiers for fixtures, on *engine*.
 
     The factory prepares a consumer from the project's library sources in the
     work directory it is given. On exit, every container of this run's batch
     is removed (confirmed); the engine stays open (its caller connected it).
+    *batch_id* is the label of the lease *engine* is bound to, if it is (its
+    containers then carry that lease's token, and only those are removed);
+    else a fresh one.
 
     Raises:
         InfrastructureError: The verifier image is absent or not the pinned one.
         CleanupError: A container's removal was not confirmed.
     """
-    batch_id = f"tasks-verify-{uuid.uuid4().hex[:12]}"
+    batch_id = batch_id or f"tasks-verify-{uuid.uuid4().hex[:12]}"
+    token = engine.lease_token
     try:
         image = verifier_image or local_verifier_image(engine, project.root)
         engine.resolve_image(image)
@@ -187,7 +193,7 @@ def source_verifiers(
 
         yield build
     finally:
-        remove_leftovers(engine, batch_id)
+        remove_leftovers(engine, batch_id, lease_token=token)
 
 
 @contextlib.contextmanager
@@ -272,7 +278,12 @@ def batch_verifier_factory(
     """
 
     def make(context: VerifierContext) -> ContainerVerifier:
-        context.work_dir.mkdir(parents=True, exist_ok=True)
+        anchor = context.work_anchor
+        if anchor is None:
+            anchor = context.work_dir.parent
+            anchor.mkdir(parents=True, exist_ok=True)
+        # From the anchor down, never through a link swapped in since the batch began.
+        make_dirs(anchor, context.work_dir)
         cache = kept_analysis_cache(
             context.engine,
             context.image_id,
