@@ -568,6 +568,10 @@ class LocalExecutor:
     def rule_stop(self) -> str | None:
         return self._attempts.schedule.rule_stop
 
+    def lost(self) -> None:
+        """Never: this machine's threads go as the batch goes."""
+        return None
+
     def stop_everything(self, reason: str) -> list[str]:
         return self._attempts.stop_everything(reason)
 

@@ -158,6 +158,10 @@ class RunExecutor(Protocol):
         """Why a rule stops the batch after the attempt that broke it, if one does."""
         ...
 
+    def lost(self) -> str | None:
+        """Why it can run and reach nothing more (a cluster whose head is gone), if so."""
+        ...
+
     def stop_everything(self, reason: str) -> list[str]:
         """Stop every attempt in flight; what could not be stopped, as reasons."""
         ...

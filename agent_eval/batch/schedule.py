@@ -472,6 +472,10 @@ class _GatewayLost(Exception):
     """The batch's gateway stopped serving (the message says how)."""
 
 
+class _ExecutorLost(Exception):
+    """The executor can run and reach nothing more (the message says why)."""
+
+
 @dataclass
 class _Dispatch:
     """Hands the pending runs to the executor as it has room, and books what comes back."""
@@ -493,6 +497,10 @@ class _Dispatch:
             # Every attempt in flight would fail for want of its model: none is the agent's.
             self.status = "infrastructure-failure"
             return f"the model gateway stopped serving: {exc}; the batch stopped"
+        except _ExecutorLost as exc:
+            # Nothing in flight can come back through it: each is recorded as cut short.
+            self.status = "infrastructure-failure"
+            return f"{exc}; the batch stopped"
         except (Stop, KeyboardInterrupt) as exc:
             self.status = "interrupted"
             return exc.reason if isinstance(exc, Stop) else "interrupted by the operator (Ctrl-C)"
@@ -576,6 +584,8 @@ class _Dispatch:
     def _book_finished(self, finished: set[Future[RunRecord]]) -> None:
         if (lost := _gateway_lost(self.schedule.plan)) is not None:
             raise _GatewayLost(lost)
+        if (gone := self.runs.lost()) is not None:
+            raise _ExecutorLost(gone)
         for future in finished:
             # A run whose result raises stays in flight: it is recorded as cut short.
             record = future.result()

@@ -52,12 +52,27 @@ from agent_eval.verification.protocol import VerifierContext, VerifierFactory
 if TYPE_CHECKING:
     from agent_eval.consumer.archives import PreparedConsumer
 
-__all__ = ["NODE_GUIDES", "NodeParts", "NodeWorker", "node_name", "write_shipped"]
+__all__ = ["NODE_GUIDES", "NodeParts", "NodeWorker", "head_silent", "node_name", "write_shipped"]
 
 HEAD_GRACE_S = 15.0
 """A head that has not answered for this long is gone (the cluster ends a node's processes
 about a minute after its head went)."""
 HEAD_POLL_S = 1.0
+
+
+def head_silent(alive: Callable[[], bool], grace_s: float, closed: threading.Event) -> bool:
+    """Wait until the head has not answered for *grace_s* (True) or *closed* is set (False)."""
+    silent_since: float | None = None
+    while not closed.wait(HEAD_POLL_S):
+        if alive():
+            silent_since = None
+            continue
+        now = time.monotonic()
+        silent_since = now if silent_since is None else silent_since
+        if now - silent_since >= grace_s:
+            return True
+    return False
+
 
 NODE_GUIDES = "guides"
 """Where a node's copy of the project holds the docs directories declared as guides."""
@@ -225,26 +240,18 @@ class NodeWorker:
     def _watch_head(self) -> None:
         """Stop everything and remove the batch's containers once the head is gone."""
         assert self._head_alive is not None
-        silent_since: float | None = None
-        while not self._closed.wait(HEAD_POLL_S):
-            if self._head_alive():
-                silent_since = None
-                continue
-            now = time.monotonic()
-            silent_since = now if silent_since is None else silent_since
-            if now - silent_since < self._head_grace_s:
-                continue
-            reason = f"the cluster's head has not answered for {self._head_grace_s:g} s"
-            self.head_lost = reason
-            problems = self.stop(reason)
-            if self._engine is not None and self._batch_id is not None:
-                try:
-                    remove_leftovers(self._engine, self._batch_id)
-                except AgentEvalError as exc:
-                    problems.append(str(exc))
-            for problem in problems:
-                print(f"node {self.name}: {reason}; {problem}", flush=True)
+        if not head_silent(self._head_alive, self._head_grace_s, self._closed):
             return
+        reason = f"the cluster's head has not answered for {self._head_grace_s:g} s"
+        self.head_lost = reason
+        problems = self.stop(reason)
+        if self._engine is not None and self._batch_id is not None:
+            try:
+                remove_leftovers(self._engine, self._batch_id)
+            except AgentEvalError as exc:
+                problems.append(str(exc))
+        for problem in problems:
+            print(f"node {self.name}: {reason}; {problem}", flush=True)
 
     def _open(self, assignment: NodeAssignment, engine: ContainerEngine) -> list[str]:
         """Reap what dead batches left here, then hold the batch's lease; what was reaped."""

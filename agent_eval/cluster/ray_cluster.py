@@ -21,6 +21,7 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,15 @@ from agent_eval.batch.progress import ProgressEvent
 from agent_eval.batch.schedule import ExecutorFactory, Schedule
 from agent_eval.batch.station import Site, StationImages, step
 from agent_eval.cluster.arrival import accept_run
-from agent_eval.cluster.node import NODE_GUIDES, NodeParts, NodeWorker, node_name
+from agent_eval.cluster.node import (
+    HEAD_GRACE_S,
+    HEAD_POLL_S,
+    NODE_GUIDES,
+    NodeParts,
+    NodeWorker,
+    head_silent,
+    node_name,
+)
 from agent_eval.digests import regular_files
 from agent_eval.errors import AgentEvalError, ConfigError
 from agent_eval.layout import DEPENDENCY_LOCK
@@ -170,8 +179,13 @@ class RayCluster:
     node_ip: str | None = None
     """The driver's own address in the cluster (otherwise Ray works it out itself, by
     asking the network how it would reach an outside address)."""
+    head_grace_s: float = HEAD_GRACE_S
+    """How long the head may not answer before the batch stops (the cluster ends this
+    driver about a minute after its head went: the receipt must close before)."""
     _nodes: list[_Node] = field(default_factory=list)
     _connected: bool = False
+    _head_lost: str | None = None
+    _unwatched: threading.Event = field(default_factory=threading.Event)
 
     @property
     def gateway(self) -> None:
@@ -209,8 +223,20 @@ class RayCluster:
         }
         _join(ray, self.address, options)
         self._connected = True
+        threading.Thread(target=self._watch_head, name="head-watch", daemon=True).start()
         _errors_to(ray, notice)
         self._start_actors(ray)
+
+    def _watch_head(self) -> None:
+        if head_silent(lambda: _answers(self.address), self.head_grace_s, self._unwatched):
+            self._head_lost = (
+                f"the Ray cluster's head at {self.address} has not answered for "
+                f"{self.head_grace_s:g} s"
+            )
+
+    def head_lost(self) -> str | None:
+        """Why the cluster's head is gone, once it has not answered for the grace."""
+        return self._head_lost
 
     def prepare(self, context: RemoteContext) -> ExecutorFactory:
         ray = _ray()
@@ -260,7 +286,7 @@ class RayCluster:
         context.nodes(sorted(identities, key=lambda n: n.node))
         names = ", ".join(sorted(f"{n.name} ({n.slots} at a time)" for n in self._nodes))
         context.progress(ProgressEvent(f"nodes ready: {names}"))
-        return lambda schedule: _RayExecutor(ray, self._nodes, schedule, context)
+        return lambda schedule: _RayExecutor(ray, self._nodes, schedule, context, self.head_lost)
 
     def _start_actors(self, ray: Any) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -287,6 +313,12 @@ class RayCluster:
     def close(self) -> list[str]:
         if not self._connected:
             return []
+        self._unwatched.set()
+        if self._head_lost is not None:
+            # Nothing of the cluster answers a driver whose head is gone, and the cluster
+            # ends this process soon: each node cleans up after itself instead.
+            self._connected = False
+            return [_NODES_CLEAN_UP.format(self._head_lost)]
         ray = _ray()
         problems: list[str] = []
         calls = [(n, n.actor.close.remote()) for n in self._nodes if n.lost is None]
@@ -306,6 +338,12 @@ class RayCluster:
         ray.shutdown()
         self._connected = False
         return problems
+
+
+_NODES_CLEAN_UP = (
+    "{}: each node stops this batch's attempts and removes its containers itself once its "
+    "head is gone; agent-eval cleanup lists any node it cannot reach"
+)
 
 
 def _join(ray: Any, address: str, options: dict[str, Any]) -> None:
@@ -437,9 +475,15 @@ class _RayExecutor:
     """Hands each run to a node with a free slot and waits for it on a driver thread."""
 
     def __init__(
-        self, ray: Any, nodes: list[_Node], schedule: Schedule, context: RemoteContext
+        self,
+        ray: Any,
+        nodes: list[_Node],
+        schedule: Schedule,
+        context: RemoteContext,
+        head_lost: Callable[[], str | None],
     ) -> None:
         self._ray = ray
+        self._head_lost = head_lost
         self._nodes = nodes
         self._schedule = schedule
         self._progress: Callable[[ProgressEvent], None] = context.progress
@@ -469,8 +513,15 @@ class _RayExecutor:
 
     def _arrival(self, node: _Node, run_id: str, call: Any) -> RunRecord:
         exceptions = self._ray.exceptions
+        answer = call.future()  # waited for here, never through the cluster's services
         try:
-            kind, payload = self._ray.get(call)
+            while True:
+                try:
+                    kind, payload = answer.result(timeout=HEAD_POLL_S)
+                    break
+                except FutureTimeout:
+                    if (gone := self._head_lost()) is not None:
+                        return self._head_gone(node, run_id, gone)
         except (exceptions.RayActorError, exceptions.NodeDiedError) as exc:
             with self._lock:
                 node.lost = node.lost or _said(exc)
@@ -506,6 +557,20 @@ class _RayExecutor:
             self._halt()
         return record
 
+    def _head_gone(self, node: _Node, run_id: str, gone: str) -> RunRecord:
+        with self._lock:
+            node.lost = node.lost or gone
+        lost = self._schedule.failed(
+            run_id,
+            f"{gone} during this run; node {node.name} stops its attempts and removes their "
+            "containers itself",
+            node_lost=True,
+        )
+        return _on_node(lost, node.name)
+
+    def lost(self) -> str | None:
+        return self._head_lost()
+
     def _halt(self) -> None:
         """As on one machine: after a rule stop no node starts another attempt (once)."""
         with self._lock:
@@ -529,6 +594,8 @@ class _RayExecutor:
 
     def stop_everything(self, reason: str) -> list[str]:
         self._schedule.stop_now(reason)
+        if self._head_lost() is not None:
+            return []  # nothing answers; closing the cluster says what each node does
         calls = [(n, n.actor.stop.remote(reason)) for n in self._nodes if n.lost is None]
         problems: list[str] = []
         for node, call in calls:

@@ -33,12 +33,18 @@ class NodeExecutor:
         self.alive = 2
         self.submitted: list[str] = []
         self.lock = threading.Lock()
+        self.gone: str | None = None
+        self.held: set[str] = set()
+        """Runs that never come back by themselves; handing one out loses the executor."""
 
     def slots(self) -> int:
         return self.alive
 
     def submit(self, run_id: str) -> Future[RunRecord]:
         self.submitted.append(run_id)
+        if run_id in self.held:
+            self.gone = "the cluster's head at 127.0.0.1:1 has not answered for 15 s"
+            return Future()
         if run_id not in self.lost_runs:
             return self.local.submit(run_id)
         future: Future[RunRecord] = Future()
@@ -53,6 +59,9 @@ class NodeExecutor:
 
     def rule_stop(self) -> str | None:
         return None
+
+    def lost(self) -> str | None:
+        return self.gone
 
     def stop_everything(self, reason: str) -> list[str]:
         return self.local.stop_everything(reason)
@@ -98,6 +107,32 @@ def test_with_no_node_left_the_runs_not_started_are_recorded_as_such(tmp_path: P
     not_started = [r for r in receipt.runs if not r.attempts]
     assert len(receipt.runs) == 18 and len(not_started) == 16
     assert receipt.reasons[-1].startswith("no node is left to run them; 16 run(s) not started: ")
+
+
+def test_an_executor_that_can_reach_nothing_more_stops_the_batch_and_books_its_runs(
+    tmp_path: Path,
+) -> None:
+    """A cluster whose head is gone: what is in flight cannot come back through it, and
+    nothing more starts; the receipt closes naming why, before the cluster ends the driver."""
+    made: list[NodeExecutor] = []
+
+    def executor(schedule: Schedule) -> NodeExecutor:
+        made.append(NodeExecutor(schedule, set()))
+        made[0].held = {"storage-hash-1"}
+        return made[0]
+
+    receipt = run_schedule(plan(tmp_path), executor, grace_s=0.2)
+    assert receipt.status == "infrastructure-failure"
+    assert receipt.reasons[0] == (
+        "the cluster's head at 127.0.0.1:1 has not answered for 15 s; the batch stopped"
+    )
+    held = next(r for r in receipt.runs if r.runId == "storage-hash-1")
+    assert not held.finalSuccess
+    assert held.attempts[-1].infrastructureKind == "stopped"
+    # Nothing is started once it is lost; what was started is booked once.
+    assert made[0].submitted.index("storage-hash-1") >= len(made[0].submitted) - 2
+    assert sorted(r.runId for r in receipt.runs) == sorted(set(made[0].submitted))
+    assert saved(tmp_path) == receipt
 
 
 def test_any_other_failure_an_executor_reports_stops_the_batch(tmp_path: Path) -> None:

@@ -50,5 +50,19 @@ def test_a_node_whose_head_is_gone_removes_the_batchs_containers_itself(
         while containers_of(worker.socket, f"{LABEL_BATCH}={batch_id}"):
             assert time.monotonic() - killed < 50, "the node left the batch's containers"
             time.sleep(0.5)
-        batch.process.kill()
-        batch.process.communicate(timeout=60)
+        # The driver closes its receipt itself, before the cluster ends it (about a minute).
+        code, line = batch.finish(timeout_s=120)
+        closed_after = time.monotonic() - killed
+    assert (code, line["status"]) == (1, "infrastructure-failure"), (line, batch.stderr)
+    assert closed_after < 55, closed_after
+    receipt = batch.receipt()
+    assert receipt.status == "infrastructure-failure"
+    assert receipt.reasons[0].startswith("the Ray cluster's head at "), receipt.reasons
+    assert receipt.reasons[0].endswith("has not answered for 15 s; the batch stopped")
+    # The run in flight is the infrastructure's, on the node it ran on; never the agent's.
+    held = [
+        r for r in receipt.runs if r.attempts and r.attempts[-1].infrastructureStatus == "failed"
+    ]
+    assert held, receipt.runs
+    assert all(r.attempts[-1].node == worker.name for r in held), held
+    assert any("each node stops this batch's attempts" in r for r in receipt.reasons)

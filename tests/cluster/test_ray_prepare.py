@@ -7,6 +7,8 @@ node."""
 from __future__ import annotations
 
 import dataclasses
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +47,27 @@ DIGEST = sha256_bytes(b"x")
 @dataclass
 class Ref:
     value: Any
+
+    def future(self) -> Future[Any]:
+        answered: Future[Any] = Future()
+        answered.set_result(self.value)
+        return answered
+
+
+class DeadRef(Ref):
+    """The answer of an actor whose node died."""
+
+    def future(self) -> Future[Any]:
+        answered: Future[Any] = Future()
+        answered.set_exception(FakeRay.exceptions.NodeDiedError("the node died"))
+        return answered
+
+
+class SilentRef(Ref):
+    """The answer of a run on a cluster whose head is gone: none ever comes."""
+
+    def future(self) -> Future[Any]:
+        return Future()
 
 
 class Call:
@@ -206,7 +229,7 @@ def executor_with(tmp_path: Path, result: NodeRunResult, **plan_changes: Any) ->
     actors = [RunActor(result), RunActor(result)]
     nodes = [_Node(a, f"n-{i}", 1) for i, a in enumerate(actors, 1)]
     context = cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
-    return _RayExecutor(FakeRay(), nodes, schedule, context), actors
+    return _RayExecutor(FakeRay(), nodes, schedule, context, lambda: None), actors
 
 
 def test_a_rule_stop_on_one_node_stops_the_batch_and_halts_every_node(tmp_path: Path) -> None:
@@ -227,14 +250,9 @@ class LostActor:
     def __init__(self) -> None:
         class Run:
             def remote(self, run_id: str, remaining: float) -> Ref:
-                return Ref(None)
+                return DeadRef(None)
 
         self.run = Run()
-
-
-class LosingRay(FakeRay):
-    def get(self, ref: Ref, timeout: float | None = None) -> Any:
-        raise FakeRay.exceptions.NodeDiedError("the node died")
 
 
 @pytest.mark.parametrize("answer", ["lost", "refused"])
@@ -249,15 +267,57 @@ def test_a_run_that_came_back_as_nothing_names_the_node_it_was_handed_to(
     )  # fmt: skip
     context = cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
     if answer == "lost":
-        fake: FakeRay = LosingRay()
         actor: Any = LostActor()
     else:
-        fake, actor = FakeRay(), RunActor(node_result(tmp_path))
+        actor = RunActor(node_result(tmp_path))
         actor.run.remote = lambda run_id, remaining: Ref(("error", "node n-1: broken"))
-    executor = _RayExecutor(fake, [_Node(actor, "n-1", 1)], schedule, context)
+    executor = _RayExecutor(FakeRay(), [_Node(actor, "n-1", 1)], schedule, context, lambda: None)
     record = executor.submit("forms-1").result()
     executor.shutdown(wait=True)
     assert [(a.infrastructureStatus, a.node) for a in record.attempts] == [("failed", "n-1")]
+
+
+def test_a_run_in_flight_when_the_head_goes_comes_back_as_the_nodes_loss(tmp_path: Path) -> None:
+    """No answer comes through a cluster whose head is gone: the run is the infrastructure's,
+    on the node it was handed to, as soon as the head is known gone."""
+    (tmp_path / "driver").mkdir()
+    driver_plan = plan(tmp_path / "driver")
+    schedule = Schedule(
+        driver_plan, clock=lambda: driver_plan.receipt.createdAt, monotonic=lambda: 0.0,
+        deadline=3600.0,
+    )  # fmt: skip
+    context = cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
+    actor = RunActor(node_result(tmp_path))
+    actor.run.remote = lambda run_id, remaining: SilentRef(None)
+    gone: list[str] = []
+    executor = _RayExecutor(
+        FakeRay(), [_Node(actor, "n-1", 1)], schedule, context, lambda: gone[0] if gone else None
+    )
+    running = executor.submit("forms-1")
+    time.sleep(1.5)
+    assert not running.done() and executor.lost() is None
+    gone.append("the Ray cluster's head at 127.0.0.1:1 has not answered for 15 s")
+    record = running.result(timeout=10)
+    executor.shutdown(wait=True)
+    (attempt,) = record.attempts
+    assert (attempt.infrastructureKind, attempt.node) == ("node", "n-1")
+    assert attempt.diagnostics[0].message.startswith(gone[0] + " during this run; node n-1 stops")
+    assert executor.lost() == gone[0] and executor.slots() == 0
+
+
+def test_a_driver_whose_head_is_gone_asks_nothing_of_the_cluster_when_it_closes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_ray() -> Any:
+        raise AssertionError("the cluster was asked")
+
+    monkeypatch.setattr(ray_cluster, "_ray", no_ray)
+    unused = NodeParts(lambda _path: FakeEngine(), lambda _project: lambda _context: FakeVerifier())
+    cluster = RayCluster("127.0.0.1:6379", unused)
+    cluster._connected = True
+    cluster._head_lost = "the Ray cluster's head at 127.0.0.1:6379 has not answered for 15 s"
+    (said,) = cluster.close()
+    assert said.startswith(cluster._head_lost + ": each node stops this batch's attempts")
 
 
 def test_the_tokens_recorded_across_nodes_are_held_to_the_whole_budget(tmp_path: Path) -> None:
