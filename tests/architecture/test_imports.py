@@ -19,7 +19,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "agent_eval"
 
-LEAVES = frozenset({"errors", "digests", "layout", "models", "evidence_io", "processes", "project"})
+LEAVES = frozenset(
+    {"errors", "digests", "layout", "models", "evidence_io", "processes", "project", "anchored"}
+)
 ALLOWED: dict[str, frozenset[str]] = {
     "__init__": frozenset(),
     "errors": frozenset(),
@@ -28,6 +30,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "models": frozenset({"digests", "errors", "layout"}),
     "evidence_io": frozenset({"errors"}),
     "processes": frozenset(),
+    "anchored": frozenset({"errors"}),
     "redaction": frozenset({"gateway"}),
     "project": frozenset({"digests", "errors", "layout", "models"}),
     "engine": LEAVES,
