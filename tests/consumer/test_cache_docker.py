@@ -10,7 +10,6 @@ re-verification (one verification per core) gives every recorded verdict.
 
 from __future__ import annotations
 
-import _thread
 import json
 import os
 import signal
@@ -105,7 +104,6 @@ def test_a_second_batch_of_the_same_commit_reuses_the_consumer_and_completes(
     assert any(r.startswith("consumer-integrity: ") for r in decision["reasons"]), decision
 
 
-@pytest.mark.serial  # see below: on a long-lived worker the interruption was lost, now and then
 def test_an_interrupted_reverify_leaves_no_container_of_its_own(
     engine: DockerEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +119,9 @@ def test_an_interrupted_reverify_leaves_no_container_of_its_own(
     verifications: list[str] = []
     seen: list[str] = []  # the handler and where the main thread was, when interrupted
     create = engine.create
+    # As a terminal's Ctrl-C finds it: a test process started in the background (a CI job
+    # launched with &) inherits SIGINT ignored, and Python then never installs its handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def create_then_interrupt(spec: ContainerSpec) -> str:
         batches.add(spec.batch_id)
@@ -128,14 +129,10 @@ def test_an_interrupted_reverify_leaves_no_container_of_its_own(
         if spec.role == "verifier" and spec.run_id in run_ids:
             verifications.append(spec.run_id)
             if len(verifications) == 2:  # two under way: Ctrl-C
-                # As the process's SIGINT taken by any thread: the main thread's handler is
-                # tripped and runs when it next can. On a long-lived parallel test worker
-                # it was lost now and then (a thread-directed kill too), never in a
-                # process of its own; what was seen is kept for the failure's message.
                 main = sys._current_frames().get(threading.main_thread().ident or 0)
                 where = traceback.format_stack(main)[-2:] if main is not None else []
                 seen.append(f"handler {signal.getsignal(signal.SIGINT)!r} at {where}")
-                _thread.interrupt_main(signal.SIGINT)
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
         return container_id
 
     monkeypatch.setattr(engine, "create", create_then_interrupt)
