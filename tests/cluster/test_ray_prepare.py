@@ -219,16 +219,21 @@ class RunActor:
         self.run, self.halt = Run(), Halt()
 
 
-def executor_with(tmp_path: Path, result: NodeRunResult, **plan_changes: Any) -> tuple[Any, Any]:
+def driver_side(tmp_path: Path, **plan_changes: Any) -> tuple[Schedule, RemoteContext]:
+    """The driver's schedule of a batch in *tmp_path*/driver, and a context that only listens."""
     (tmp_path / "driver").mkdir()
     driver_plan = plan(tmp_path / "driver", **plan_changes)
     schedule = Schedule(
         driver_plan, clock=lambda: driver_plan.receipt.createdAt, monotonic=lambda: 0.0,
         deadline=3600.0,
     )  # fmt: skip
+    return schedule, cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
+
+
+def executor_with(tmp_path: Path, result: NodeRunResult, **plan_changes: Any) -> tuple[Any, Any]:
+    schedule, context = driver_side(tmp_path, **plan_changes)
     actors = [RunActor(result), RunActor(result)]
     nodes = [_Node(a, f"n-{i}", 1) for i, a in enumerate(actors, 1)]
-    context = cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
     return _RayExecutor(FakeRay(), nodes, schedule, context, lambda: None), actors
 
 
@@ -259,13 +264,7 @@ class LostActor:
 def test_a_run_that_came_back_as_nothing_names_the_node_it_was_handed_to(
     tmp_path: Path, answer: str
 ) -> None:
-    (tmp_path / "driver").mkdir()
-    driver_plan = plan(tmp_path / "driver")
-    schedule = Schedule(
-        driver_plan, clock=lambda: driver_plan.receipt.createdAt, monotonic=lambda: 0.0,
-        deadline=3600.0,
-    )  # fmt: skip
-    context = cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
+    schedule, context = driver_side(tmp_path)
     if answer == "lost":
         actor: Any = LostActor()
     else:
@@ -280,13 +279,7 @@ def test_a_run_that_came_back_as_nothing_names_the_node_it_was_handed_to(
 def test_a_run_in_flight_when_the_head_goes_comes_back_as_the_nodes_loss(tmp_path: Path) -> None:
     """No answer comes through a cluster whose head is gone: the run is the infrastructure's,
     on the node it was handed to, as soon as the head is known gone."""
-    (tmp_path / "driver").mkdir()
-    driver_plan = plan(tmp_path / "driver")
-    schedule = Schedule(
-        driver_plan, clock=lambda: driver_plan.receipt.createdAt, monotonic=lambda: 0.0,
-        deadline=3600.0,
-    )  # fmt: skip
-    context = cast(RemoteContext, SimpleNamespace(progress=lambda _event: None))
+    schedule, context = driver_side(tmp_path)
     actor = RunActor(node_result(tmp_path))
     actor.run.remote = lambda run_id, remaining: SilentRef(None)
     gone: list[str] = []
