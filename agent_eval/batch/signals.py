@@ -7,6 +7,13 @@ interrupt the closing itself and leave the receipt ``running``. Once the
 receipt is final (:meth:`Signals.settle`), every signal is only counted:
 what is left (the report, the one line on stdout) is short, and a signal
 there must not swallow the line that says how the batch ended.
+
+Which signal came first is read from the order the signals arrived in, not
+from the order their handlers run: Python runs the handlers of signals that
+are pending together by signal number, so a SIGTERM then a SIGINT that both
+wait for a busy main thread would otherwise stop the batch as a Ctrl-C. The
+arrival order is the one the interpreter's own low-level handler writes to
+the wakeup descriptor, one byte per signal, as each comes.
 """
 
 from __future__ import annotations
@@ -57,6 +64,18 @@ class Signals:
     def __init__(self) -> None:
         self.received: list[int] = []
         self.settled = False
+        self.arrivals: int | None = None
+        """The read end of the wakeup pipe: the signals' numbers in the order they came."""
+
+    def first_arrived(self, handled: int) -> int:
+        """The stopping signal that came first; *handled* (the one whose handler runs)
+        when the pipe says nothing (another wakeup descriptor took its place)."""
+        if self.arrivals is not None:
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                for number in os.read(self.arrivals, 4096):
+                    if number in STOPPING_SIGNALS:
+                        return number
+        return handled
 
     def settle(self) -> None:
         """From now on every signal is only counted: the receipt is final."""
@@ -84,11 +103,15 @@ def stopping_on_signals(*, until_exit: bool = False) -> Iterator[Signals]:
         if signals.settled:
             return
         if len(signals.received) == 1:
-            _acknowledge(signum)
-            raise Stop(signum)
+            first = signals.first_arrived(signum)
+            _acknowledge(first)
+            raise Stop(first)
         ABANDON.set()
 
     ABANDON.clear()
+    reader, writer = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signals.arrivals = reader
+    previous_wakeup = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
     previous = {s: signal.signal(s, handler) for s in STOPPING_SIGNALS}
     try:
         yield signals
@@ -96,6 +119,12 @@ def stopping_on_signals(*, until_exit: bool = False) -> Iterator[Signals]:
         if not (until_exit and signals.settled):
             for signum, old in previous.items():
                 signal.signal(signum, old)
+        # The order matters only until the first signal has stopped the block; the pipe
+        # goes with it (a kept handler falls back to the signal it runs for).
+        signal.set_wakeup_fd(previous_wakeup)
+        signals.arrivals = None
+        os.close(reader)
+        os.close(writer)
 
 
 def _acknowledge(signum: int) -> None:

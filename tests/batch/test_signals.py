@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 
@@ -66,3 +67,38 @@ def test_the_first_signal_is_acknowledged_at_once_and_a_second_abandons_the_wait
             deliver(signal.SIGINT)
             assert ABANDON.is_set() and signals.received == [signal.SIGINT] * 2
             raise
+
+
+def test_two_signals_pending_at_once_stop_with_the_one_that_came_first() -> None:
+    """Python runs pending handlers by signal number, not by arrival: a SIGTERM then a
+    SIGINT that both wait for a busy main thread must still stop as the SIGTERM."""
+    go, sent = threading.Event(), threading.Event()
+
+    def sender() -> None:  # started before the mask: the signals land in this thread
+        go.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+        sent.set()
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    with pytest.raises(Stop) as stopped, stopping_on_signals() as signals:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING_SIGNALS)
+        try:
+            go.set()
+            # The main thread waits with both signals blocked: neither interrupts the
+            # wait, so both handlers are pending when it next runs Python.
+            sent.wait(timeout=10)
+            thread.join()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING_SIGNALS)
+        try:
+            time.sleep(0.05)
+        except Stop:
+            time.sleep(0.05)  # the second handler runs here, and only counts
+            raise
+    assert stopped.value.signum == signal.SIGTERM
+    assert stopped.value.reason == "stopped by SIGTERM"
+    assert sorted(signals.received) == sorted([signal.SIGTERM, signal.SIGINT])
+    assert ABANDON.is_set()
