@@ -345,8 +345,9 @@ class NodeWorker:
         with contextlib.suppress(CleanupError):
             remove_tree(self.root, run_dir)
         return NodeRunResult(
-            node=self.name, record=record, files=files, ruleStop=schedule.rule_stop
-        )
+            node=self.name, record=record, files=files, ruleStop=schedule.rule_stop,
+            headLost=self.head_lost,
+        )  # fmt: skip
 
     def halt(self) -> None:
         """Start no further attempt (a rule stopped the batch); those running finish."""

@@ -19,6 +19,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -286,7 +287,9 @@ class RayCluster:
         context.nodes(sorted(identities, key=lambda n: n.node))
         names = ", ".join(sorted(f"{n.name} ({n.slots} at a time)" for n in self._nodes))
         context.progress(ProgressEvent(f"nodes ready: {names}"))
-        return lambda schedule: _RayExecutor(ray, self._nodes, schedule, context, self.head_lost)
+        return lambda schedule: _RayExecutor(
+            ray, self._nodes, schedule, context, self.head_lost, head_grace_s=self.head_grace_s
+        )
 
     def _start_actors(self, ray: Any) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -481,9 +484,12 @@ class _RayExecutor:
         schedule: Schedule,
         context: RemoteContext,
         head_lost: Callable[[], str | None],
+        *,
+        head_grace_s: float = HEAD_GRACE_S,
     ) -> None:
         self._ray = ray
         self._head_lost = head_lost
+        self._head_grace_s = head_grace_s
         self._nodes = nodes
         self._schedule = schedule
         self._progress: Callable[[ProgressEvent], None] = context.progress
@@ -542,6 +548,26 @@ class _RayExecutor:
             return _on_node(self._schedule.failed(run_id, payload), node.name)
         try:
             result = NodeRunResult.model_validate_json(payload)
+        except ValueError as exc:
+            return _on_node(self._schedule.failed(run_id, f"node {node.name}: {exc}"), node.name)
+        if result.headLost is not None and (gone := self._agreed_head_lost()) is None:
+            # The node lost its way to the head while this driver still reaches it: the
+            # node is lost, and so is what it ran of this run (its files are not taken).
+            with self._lock:
+                node.lost = node.lost or result.headLost
+            lost = self._schedule.failed(
+                run_id,
+                f"node {node.name} stopped this run itself: {result.headLost}, while the "
+                "driver still reached the head; the attempts it ran there are lost with it",
+                node_lost=True,
+            )
+            return _on_node(lost, node.name)
+        if result.headLost is not None:
+            # Both found the head gone: the node's record stands (its attempts cut short by
+            # its own stop), booked after the head's loss has stopped the batch.
+            with self._lock:
+                node.lost = node.lost or gone
+        try:
             record = accept_run(result, run_id, self._schedule.plan.batch_dir)
         except (AgentEvalError, ValueError) as exc:
             return _on_node(self._schedule.failed(run_id, f"node {node.name}: {exc}"), node.name)
@@ -567,6 +593,17 @@ class _RayExecutor:
             node_lost=True,
         )
         return _on_node(lost, node.name)
+
+    def _agreed_head_lost(self) -> str | None:
+        """The driver's own verdict on the head, once a node found it gone: waited for as
+        long as the driver's own watch can take to agree (both watch the same head with
+        the same grace; only the moment each started differs). Until it is given, the
+        node's run is not handed back, so the batch stops for the head before it books
+        a run the head's loss cut short."""
+        ends = time.monotonic() + self._head_grace_s + 3 * HEAD_POLL_S
+        while (gone := self._head_lost()) is None and time.monotonic() < ends:
+            time.sleep(HEAD_POLL_S / 5)
+        return gone
 
     def lost(self) -> str | None:
         return self._head_lost()

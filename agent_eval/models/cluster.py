@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
+from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS
 from agent_eval.models.archives import ArchiveEntry
 from agent_eval.models.base import Digest, NonEmptyStr, RelativePath, WireModel
 from agent_eval.models.lease import LeaseToken
@@ -123,3 +124,6 @@ class NodeRunResult(WireModel):
     ruleStop: str | None = None
     """Why a rule stops the batch, as the node's schedule found it so far (a served model
     outside the accepted set, the node's share of the token budget spent)."""
+    headLost: str | None = Field(default=None, max_length=MAX_DIAGNOSTIC_CHARS)
+    """Why the node stopped its attempts itself (its cluster's head had not answered for
+    its grace), when it did: the run is the cluster's loss, never the agent's."""

@@ -298,6 +298,58 @@ def test_a_run_in_flight_when_the_head_goes_comes_back_as_the_nodes_loss(tmp_pat
     assert executor.lost() == gone[0] and executor.slots() == 0
 
 
+HEAD_GONE = "the Ray cluster's head at 127.0.0.1:1 has not answered for 15 s"
+
+
+def test_a_run_a_node_stopped_for_its_head_waits_for_the_drivers_own_verdict(
+    tmp_path: Path,
+) -> None:
+    """The node may find the head gone a moment before the driver does: its run is not
+    handed back until the driver agrees, so the batch stops for the head first and the
+    node's own record (its attempts, named on the node) is kept as it is."""
+    schedule, context = driver_side(tmp_path)
+    result = node_result(tmp_path).model_copy(
+        update={"headLost": "the cluster's head has not answered for 15 s"}
+    )
+    gone: list[str] = []
+    executor = _RayExecutor(
+        FakeRay(), [_Node(RunActor(result), "n-1", 1)], schedule, context,
+        lambda: gone[0] if gone else None, head_grace_s=5.0,
+    )  # fmt: skip
+    running = executor.submit("forms-1")
+    time.sleep(1.0)
+    assert not running.done(), "handed back before the driver found the head gone"
+    gone.append(HEAD_GONE)
+    record = running.result(timeout=10)
+    executor.shutdown(wait=True)
+    assert [a.node for a in record.attempts] == ["node-1"] and record.attempts[0].success
+    assert executor.lost() == HEAD_GONE and executor.slots() == 0
+    assert (schedule.plan.batch_dir / "runs" / "forms-1" / "attempt-1" / "solution").is_dir()
+
+
+def test_a_node_that_lost_a_head_the_driver_still_reaches_is_lost_with_its_run(
+    tmp_path: Path,
+) -> None:
+    schedule, context = driver_side(tmp_path)
+    result = node_result(tmp_path).model_copy(
+        update={"headLost": "the cluster's head has not answered for 15 s"}
+    )
+    executor = _RayExecutor(
+        FakeRay(), [_Node(RunActor(result), "n-1", 1)], schedule, context, lambda: None,
+        head_grace_s=0.1,
+    )  # fmt: skip
+    record = executor.submit("forms-1").result(timeout=10)
+    executor.shutdown(wait=True)
+    (attempt,) = record.attempts
+    assert (attempt.infrastructureKind, attempt.node) == ("node", "n-1")
+    message = attempt.diagnostics[0].message
+    assert message.startswith("node n-1 stopped this run itself: the cluster's head has not")
+    assert "while the driver still reached the head" in message
+    assert executor.lost() is None and executor.slots() == 0
+    # Its files were not taken: the run directory holds only what the driver recorded.
+    assert not (schedule.plan.batch_dir / "runs" / "forms-1" / "attempt-1" / "solution").exists()
+
+
 def test_a_driver_whose_head_is_gone_asks_nothing_of_the_cluster_when_it_closes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
