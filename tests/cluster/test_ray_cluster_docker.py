@@ -26,7 +26,7 @@ import pytest
 from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
 from agent_eval.evidence_io import read_model, write_model_atomic
-from agent_eval.images.build import image_for_checkout
+from agent_eval.images.build import build_runner_image, image_for_checkout
 from agent_eval.models import Receipt, RunnerConfig
 from agent_eval.project import find_project
 from agent_eval.trial.run import KEY_ENV, aimed_at_scripted_model, scripted_answers
@@ -42,12 +42,15 @@ pytestmark = pytest.mark.docker
 
 MODEL_KEY = f"trial-{secrets.token_hex(16)}"
 """The scripted model's credential: in each worker's environment, never the driver's."""
-IMAGES = ("reference-runner", "verifier", "gateway", "runner-claude-code")
+IMAGES = ("reference-runner", "verifier", "gateway")
+"""Built by the set-up; the agent's runner image is built here when missing (on a fresh
+engine no other test may have built it yet)."""
 
 
 @pytest.fixture(scope="module")
 def cluster(engine: ContainerEngine) -> Iterator[RayCluster]:
     images = [image_for_checkout(engine, REPO, name) for name in IMAGES]
+    images.append(build_runner_image(engine, REPO, "claude-code"))
     with ray_cluster(images, workers=2, slots=1, node_env={KEY_ENV: MODEL_KEY}) as started:
         yield started
     # Every process the cluster started is gone with it (stopped by session, not by name).
