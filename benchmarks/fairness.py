@@ -1,6 +1,7 @@
 """Verdict flips on a crowded machine: the reference solutions verified under the load rig.
 
     .venv/bin/python benchmarks/fairness.py [--loops 0,10,40,100] [--verifications 100] [--batch]
+                                            [--neighbours N [--neighbour-mib 256]]
 
 For each load factor (busy loops placed in the engine's parent cpu cgroup,
 see ``tests/loadrig.py``; needs root), verifies the six tasks' reference
@@ -15,6 +16,12 @@ verifier (retries included), and counts:
   over them;
 * with ``--batch``: the wall time of a whole oracle batch (``eval-agent`` on a
   clean checkout) at the same load, and whether it completed 18/18.
+
+With ``--neighbours N`` a second rig crowds the engine itself at every level
+(``tests/loadrig.py``'s ``EngineCrowd``): N neighbours each create, start,
+stop and remove one container after another beside the verifications and
+the batch, each container taking ``--neighbour-mib`` MiB for a second; the
+figures add how many neighbour containers ran and how many the engine failed.
 
 Prints a table and one JSON line. Every container is labelled with this run's
 batch id and removed (confirmed); every loop is ended by its pid.
@@ -51,7 +58,7 @@ from agent_eval.verification.container.limits import VerificationLimits  # noqa:
 from agent_eval.verification.container.run import VerifierSetup  # noqa: E402
 from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
 from tests.batches import eval_agent, project_copy, write_config  # noqa: E402
-from tests.loadrig import LoadRig  # noqa: E402
+from tests.loadrig import EngineCrowd, LoadRig  # noqa: E402
 
 
 def _batch_tries(checkout: Path, line: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +82,8 @@ def main() -> int:
     parser.add_argument("--loops", default="0,10,40,100", help="load factors, comma-separated")
     parser.add_argument("--verifications", type=int, default=100, help="per load factor")
     parser.add_argument("--batch", action="store_true", help="also time an oracle batch")
+    parser.add_argument("--neighbours", type=int, default=0, help="containers beside, at once")
+    parser.add_argument("--neighbour-mib", type=int, default=256, help="each one's memory")
     args = parser.parse_args()
     factors = [int(n) for n in args.loops.split(",")]
 
@@ -117,7 +126,10 @@ def main() -> int:
                 return verdict, len(done.retried)
 
             for loops in factors:
-                with LoadRig(loops, bound_s=7200):
+                crowd = EngineCrowd(
+                    engine, image, neighbours=args.neighbours, mib=args.neighbour_mib
+                )
+                with LoadRig(loops, bound_s=7200), crowd:
                     pressure = PressureWindow.open()
                     began = time.monotonic()
                     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -143,6 +155,7 @@ def main() -> int:
                             f"{line['status']} {line['firstSuccesses']}/{line['finalSuccesses']}"
                         )
                         figure.update(_batch_tries(checkout, line))
+                figure["neighbours"] = {"containers": crowd.started, "failed": len(crowd.failures)}
                 results.append(figure)
                 print(json.dumps(figure, sort_keys=True), file=sys.stderr, flush=True)
     finally:
@@ -151,6 +164,7 @@ def main() -> int:
         finally:
             engine.close()
 
+    print(f"neighbours beside: {args.neighbours} at once, {args.neighbour_mib} MiB each")
     print("loops  flips/verifications  infrastructure  retried  wall     pressure  batch")
     for f in results:
         batch_text = (
@@ -161,6 +175,8 @@ def main() -> int:
         print(
             f"{f['loops']:>5}  {f['flips']:>5}/{f['verifications']:<13} {f['infrastructure']:>14}"
             f"  {f['retried']:>7}  {f['wallS']:>6} s  {f['cpuPressure']!s:>8}  {batch_text}"
+            f"  (neighbour containers: {f['neighbours']['containers']} run,"
+            f" {f['neighbours']['failed']} failed)"
         )
     print(json.dumps({"fairness": results}, sort_keys=True))
     return 0

@@ -16,6 +16,15 @@ container (the host's CPU pressure still rises: it counts every waiting task).
 
     with LoadRig(loops=40):
         ...  # every container here runs on a crowded machine
+
+A crowded machine is also a busy engine: neighbours' batches create, start,
+stop and remove containers and take memory beside ours. :class:`EngineCrowd`
+is that second rig: threads that each run one neighbour container after
+another, every one allocating and touching memory for a moment, through the
+same engine API and hardening as the batch's own containers.
+
+    with EngineCrowd(engine, image, neighbours=3):
+        ...  # every container here is created beside neighbours' containers
 """
 
 from __future__ import annotations
@@ -24,11 +33,16 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
+import uuid
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["ENGINE_CPU_CGROUP", "LoadRig", "rig_available"]
+from agent_eval.engine import ContainerEngine, remove_leftovers
+from agent_eval.engine.api import ContainerSpec, run_container
+
+__all__ = ["ENGINE_CPU_CGROUP", "EngineCrowd", "LoadRig", "rig_available"]
 
 ENGINE_CPU_CGROUP = Path("/sys/fs/cgroup/cpu/docker")
 """The engine's parent cpu cgroup (cgroup v1, the ``cgroupfs`` driver)."""
@@ -95,6 +109,96 @@ class LoadRig:
         self._procs.clear()
 
     def __enter__(self) -> LoadRig:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+NEIGHBOUR = """\
+import sys, time
+block = bytearray(int(sys.argv[1]) << 20)
+for page in range(0, len(block), 4096):
+    block[page] = 1
+time.sleep(float(sys.argv[2]))
+"""
+"""A neighbour's container: take and touch MIB of memory, hold it HOLD seconds, end."""
+
+
+class EngineCrowd:
+    """*neighbours* threads, each running neighbour containers of *image* one after another
+    (each takes *mib* MiB for *hold_s* seconds) until the block ends.
+
+    Every container carries this rig's own batch label and is removed (confirmed) as it
+    ends; whatever a failure left is removed by that label when the block ends.
+    ``started`` counts the containers run, ``failures`` what the engine said when one
+    could not be (a neighbour's failure is the neighbour's: it never stops the rig).
+    """
+
+    def __init__(
+        self,
+        engine: ContainerEngine,
+        image: str,
+        *,
+        neighbours: int = 2,
+        mib: int = 256,
+        hold_s: float = 1.0,
+    ) -> None:
+        if not 0 <= neighbours <= 32:
+            raise ValueError(f"neighbours {neighbours} is not in [0, 32]")
+        self.engine, self.image = engine, image
+        self.neighbours, self.mib, self.hold_s = neighbours, mib, hold_s
+        self.batch_id = f"engine-crowd-{uuid.uuid4().hex[:10]}"
+        self.started = 0
+        self.failures: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _neighbour(self, index: int) -> None:
+        turn = 0
+        while not self._stop.is_set():
+            spec = ContainerSpec(
+                image=self.image,
+                command=("/usr/bin/python3", "-c", NEIGHBOUR, str(self.mib), str(self.hold_s)),
+                role="runner",
+                batch_id=self.batch_id,
+                run_id=f"neighbour-{index}-{turn}",
+            )
+            turn += 1
+            try:
+                run_container(self.engine, spec, timeout_s=120, log_limit_bytes=4096)
+            except Exception as exc:  # the neighbour's trouble, recorded, never ours
+                with self._lock:
+                    self.failures.append(f"{type(exc).__name__}: {exc}")
+                self._stop.wait(1.0)
+            else:
+                with self._lock:
+                    self.started += 1
+
+    def start(self) -> None:
+        for index in range(self.neighbours):
+            thread = threading.Thread(
+                target=self._neighbour, args=(index,), name=f"neighbour-{index}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Start no more neighbours, wait for those running, remove anything left."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=180)
+        self._threads.clear()
+        remove_leftovers(self.engine, self.batch_id)
+
+    def __enter__(self) -> EngineCrowd:
         self.start()
         return self
 

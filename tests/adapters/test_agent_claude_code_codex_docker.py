@@ -115,7 +115,13 @@ def case(request: pytest.FixtureRequest) -> Case:
 
 
 @pytest.fixture(scope="module")
-def agent(docker_client: docker.DockerClient, engine: ContainerEngine, case: Case) -> ScriptedAgent:
+def agent(engine: ContainerEngine, case: Case) -> ScriptedAgent:
+    return scripted_agent(engine, case)
+
+
+def scripted_agent(engine: ContainerEngine, case: Case) -> ScriptedAgent:
+    """*case*'s scripted set-up, its runner image built when missing: a wrong first
+    write (``first``), the reference solution on repair or in the ``correct`` mode."""
     known = solutions()
     script = {
         "port": PORT,
