@@ -527,17 +527,17 @@ class _RayExecutor:
                     break
                 except FutureTimeout:
                     if (gone := self._head_lost()) is not None:
-                        return self._head_gone(node, run_id, gone)
+                        return self._lost_on(
+                            node, run_id, gone,
+                            f"{gone} during this run; node {node.name} stops its attempts "
+                            "and removes their containers itself",
+                        )  # fmt: skip
         except (exceptions.RayActorError, exceptions.NodeDiedError) as exc:
-            with self._lock:
-                node.lost = node.lost or _said(exc)
-            lost = self._schedule.failed(
-                run_id,
+            return self._lost_on(
+                node, run_id, _said(exc),
                 f"node {node.name} was lost during this run ({_said(exc)}); the attempts it "
                 "ran there are lost with it",
-                node_lost=True,
-            )
-            return _on_node(lost, node.name)
+            )  # fmt: skip
         except Exception as exc:  # the node's harness failed: stop, as on one machine
             failed = self._schedule.failed(run_id, f"node {node.name} failed: {_said(exc)}")
             return _on_node(failed, node.name)
@@ -553,15 +553,11 @@ class _RayExecutor:
         if result.headLost is not None and (gone := self._agreed_head_lost()) is None:
             # The node lost its way to the head while this driver still reaches it: the
             # node is lost, and so is what it ran of this run (its files are not taken).
-            with self._lock:
-                node.lost = node.lost or result.headLost
-            lost = self._schedule.failed(
-                run_id,
+            return self._lost_on(
+                node, run_id, result.headLost,
                 f"node {node.name} stopped this run itself: {result.headLost}, while the "
                 "driver still reached the head; the attempts it ran there are lost with it",
-                node_lost=True,
-            )
-            return _on_node(lost, node.name)
+            )  # fmt: skip
         if result.headLost is not None:
             # Both found the head gone: the node's record stands (its attempts cut short by
             # its own stop), booked after the head's loss has stopped the batch.
@@ -583,15 +579,12 @@ class _RayExecutor:
             self._halt()
         return record
 
-    def _head_gone(self, node: _Node, run_id: str, gone: str) -> RunRecord:
+    def _lost_on(self, node: _Node, run_id: str, why: str, diagnostic: str) -> RunRecord:
+        """*node* is lost (*why*, the first reason kept), and with it the run it held: the
+        infrastructure's, named on the node, never the agent's."""
         with self._lock:
-            node.lost = node.lost or gone
-        lost = self._schedule.failed(
-            run_id,
-            f"{gone} during this run; node {node.name} stops its attempts and removes their "
-            "containers itself",
-            node_lost=True,
-        )
+            node.lost = node.lost or why
+        lost = self._schedule.failed(run_id, diagnostic, node_lost=True)
         return _on_node(lost, node.name)
 
     def _agreed_head_lost(self) -> str | None:
