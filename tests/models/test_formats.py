@@ -385,7 +385,7 @@ FIELD_SETS: dict[str, set[str]] = {
         "gatewayImageId",
         "notices",
     },
-    "NodeRunResult": {"node", "record", "files", "ruleStop"},
+    "NodeRunResult": {"node", "record", "files", "ruleStop", "headLost"},
     "NodeAssignment": {
         "batchId",
         "leaseToken",
