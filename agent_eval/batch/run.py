@@ -55,13 +55,13 @@ __all__ = [
 
 EXIT_RECEIPT_NOT_WRITTEN = 3
 _LAPS: dict[Phase, str] = {"cluster": "preflight", "packing": "pack", "verifier": "consumer"}
+"""The phase whose time a preparing phase's adds to (the others, their own)."""
 
 CLEANUP_RETRY_WAITS_S = (2.0, 5.0)
 """Waits before cleaning up again when a cleanup could not be confirmed: a run the stop
 cut short (abandoned by a second signal, or still running past the stop's grace) may
 still be ending on its own thread, writing its last files into the work directory or
 removing its last container, as the first cleanup runs."""
-"""The phase whose time a preparing phase's adds to (the others, their own)."""
 
 
 @dataclass(frozen=True)
