@@ -35,13 +35,11 @@ the runner images are built here when missing, from the package caches).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +57,8 @@ from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
 from tests.adapters.test_agent_aider_mini_swe_agent_docker import AGENTS, Scripted  # noqa: E402
 from tests.adapters.test_agent_claude_code_codex_docker import CASES, scripted_agent  # noqa: E402
 from tests.agent_scripted_model import (  # noqa: E402
-    TEST_LABEL,
     ScriptedAgent,
+    own_network,
     prepared_consumer,
     run_one,
 )
@@ -135,23 +133,6 @@ def container_seconds(
     return seconds, said
 
 
-@contextlib.contextmanager
-def own_network(client: docker.DockerClient) -> Iterator[str]:
-    """An internal network of the benchmark's own: only the models and gateways join it."""
-    name = f"agent-eval-bench-{uuid.uuid4().hex[:10]}"
-    created = client.networks.create(
-        name, driver="bridge", internal=True, labels={TEST_LABEL: "network"}
-    )
-    try:
-        yield name
-    finally:
-        for container in client.containers.list(
-            all=True, filters={"label": TEST_LABEL, "network": name}
-        ):
-            container.remove(force=True)
-        created.remove()
-
-
 def median(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
@@ -223,7 +204,10 @@ def main() -> int:
     client = docker.from_env()
     rows = []
     try:
-        with tempfile.TemporaryDirectory(prefix="agent-start-") as tmp, own_network(client) as net:
+        with (
+            tempfile.TemporaryDirectory(prefix="agent-start-") as tmp,
+            own_network(client, "agent-eval-bench") as net,
+        ):
             work = Path(tmp)
             consumer = prepared_consumer(engine, work / "consumer")
 

@@ -68,21 +68,29 @@ def engine() -> Iterator[ContainerEngine]:
     connected.close()
 
 
-@pytest.fixture(scope="module")
-def network(docker_client: docker.DockerClient) -> Iterator[str]:
-    """A network of the test's own: only the providers and the gateway join it."""
-    name = f"agent-eval-test-{uuid.uuid4().hex[:10]}"
-    created = docker_client.networks.create(
+@contextlib.contextmanager
+def own_network(client: docker.DockerClient, prefix: str = "agent-eval-test") -> Iterator[str]:
+    """An internal network of the caller's own: only the providers and the gateways join
+    it; whatever is still on it, and the network, are removed when the block ends."""
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    created = client.networks.create(
         name, driver="bridge", internal=True, labels={TEST_LABEL: "network"}
     )
     try:
         yield name
     finally:
-        for container in docker_client.containers.list(
+        for container in client.containers.list(
             all=True, filters={"label": TEST_LABEL, "network": name}
         ):
             container.remove(force=True)
         created.remove()
+
+
+@pytest.fixture(scope="module")
+def network(docker_client: docker.DockerClient) -> Iterator[str]:
+    """A network of the test's own: only the providers and the gateway join it."""
+    with own_network(docker_client) as name:
+        yield name
 
 
 @dataclass

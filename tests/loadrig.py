@@ -38,6 +38,7 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from agent_eval.engine import ContainerEngine, remove_leftovers
 from agent_eval.engine.api import ContainerSpec, run_container
@@ -58,7 +59,29 @@ def rig_available(cgroup: Path = ENGINE_CPU_CGROUP) -> str | None:
     return None
 
 
-class LoadRig:
+class _Rig:
+    """A rig is on for the block: started as it begins, stopped however it ends."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class LoadRig(_Rig):
     """*loops* busy loops in *cgroup*, each ended after *bound_s* seconds at the latest."""
 
     def __init__(
@@ -108,18 +131,6 @@ class LoadRig:
                 proc.wait(timeout=10)
         self._procs.clear()
 
-    def __enter__(self) -> LoadRig:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 NEIGHBOUR = """\
 import sys, time
@@ -131,7 +142,7 @@ time.sleep(float(sys.argv[2]))
 """A neighbour's container: take and touch MIB of memory, hold it HOLD seconds, end."""
 
 
-class EngineCrowd:
+class EngineCrowd(_Rig):
     """*neighbours* threads, each running neighbour containers of *image* one after another
     (each takes *mib* MiB for *hold_s* seconds) until the block ends.
 
@@ -197,18 +208,6 @@ class EngineCrowd:
             thread.join(timeout=180)
         self._threads.clear()
         remove_leftovers(self.engine, self.batch_id)
-
-    def __enter__(self) -> EngineCrowd:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _full_weight(pid: int) -> None:
