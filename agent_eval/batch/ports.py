@@ -174,6 +174,11 @@ class RunExecutor(Protocol):
         """Take no more runs; with *wait*, wait for those in flight."""
         ...
 
+    def settle(self, timeout_s: float) -> bool:
+        """Wait at most *timeout_s* for the runs cut short to leave this machine's work
+        directory and engine alone (their threads ended); whether they all did."""
+        ...
+
 
 @dataclass(frozen=True)
 class RemoteContext:

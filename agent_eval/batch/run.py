@@ -57,12 +57,6 @@ EXIT_RECEIPT_NOT_WRITTEN = 3
 _LAPS: dict[Phase, str] = {"cluster": "preflight", "packing": "pack", "verifier": "consumer"}
 """The phase whose time a preparing phase's adds to (the others, their own)."""
 
-CLEANUP_RETRY_WAITS_S = (2.0, 5.0)
-"""Waits before cleaning up again when a cleanup could not be confirmed: a run the stop
-cut short (abandoned by a second signal, or still running past the stop's grace) may
-still be ending on its own thread, writing its last files into the work directory or
-removing its last container, as the first cleanup runs."""
-
 
 @dataclass(frozen=True)
 class BatchOutcome:
@@ -521,14 +515,8 @@ class _Batch:
         return outcome, not problems
 
     def _cleanup(self) -> list[str]:
-        closed = self.placement.close()
-        problems = _cleanup(self.engine, self.batch_id, self.work_dir)
-        for wait_s in CLEANUP_RETRY_WAITS_S:
-            if not problems:
-                break
-            time.sleep(wait_s)
-            problems = _cleanup(self.engine, self.batch_id, self.work_dir)
-        return closed + problems
+        # The runs a stop cut short have been given their moment to end (run_schedule).
+        return self.placement.close() + _cleanup(self.engine, self.batch_id, self.work_dir)
 
     def prepare(self, reused: Reused | None = None) -> Receipt | None:
         """Everything before the first run (:attr:`prepared`); the receipt of a batch

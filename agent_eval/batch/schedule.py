@@ -9,6 +9,7 @@ crashed batch leaves a truthful partial receipt.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -413,6 +414,11 @@ ExecutorFactory = Callable[[Schedule], RunExecutor]
 """Makes the executor a schedule's runs execute on, from the schedule (this machine's
 threads: :func:`agent_eval.batch.attempt.on_this_engine`; or a cluster's nodes)."""
 
+SETTLE_S = 15.0
+"""How long a batch waits for the runs it cut short to end on their threads before it
+cleans up: their containers are already killed, so what is left is seconds of removing
+them and writing the runs' last files (it bounds an engine that no longer answers)."""
+
 GATEWAY_WATCH_S = 2.0
 """How often the schedule asks whether the gateway's container still runs, while runs are
 in flight: a gateway that dies stops the batch within this, not at the next attempt's end."""
@@ -425,6 +431,7 @@ def run_schedule(
     clock: Clock = lambda: datetime.now(UTC),
     monotonic: Callable[[], float] = time.monotonic,
     grace_s: float = 60.0,
+    settle_s: float = SETTLE_S,
     share: SlotShare | None = None,
 ) -> Receipt:
     """Run every scheduled run on *executor* (made from the schedule) and return the final
@@ -445,7 +452,10 @@ def run_schedule(
     the runner and verifier containers are killed, the runs in flight are
     given *grace_s* to come back, and each run still unfinished is recorded
     with the attempts it finished and an infrastructure failure for the one
-    it was in; every finished run is recorded.
+    it was in; every finished run is recorded. Once the receipt is closed, the
+    runs so cut short are given *settle_s* to end on their threads, so the
+    batch's cleanup does not race a run still removing its containers or
+    writing its last files.
 
     Raises:
         ReceiptNotWritten: The final receipt could not be written.
@@ -463,9 +473,13 @@ def run_schedule(
     stopped_by = dispatch.stopped_by()
     if stopped_by is None:
         runs.shutdown(wait=True)
-    else:
-        dispatch.cut_short(stopped_by, grace_s)
-    return book.close(dispatch.status, dispatch.reasons)
+        return book.close(dispatch.status, dispatch.reasons)
+    dispatch.cut_short(stopped_by, grace_s)
+    final = book.close(dispatch.status, dispatch.reasons)
+    # The receipt is final: a first signal now only ends the wait.
+    with contextlib.suppress(Stop, KeyboardInterrupt):
+        runs.settle(settle_s)
+    return final
 
 
 class _GatewayLost(Exception):

@@ -72,6 +72,9 @@ class NodeExecutor:
     def shutdown(self, *, wait: bool) -> None:
         self.local.shutdown(wait=wait)
 
+    def settle(self, timeout_s: float) -> bool:
+        return self.local.settle(timeout_s)
+
 
 def test_a_lost_node_costs_only_its_run_and_the_others_go_on(tmp_path: Path) -> None:
     made: list[NodeExecutor] = []

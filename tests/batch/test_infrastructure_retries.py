@@ -8,6 +8,8 @@ when the batch's budget of tries is spent, and its headline names the cause.
 from __future__ import annotations
 
 import signal
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,6 +104,67 @@ def test_an_attempt_a_signal_cut_short_accounts_for_what_it_left(tmp_path: Path)
     [cut] = final.runs[2].attempts
     assert (cut.failureCategory, cut.infrastructureKind) == ("infrastructure", "stopped")
     assert "solution/solution.py" in cut.leftFiles
+    assert integrity(tmp_path) == []
+
+
+class _StillEnding:
+    """Run 1 is verified only once run 2's runner has started; then a signal stops the
+    batch. Run 2's runner goes on for *ends_after_s* (a container still being removed)."""
+
+    def __init__(self, ends_after_s: float) -> None:
+        self.ends_after_s = ends_after_s
+        self.started, self.ended = threading.Event(), threading.Event()
+        self.runner = FakeRunner(self.script)
+
+    def script(self, request: RunnerRequest, workspace: Path) -> RunnerOutcome:
+        (workspace / "solution.py").write_text("GOOD")
+        if request.runId != "core-validation-1":
+            self.started.set()
+            time.sleep(self.ends_after_s)
+            self.ended.set()
+        return reply(request)
+
+    def verifier(self) -> FakeVerifier:
+        started = self.started
+
+        class Signalled(FakeVerifier):
+            def verify(self, task: TaskSpec, solution_dir: Path, run_id: str) -> Verification:
+                assert started.wait(10)
+                raise Stop(signal.SIGINT)
+
+        return Signalled()
+
+
+def test_a_run_the_stop_cut_short_is_given_its_moment_to_end_before_the_batch_cleans_up(
+    tmp_path: Path,
+) -> None:
+    """Its container was killed, but its thread may still be removing it or writing into
+    the work directory: the schedule returns (and the batch cleans up) once it ended."""
+    runs = _StillEnding(ends_after_s=1.0)
+    final = run_schedule(
+        plan(tmp_path, slots=2), on_this_engine(runs.runner, runs.verifier()), grace_s=0.0
+    )
+    assert runs.ended.is_set()
+    assert final.status == "interrupted" and len(final.runs) == 2
+    assert saved(tmp_path) == final
+    assert integrity(tmp_path) == []
+
+
+def test_the_wait_for_a_run_cut_short_is_bounded(tmp_path: Path) -> None:
+    """A thread that does not end (an engine that stopped answering) is not waited out:
+    the cleanup then says what it could not remove, and the lease stays for the reaper."""
+    runs = _StillEnding(ends_after_s=3.0)
+    began = time.monotonic()
+    final = run_schedule(
+        plan(tmp_path, slots=2),
+        on_this_engine(runs.runner, runs.verifier()),
+        grace_s=0.0,
+        settle_s=0.2,
+    )
+    assert time.monotonic() - began < 2.5 and not runs.ended.is_set()
+    assert final.status == "interrupted"
+    assert runs.ended.wait(10)  # it ends on its own, writing nothing into the evidence
+    assert saved(tmp_path) == final
     assert integrity(tmp_path) == []
 
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from agent_eval.batch import run as batch_run
 from agent_eval.batch.admission import Machine
 from agent_eval.batch.lease import this_process
 from agent_eval.batch.ports import Notice, RemoteContext, StartPhase
@@ -307,9 +306,8 @@ def test_an_only_that_names_nothing_of_the_suite_is_not_run_before_any_container
 
 
 def test_a_container_that_cannot_be_removed_stops_the_batch_and_keeps_the_lease(
-    batch: Fixture, monkeypatch: pytest.MonkeyPatch
+    batch: Fixture,
 ) -> None:
-    monkeypatch.setattr(batch_run, "CLEANUP_RETRY_WAITS_S", (0.0, 0.0))
     batch.engine.default_outcome = Outcome(on_start=answer, cleanup_fails=True)
     outcome = batch.run(lambda context: PassingVerifier())
     assert (outcome.status, outcome.exit_code) == ("infrastructure-failure", 1)
@@ -495,24 +493,3 @@ def test_on_a_cluster_the_runs_are_the_nodes_and_the_driver_verifies_nothing(
     assert cluster.steps == ["connect", "equip", "prepare", "close"]
     assert "nodes" in outcome.phase_seconds
     batch.assert_nothing_left()
-
-
-def test_a_cleanup_that_a_run_still_ending_spoilt_is_done_again_and_the_lease_given_up(
-    batch: Fixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A run cut short may still be writing into the work directory as the first cleanup
-    runs: the cleanup is done again after a moment, and only what still fails counts."""
-    monkeypatch.setattr(batch_run, "CLEANUP_RETRY_WAITS_S", (0.0, 0.0))
-    real, calls = batch_run._cleanup, []
-
-    def spoilt_once(*args: Any) -> list[str]:
-        calls.append(args)
-        problems = real(*args)
-        return problems if len(calls) > 1 else [*problems, "cleanup: cannot remove work: busy"]
-
-    monkeypatch.setattr(batch_run, "_cleanup", spoilt_once)
-    outcome = batch.run(lambda context: PassingVerifier())
-    assert outcome.status == "completed", outcome.reasons
-    assert len(calls) == 2
-    assert not any(r.startswith("cleanup:") for r in batch.receipt().reasons)
-    assert not (batch.run_dir() / "lease.json").exists()
