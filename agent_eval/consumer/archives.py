@@ -24,7 +24,13 @@ from pathlib import Path
 
 import tomli_w
 
-from agent_eval.digests import file_sha256, solution_digest, solution_files
+from agent_eval.digests import (
+    DigestError,
+    file_sha256,
+    regular_files,
+    solution_digest,
+    solution_files,
+)
 from agent_eval.engine import ContainerRuntime, ContainerSpec, Mount, ResourceLimits, run_container
 from agent_eval.errors import EvidenceError, InfrastructureError
 from agent_eval.evidence_io import read_model
@@ -197,8 +203,15 @@ def load_consumer(root: Path, archives: list[ArchiveEntry]) -> PreparedConsumer:
     """Describe the consumer installed under *root* from *archives*, from its own files.
 
     Raises:
-        InfrastructureError: Its catalog, versions or distributions are missing or unreadable.
+        InfrastructureError: Its catalog, versions or distributions are missing or
+            unreadable, or its tree holds anything but plain directories and regular
+            files (the consumer container, which imports the library, wrote it).
     """
+    try:
+        # Checked before any file is read: no link may lead a read outside the consumer.
+        regular_files(root)
+    except DigestError as exc:
+        raise InfrastructureError(f"the consumer {root} is refused: {exc}") from exc
     try:
         catalog = read_model(ConsumerLayout(root).catalog, ApiCatalog, what="API catalog")
         python = (root / "python-version").read_text(encoding="utf-8").strip()

@@ -34,8 +34,8 @@ from agent_eval.engine import (
     ResourceLimits,
 )
 from agent_eval.engine.pressure import CrowdedDeadline
-from agent_eval.errors import ConfigError, InfrastructureError
-from agent_eval.evidence_io import format_validation_error, write_bytes_atomic
+from agent_eval.errors import ConfigError, EvidenceError, InfrastructureError
+from agent_eval.evidence_io import format_validation_error, read_bounded, write_bytes_atomic
 from agent_eval.gateway.policy import route_name
 from agent_eval.layout import GATEWAY_MODELS_ENV as MODELS_ENV
 from agent_eval.layout import GATEWAY_MOUNT as GATEWAY_DIR_IN_RUNNER
@@ -307,19 +307,23 @@ class BatchGateway:
         """Revoke the token and return the attempt's records as the gateway wrote them.
 
         Raises:
-            InfrastructureError: The records are larger than :data:`MAX_RECORD_BYTES`.
+            InfrastructureError: The records are larger than :data:`MAX_RECORD_BYTES`, or are
+                not a regular file (a link the gateway left among them).
         """
         route.route_file.unlink(missing_ok=True)
-        try:
-            size = route.record.stat().st_size
-        except FileNotFoundError:
+        if not os.path.lexists(route.record):
             return b""
-        if size > MAX_RECORD_BYTES:
-            raise InfrastructureError(
-                f"the gateway's record of {route.record.name} has {size} bytes, over "
-                f"{MAX_RECORD_BYTES}"
+        # The gateway's container writes this directory: a link it left is refused, never
+        # followed to a file of the host's.
+        try:
+            return read_bounded(
+                route.record,
+                what="the gateway's record",
+                max_bytes=MAX_RECORD_BYTES,
+                follow_symlinks=False,
             )
-        return route.record.read_bytes()
+        except EvidenceError as exc:
+            raise InfrastructureError(str(exc)) from exc
 
     def probe(self, model: ModelUpstream) -> tuple[int | None, str, list[GatewayRecord]]:
         """One request through the gateway to *model*'s probe path.

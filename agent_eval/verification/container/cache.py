@@ -48,6 +48,7 @@ from agent_eval.consumer.cache import (
 from agent_eval.digests import (
     DigestError,
     file_sha256,
+    regular_files,
     sha256_json,
     solution_digest,
 )
@@ -214,7 +215,15 @@ def warm_analysis_cache(
         log_limit_bytes=LOG_TAIL_BYTES,
     )
     cache = out / "scratch" / MYPY_CACHE_DIR
-    if done.wait.timed_out or done.wait.exit_code != 0 or not cache.is_dir():
+    failed = done.wait.timed_out or done.wait.exit_code != 0
+    if not failed:
+        # The container that wrote out/ is gone. No link in it may be mounted into the
+        # verifier containers (the engine would follow one on the host) or kept.
+        try:
+            regular_files(out)
+        except DigestError as exc:
+            raise InfrastructureError(f"warming the analysis cache left {exc}") from exc
+    if failed or not cache.is_dir():
         tail = done.output.stderr.decode("utf-8", errors="replace").strip()[-1000:]
         timed = (
             f", timed out after {warm_up_s:g} s, host CPU pressure {recent_cpu_pressure()}"

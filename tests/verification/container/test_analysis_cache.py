@@ -260,6 +260,56 @@ def test_a_failed_warm_up_keeps_nothing(batches: Batches) -> None:
     assert batches.warm_ups == 2
 
 
+@pytest.mark.parametrize("planted", ["scratch", "scratch/mypy-cache", "scratch/mypy-cache/3.11"])
+def test_a_link_the_warm_up_left_is_refused_never_mounted_or_kept(
+    batches: Batches, tmp_path: Path, planted: str
+) -> None:
+    """The warm-up's container writes its result mount: a link there to a host directory
+    would be mounted into every verifier container (the engine follows it on the host)."""
+    host = tmp_path / "host-dir"
+    host.mkdir()
+    (host / "key").write_text("the host's own file\n")
+
+    def plant(spec: ContainerSpec, stdin: bytes | None) -> None:
+        if spec.run_id != WARM_UP:
+            install(spec)
+            return
+        _warm(spec)
+        link = mounted(spec, RESULT_MOUNT) / planted.replace("mypy-cache", MYPY_CACHE_DIR)
+        shutil.rmtree(link)
+        link.symlink_to(host)
+
+    batches.engine.default_outcome = Outcome(on_start=plant)
+    for cached in (True, False):
+        consumer = batches.consumer(f"one-{cached}", cached=cached)
+        with pytest.raises(InfrastructureError, match="symbolic link"):
+            batches.mypy_cache(f"one-{cached}", consumer)
+        entry = kept_entry(consumer.root)
+        assert entry is None or list((entry.entry / ANALYSIS_DIR).iterdir()) == []
+    assert os.listdir(host) == ["key"]
+    assert (host / "key").read_text() == "the host's own file\n"
+
+
+def test_a_consumer_with_a_link_is_refused_before_any_file_of_it_is_read(
+    batches: Batches, tmp_path: Path
+) -> None:
+    """The consumer's container imports the library and writes the consumer: a version
+    file linked to a host file must not be read into the batch's record."""
+    host = tmp_path / "host-file"
+    host.write_text("the host's own file\n")
+
+    def plant(spec: ContainerSpec, stdin: bytes | None) -> None:
+        install(spec)
+        version = ConsumerLayout(mounted(spec, CONSUMER_MOUNT)).root / "python-version"
+        version.unlink()
+        version.symlink_to(host)
+
+    batches.engine.default_outcome = Outcome(on_start=plant)
+    for cached in (True, False):
+        with pytest.raises(InfrastructureError, match="python-version is a symbolic link"):
+            batches.consumer(f"one-{cached}", cached=cached)
+
+
 def test_an_entry_that_cannot_hold_a_cache_warms_one_for_the_batch_and_says_so(
     batches: Batches,
 ) -> None:
