@@ -244,14 +244,21 @@ class NodeWorker:
             return
         reason = f"the cluster's head has not answered for {self._head_grace_s:g} s"
         self.head_lost = reason
-        problems = self.stop(reason)
-        if self._engine is not None and self._batch_id is not None:
-            try:
-                remove_leftovers(self._engine, self._batch_id)
-            except AgentEvalError as exc:
-                problems.append(str(exc))
+        problems = self.stop(reason) + self._remove_containers()
         for problem in problems:
             print(f"node {self.name}: {reason}; {problem}", flush=True)
+
+    def _remove_containers(self) -> list[str]:
+        """Remove the batch's containers here, those with its label and its lease's token
+        (a label alone is a name another process may give); what could not be done."""
+        if self._engine is None or self._batch_id is None:
+            return []
+        token = self._lease.token if self._lease is not None else None
+        try:
+            remove_leftovers(self._engine, self._batch_id, lease_token=token)
+        except AgentEvalError as exc:
+            return [str(exc)]
+        return []
 
     def _open(self, assignment: NodeAssignment, engine: ContainerEngine) -> list[str]:
         """Reap what dead batches left here, then hold the batch's lease; what was reaped."""
@@ -361,12 +368,7 @@ class NodeWorker:
     def close(self) -> list[str]:
         """Remove the batch's containers and files from the node; give its lease up if done."""
         self._closed.set()
-        problems: list[str] = []
-        if self._engine is not None and self._batch_id is not None:
-            try:
-                remove_leftovers(self._engine, self._batch_id)
-            except AgentEvalError as exc:
-                problems.append(f"node {self.name}: {exc}")
+        problems = [f"node {self.name}: {problem}" for problem in self._remove_containers()]
         if self._batch_id is not None:
             try:
                 remove_work_dir(self.root, self._batch_id)

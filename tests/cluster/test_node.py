@@ -9,6 +9,7 @@ directory, and never closes the engine it was given.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -123,6 +124,29 @@ def test_a_node_whose_head_stops_answering_removes_the_batchs_containers_after_i
     assert worker.head_lost == "the cluster's head has not answered for 0 s"
     assert [c.removed for c in engine.containers.values()] == [True, False]
     assert not engine.containers[other].removed
+
+
+def test_a_node_removes_only_the_containers_that_carry_its_batchs_lease_token(
+    tmp_path: Path,
+) -> None:
+    """A batch label is a name another process may give its containers: a node removes
+    those of its batch that also carry its lease's token, on close as after its head."""
+    engine = FakeEngine()
+    image = engine.add_image(tags=("runner:test",))
+    spec = ContainerSpec(
+        image=image, command=("sleep", "1000"), role="runner", batch_id="b-1", run_id="forms-1"
+    )
+    engine.lease_token = "another process's token"
+    planted = engine.leave_container(spec)
+    engine.lease_token = "the batch's token"
+    own = engine.leave_container(spec)
+    worker = NodeWorker(
+        "node-t", tmp_path / "node", 1, NodeParts(lambda _p: engine, lambda _p: lambda _c: None)
+    )
+    worker._engine, worker._batch_id = engine, "b-1"
+    worker._lease = SimpleNamespace(token="the batch's token")  # type: ignore[assignment]
+    assert worker._remove_containers() == []
+    assert engine.containers[own].removed and not engine.containers[planted].removed
 
 
 def test_a_closed_node_stops_watching_its_head(tmp_path: Path) -> None:
