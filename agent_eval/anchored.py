@@ -154,6 +154,25 @@ def _copy_entries(source: Path, into: int) -> None:
             # Anything else (a socket, a device) is not a file of a solution: not copied.
 
 
+def hand_over(anchor: Path, path: Path, uid: int, gid: int, dir_mode: int = 0o755) -> None:
+    """Give the tree *path* below *anchor* to *uid*:*gid*, its directories *dir_mode*,
+    through no link: each directory is changed through its own descriptor, each other
+    entry (a link as the link) relative to its directory's, so nothing outside the tree
+    changes owner or mode, whatever is swapped in meanwhile.
+
+    Raises:
+        CleanupError: A directory on the way, or *path* itself, is a link.
+        OSError: An owner or mode could not be changed.
+    """
+    *parents, name = _below(anchor, path)
+    with _walk(anchor, parents) as parent, open_dir(name, path, parent) as top:
+        for _, _, files, fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            os.fchown(fd, uid, gid)
+            os.fchmod(fd, dir_mode)
+            for file in files:
+                os.chown(file, uid, gid, dir_fd=fd, follow_symlinks=False)
+
+
 def remove_tree(anchor: Path, path: Path) -> bool:
     """Remove *path* below *anchor*, following no link on the way or inside it.
 

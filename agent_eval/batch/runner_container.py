@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent_eval.anchored import make_dirs, remove_tree
+from agent_eval.anchored import hand_over, make_dirs, remove_tree
 from agent_eval.batch.ports import RunnerOutcome
 from agent_eval.engine import (
     RUNNER_USER,
@@ -88,15 +88,18 @@ class ContainerRunner:
         """Run one attempt; infrastructure problems are returned, not raised."""
         if self._cancelled.is_set():
             return RunnerOutcome(b"", False, False, None, "the batch was interrupted")
-        _hand_over(workspace)
         # Beside the workspace, not in it: the transcript is never collected as code.
         transcripts = workspace.with_name(f"{workspace.name}.transcript")
         anchor = self._work_anchor or workspace.parent
         try:
+            hand_over(anchor, workspace, _RUNNER_UID, _RUNNER_GID)
+        except CleanupError as exc:
+            return RunnerOutcome(b"", False, False, None, f"runner workspace: {exc}")
+        try:
             make_dirs(anchor, transcripts, 0o700, exist_ok=False)
+            hand_over(anchor, transcripts, _RUNNER_UID, _RUNNER_GID)
         except CleanupError as exc:
             return RunnerOutcome(b"", False, False, None, f"runner transcripts: {exc}")
-        _hand_over(transcripts)
         spec = ContainerSpec(
             image=self._image,
             command=(self._config.executable, *self._config.args),
@@ -207,13 +210,3 @@ def _read_transcript(path: Path) -> bytes | None:
             return handle.read(MAX_TRANSCRIPT_BYTES + 1)
     finally:
         os.close(fd)
-
-
-def _hand_over(workspace: Path) -> None:
-    """Give the runner's user the workspace (and only the workspace)."""
-    for dirpath, _dirnames, filenames in os.walk(workspace):
-        os.chown(dirpath, _RUNNER_UID, _RUNNER_GID, follow_symlinks=False)
-        os.chmod(dirpath, 0o755)
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            os.chown(path, _RUNNER_UID, _RUNNER_GID, follow_symlinks=False)

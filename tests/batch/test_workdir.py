@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval.anchored import copy_into, make_dirs, remove_tree
+from agent_eval.anchored import copy_into, hand_over, make_dirs, remove_tree
 from agent_eval.batch.workdir import make_work_dir, remove_work_dir
 from agent_eval.errors import CleanupError
 
@@ -111,6 +111,11 @@ def test_a_tree_below_a_directory_swapped_for_a_link_is_neither_removed_nor_made
     with pytest.raises(CleanupError, match=f"{linked} is a symbolic link"):
         copy_into(seed, evidence, workspace.with_name("attempt-3"))
     assert not behind.joinpath(*WORKSPACE[depth + 1 : -1], "attempt-3").exists()
+    kept = behind.joinpath(*WORKSPACE[depth + 1 :]) / "keep"
+    kept.chmod(0o700)
+    with pytest.raises(CleanupError, match=f"{linked} is a symbolic link"):
+        hand_over(evidence, workspace, 10001, 10001)
+    assert (kept.stat().st_uid, kept.stat().st_mode & 0o777) == (os.getuid(), 0o700)
 
 
 def test_a_workspace_swapped_for_a_link_is_removed_as_the_link(tmp_path: Path) -> None:
@@ -135,6 +140,33 @@ def test_a_tree_is_copied_with_its_links_as_links_and_its_modes(tmp_path: Path) 
     assert not (tmp_path / "elsewhere").exists()
     with pytest.raises(FileExistsError):
         copy_into(seed, evidence, copied)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a tree away takes root")
+def test_a_tree_is_handed_over_and_nothing_its_links_name_changes(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "dir").mkdir(parents=True, mode=0o700)
+    (outside / "file").write_text("host\n")
+    evidence = tmp_path / "evidence"
+    workspace = make_dirs(evidence.parent, evidence.joinpath(*WORKSPACE))
+    (workspace / "pkg").mkdir(mode=0o700)
+    (workspace / "pkg" / "mod.py").write_text("y = 2\n")
+    (workspace / "to-file").symlink_to(outside / "file")
+    (workspace / "pkg" / "to-dir").symlink_to(outside / "dir", target_is_directory=True)
+    hand_over(evidence, workspace, 10001, 10002)
+    for path in (workspace, workspace / "pkg", workspace / "pkg" / "mod.py"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (10001, 10002), path
+    assert (workspace / "pkg").stat().st_mode & 0o777 == 0o755
+    assert (workspace / "to-file").lstat().st_uid == 10001
+    for path in (outside / "dir", outside / "file"):
+        assert path.stat().st_uid == 0, path
+    assert (outside / "dir").stat().st_mode & 0o777 == 0o700
+    # A workspace swapped for a link is refused, not handed over where it leads.
+    workspace.rename(workspace.with_name("moved"))
+    workspace.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(CleanupError, match=f"{workspace} is a symbolic link"):
+        hand_over(evidence, workspace, 10001, 10002)
+    assert outside.stat().st_uid == 0
 
 
 def test_a_path_not_below_its_anchor_is_refused(tmp_path: Path) -> None:
