@@ -22,6 +22,14 @@ to those of the level with the fewest runs in flight (the levels run in the
 order given, and each level's JSON goes to stderr as it ends).
 Goal: 64 in flight, verdicts identical, the harness below one core. Prints a
 table and one JSON line (``--record`` appends it to the performance record).
+
+With ``--loops 0,40,100`` every level runs again at each load factor (busy loops
+in the engine's cpu cgroup, ``tests/loadrig.py``), and ``--neighbours N`` adds
+the rig that crowds the engine itself (N neighbours creating, filling and
+removing containers beside the batch); each row then also gives the load, the
+host's CPU pressure, the attempts starved and tried again, and whether its
+verdicts equal those of the fewest runs in flight at the first load factor
+(the quiet run, when it is 0): a real agent's batch on a crowded machine.
 Needs the engine and the images (``scripts/setup``, ``agent-eval images build
 --runner claude-code``).
 """
@@ -57,11 +65,13 @@ from agent_eval.batch.runner_container import ContainerRunner  # noqa: E402
 from agent_eval.batch.schedule import run_schedule  # noqa: E402
 from agent_eval.engine import ContainerEngine  # noqa: E402
 from agent_eval.engine.docker_engine import connect_local_engine  # noqa: E402
+from agent_eval.engine.pressure import PressureWindow  # noqa: E402
 from agent_eval.gateway.host import BatchGateway  # noqa: E402
 from agent_eval.models import RunnerConfig, RunnerRequest  # noqa: E402
 from agent_eval.project import Project, find_project  # noqa: E402
 from agent_eval.suite.tasks import Suite, load_suite  # noqa: E402
 from agent_eval.trial.run import KEY_ENV, scripted_upstream  # noqa: E402
+from tests.loadrig import EngineCrowd, LoadRig  # noqa: E402
 
 AGENT = "claude-code"
 MIB = 1 << 20
@@ -159,9 +169,11 @@ def one_level(
         gateway=gateway, submission_timeout_ms=600_000, batch_timeout_ms=3_600_000,
     )  # fmt: skip
     started, before = time.monotonic(), CpuSnapshot.take()
+    pressure = PressureWindow.open()
     with LeastAvailable() as memory:
         final = run_schedule(plan, on_this_engine(runner, verifier))
     wall, after = time.monotonic() - started, CpuSnapshot.take()
+    tries = [t for a in final.runs for at in a.attempts for t in at.infrastructureTries]
     attempts = [a for run in final.runs for a in run.attempts]
     split = cpu_split(before, after, per=max(1, len(attempts)))
     harness = after.harness - before.harness
@@ -192,7 +204,9 @@ def one_level(
         "leastAvailableMiB": None if memory.least is None else round(memory.least / MIB),
         "admittedHere": admitted_runs(machine, level),
         "infrastructureFailures": len(failed),
-        "infrastructureTries": sum(len(a.infrastructureTries) for a in attempts),
+        "infrastructureTries": len(tries),
+        "starvedTries": sum(t.kind == "starved" for t in tries),
+        "cpuPressure": pressure.share(wall),
         "oomKilled": sum(1 for r in resources if r.oomKilled),
         "reasons": reasons[:3],
         "verdicts": {
@@ -206,9 +220,13 @@ def main() -> int:
     parser.add_argument("--levels", default="8,16,32,64", help="runs in flight, comma-separated")
     parser.add_argument("--runs", type=int, default=64, help="runs per level (default 64)")
     parser.add_argument("--delay", type=float, default=5.0, help="seconds per model turn")
+    parser.add_argument("--loops", default="0", help="load factors, comma-separated")
+    parser.add_argument("--neighbours", type=int, default=0, help="containers beside, at once")
+    parser.add_argument("--neighbour-mib", type=int, default=256, help="each one's memory")
     add_record_option(parser)
     args = parser.parse_args()
     levels = [int(level) for level in args.levels.split(",")]
+    factors = [int(loops) for loops in args.loops.split(",")]
     engine = connect_local_engine()
     project = find_project(ROOT)
     suite = load_suite(project.tasks, graders_dir=project.graders)
@@ -231,20 +249,38 @@ def main() -> int:
                 gateway.start()
                 if problems := gateway.preflight():
                     raise SystemExit("; ".join(problems))
-                for level in levels:
-                    result = one_level(
-                        level, engine, project, suite, config, consumer_dir, gateway, ids, work
+                for loops in factors:
+                    crowd = EngineCrowd(
+                        engine,
+                        str(config.gatewayImage),
+                        neighbours=args.neighbours,
+                        mib=args.neighbour_mib,
                     )
-                    results.append(result)
-                    # Each level's figures as soon as it ends: a run cut short keeps them.
-                    print(json.dumps(result, sort_keys=True), file=sys.stderr, flush=True)
+                    with LoadRig(loops, bound_s=7200), crowd:
+                        for level in levels:
+                            result = one_level(
+                                level, engine, project, suite, config, consumer_dir, gateway,
+                                ids, work,
+                            )  # fmt: skip
+                            result["loops"] = loops
+                            result["neighbours"] = args.neighbours
+                            results.append(result)
+                            # Each level's figures as it ends: a run cut short keeps them.
+                            print(json.dumps(result, sort_keys=True), file=sys.stderr, flush=True)
+                    for result in results:
+                        if result["loops"] == loops:
+                            result["neighbourContainers"] = crowd.started
+                            result["neighbourFailures"] = len(crowd.failures)
             finally:
                 gateway.stop()
-    # The baseline is the fewest runs in flight, whatever order the levels ran in.
-    baseline = min(results, key=lambda r: r["level"])["verdicts"] if results else {}
+    # The baseline is the fewest runs in flight at the first load factor, whatever order
+    # the levels ran in.
+    first = [r for r in results if r["loops"] == factors[0]]
+    baseline = min(first, key=lambda r: r["level"])["verdicts"] if first else {}
     for result in results:
         result["sameVerdictsAsFewest"] = result["verdicts"] == baseline
     columns = (
+        ("loops", "loops"),
         ("level", "level"),
         ("status", "status"),
         ("finalSuccesses", "passed"),
@@ -257,6 +293,9 @@ def main() -> int:
         ("leastAvailableMiB", "least avail MiB"),
         ("admittedHere", "admitted"),
         ("infrastructureFailures", "infra fail"),
+        ("infrastructureTries", "retried"),
+        ("starvedTries", "starved"),
+        ("cpuPressure", "pressure"),
         ("sameVerdictsAsFewest", "same verdicts"),
     )
     print("  ".join(f"{title:>{max(len(title), 6)}}" for _, title in columns))
@@ -269,6 +308,8 @@ def main() -> int:
         "agent": AGENT,
         "delaySeconds": args.delay,
         "runsPerLevel": len(ids),
+        "loops": factors,
+        "neighbours": args.neighbours,
         "cores": os.cpu_count(),
         "levels": results,
     }
