@@ -1,7 +1,7 @@
 """Verdict flips on a crowded machine: the reference solutions verified under the load rig.
 
     .venv/bin/python benchmarks/fairness.py [--loops 0,10,40,100] [--verifications 100] [--batch]
-                                            [--neighbours N [--neighbour-mib 256]]
+                                            [--mutant] [--neighbours N [--neighbour-mib 256]]
 
 For each load factor (busy loops placed in the engine's parent cpu cgroup,
 see ``tests/loadrig.py``; needs root), verifies the six tasks' reference
@@ -15,7 +15,11 @@ verifier (retries included), and counts:
 * the wall time of all of them, and the host's CPU pressure (PSI ``some``)
   over them;
 * with ``--batch``: the wall time of a whole oracle batch (``eval-agent`` on a
-  clean checkout) at the same load, and whether it completed 18/18.
+  clean checkout) at the same load, and whether it completed 18/18;
+* with ``--mutant``: a whole mutant batch at the same load (its planned
+  failures, repairs and unsafe first attempts), and whether its verdicts, run by
+  run and attempt by attempt, equal those of the first load factor's (the quiet
+  run, when it is 0).
 
 With ``--neighbours N`` a second rig crowds the engine itself at every level
 (``tests/loadrig.py``'s ``EngineCrowd``): N neighbours each create, start,
@@ -57,7 +61,7 @@ from agent_eval.verification.container.cache import warm_analysis_cache  # noqa:
 from agent_eval.verification.container.limits import VerificationLimits  # noqa: E402
 from agent_eval.verification.container.run import VerifierSetup  # noqa: E402
 from agent_eval.verification.container.verifier import ContainerVerifier  # noqa: E402
-from tests.batches import eval_agent, project_copy, write_config  # noqa: E402
+from tests.batches import eval_agent, project_copy, signature, write_config  # noqa: E402
 from tests.loadrig import EngineCrowd, LoadRig  # noqa: E402
 
 
@@ -77,11 +81,22 @@ def _batch_tries(checkout: Path, line: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _verdicts(line: dict[str, Any]) -> Any:
+    """The batch's verdicts run by run and attempt by attempt (``tests.batches.signature``)."""
+    from agent_eval.models import Receipt
+
+    receipt_path = Path(line["receipt"])
+    if not receipt_path.is_absolute():
+        receipt_path = Path.cwd() / receipt_path
+    return signature(Receipt.model_validate_json(receipt_path.read_bytes()))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", default="0,10,40,100", help="load factors, comma-separated")
     parser.add_argument("--verifications", type=int, default=100, help="per load factor")
     parser.add_argument("--batch", action="store_true", help="also time an oracle batch")
+    parser.add_argument("--mutant", action="store_true", help="and a mutant batch's verdicts")
     parser.add_argument("--neighbours", type=int, default=0, help="containers beside, at once")
     parser.add_argument("--neighbour-mib", type=int, default=256, help="each one's memory")
     args = parser.parse_args()
@@ -92,6 +107,7 @@ def main() -> int:
     batch = f"bench-fairness-{uuid.uuid4().hex[:12]}"
     engine = connect_local_engine()
     results: list[dict[str, Any]] = []
+    mutants: dict[int, Any] = {}
     try:
         image = build_images(engine, project.root).verifier
         with tempfile.TemporaryDirectory(prefix="agent-eval-bench-") as tmp:
@@ -155,6 +171,19 @@ def main() -> int:
                             f"{line['status']} {line['firstSuccesses']}/{line['finalSuccesses']}"
                         )
                         figure.update(_batch_tries(checkout, line))
+                    if args.mutant:
+                        (here := root / f"mutant-{loops}").mkdir()
+                        checkout = project_copy(here)
+                        config = write_config(engine, root / f"m-{loops}.json", "mutant")
+                        began = time.monotonic()
+                        _, line = eval_agent(checkout, config)
+                        figure["mutantS"] = round(time.monotonic() - began, 1)
+                        figure["mutant"] = (
+                            f"{line['status']} {line['firstSuccesses']}/{line['finalSuccesses']}"
+                        )
+                        mutants[loops] = _verdicts(line)
+                        figure["mutantRetries"] = _batch_tries(checkout, line)["batchRetries"]
+                        figure["mutantSameAsFirst"] = mutants[loops] == mutants[factors[0]]
                 figure["neighbours"] = {"containers": crowd.started, "failed": len(crowd.failures)}
                 results.append(figure)
                 print(json.dumps(figure, sort_keys=True), file=sys.stderr, flush=True)
@@ -172,6 +201,11 @@ def main() -> int:
             if "batchS" in f
             else "-"
         )
+        if "mutantS" in f:
+            batch_text += (
+                f"; mutant {f['mutant']} in {f['mutantS']} s, {f['mutantRetries']} retried, "
+                f"verdicts as at {factors[0]} loops: {f['mutantSameAsFirst']}"
+            )
         print(
             f"{f['loops']:>5}  {f['flips']:>5}/{f['verifications']:<13} {f['infrastructure']:>14}"
             f"  {f['retried']:>7}  {f['wallS']:>6} s  {f['cpuPressure']!s:>8}  {batch_text}"
@@ -179,7 +213,7 @@ def main() -> int:
             f" {f['neighbours']['failed']} failed)"
         )
     print(json.dumps({"fairness": results}, sort_keys=True))
-    return 0
+    return 0 if all(f.get("mutantSameAsFirst", True) for f in results) else 1
 
 
 if __name__ == "__main__":

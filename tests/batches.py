@@ -12,7 +12,7 @@ from typing import Any
 
 from agent_eval.engine import ContainerEngine
 from agent_eval.evidence_io import write_model_atomic
-from agent_eval.models import RunnerConfig
+from agent_eval.models import Receipt, RunnerConfig
 from agent_eval.reference.config import reference_config
 from tests.paths import REPO
 
@@ -77,6 +77,23 @@ def git(root: Path, *args: str) -> None:
         timeout=60,
         env={**os.environ, **identity},
     )
+
+
+Verdicts = list[tuple[str, bool, bool, tuple[tuple[object, bool, object], ...]]]
+"""Each run's id, first and final success, and each attempt's category, unsafe, safety."""
+
+
+def signature(receipt: Receipt) -> Verdicts:
+    """Each run's verdict, attempt by attempt: what must not depend on the machine."""
+    return [
+        (
+            run.runId,
+            run.firstSuccess,
+            run.finalSuccess,
+            tuple((a.failureCategory, a.unsafe, a.safetyPassed) for a in run.attempts),
+        )
+        for run in receipt.runs
+    ]
 
 
 def write_config(

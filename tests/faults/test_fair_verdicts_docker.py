@@ -28,7 +28,15 @@ import pytest
 from agent_eval.consumer.cache import CACHE_ENV
 from agent_eval.engine import ContainerEngine
 from agent_eval.models import Receipt
-from tests.batches import BIN, eval_agent, project_copy, receipt_of, write_config
+from tests.batches import (
+    BIN,
+    Verdicts,
+    eval_agent,
+    project_copy,
+    receipt_of,
+    signature,
+    write_config,
+)
 from tests.conftest import engine_unavailable
 from tests.loadrig import LoadRig, rig_available
 from tests.paths import REPO
@@ -45,9 +53,6 @@ VERIFICATIONS_AT_ONCE = 8
 """tasks verify's verifications at once under load (151 s at eight against 171 s at six)."""
 BOUND_S = 2400
 """No crowded workload may take longer (each process is killed past it)."""
-
-Verdicts = list[tuple[str, bool, bool, tuple[tuple[object, bool, object], ...]]]
-"""Each run's id, first and final success, and each attempt's category, unsafe, safety."""
 
 
 @dataclass(frozen=True)
@@ -67,19 +72,6 @@ class Crowded:
     oracle: tuple[Path, Finished]
     mutant: tuple[Path, Finished]
     quiet_mutant: Verdicts
-
-
-def signature(receipt: Receipt) -> Verdicts:
-    """Each run's verdict, attempt by attempt: what must not depend on the machine."""
-    return [
-        (
-            run.runId,
-            run.firstSuccess,
-            run.finalSuccess,
-            tuple((a.failureCategory, a.unsafe, a.safetyPassed) for a in run.attempts),
-        )
-        for run in receipt.runs
-    ]
 
 
 def _eval_agent_command(project: Path, config: Path) -> list[str]:
