@@ -1,10 +1,13 @@
 """A Ray cluster on this machine that cannot reach anything else: a head and worker nodes,
-each worker with a container engine of its own, all in a network namespace with only a
-loopback interface.
+each worker with a container engine of its own, all in a network namespace of their own.
 
 Ray looks outward unless told not to (usage statistics, the cloud-metadata
-address, outside name lookups); every switch known to stop that is set here,
-and the namespace stops whatever a missed one would still send. Its control
+address, outside name lookups); every switch known to stop that is set here.
+The namespace has a default route, as a real node has, but it leads into one
+end of a veth pair whose other end is in the same namespace and forwards
+nothing: whatever a missed switch would still send towards an address beyond
+the cluster goes no further, and is counted. A cluster that sent anything that
+way fails its block (``outward_packets``). Its control
 services require a token. Each node is a ``ray start --block`` in a session
 of its own; it is stopped by signalling exactly the processes of that
 session, never by ``ray stop`` (which stops every Ray process of the machine).
@@ -13,6 +16,7 @@ session, never by ``ray stop`` (which stops every Ray process of the machine).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -86,6 +90,17 @@ def stop_sessions(leaders: list[int], timeout_s: float = 30.0, sig: int = signal
         time.sleep(0.2)
 
 
+OUTWARD = "outward0"
+"""The interface the namespace's default route names (one end of a veth pair)."""
+NODE_IP = "192.0.2.1"
+"""Every node's address: the one the default route's interface holds, as a real node's
+is. Ray finds a node's address by asking where the default route leads and advertises
+that, whatever ``--node-ip-address`` says; the node's own check then refuses a
+configured address that differs."""
+OUTWARD_ADDRESS = f"{NODE_IP}/24"
+"""The interface's address, of the range kept for documentation: nothing routes it."""
+
+
 @dataclass
 class Worker:
     """A worker node: its engine, its directory, and its ``ray start`` once started."""
@@ -115,7 +130,31 @@ class RayCluster:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{HEAD_PORT}"
+        return f"{NODE_IP}:{HEAD_PORT}"
+
+    def route_outward(self) -> None:
+        """Give the namespace a default route into a veth pair that leads nowhere."""
+        for command in (
+            ["ip", "link", "add", OUTWARD, "type", "veth", "peer", "name", f"{OUTWARD}-end"],
+            # IPv6 would send its own router and neighbour solicitations there.
+            ["sysctl", "-q", "-w", f"net.ipv6.conf.{OUTWARD}.disable_ipv6=1",
+             f"net.ipv6.conf.{OUTWARD}-end.disable_ipv6=1"],
+            ["ip", "addr", "add", OUTWARD_ADDRESS, "dev", OUTWARD],
+            ["ip", "link", "set", OUTWARD, "up"],
+            ["ip", "link", "set", f"{OUTWARD}-end", "up"],
+            ["ip", "route", "add", "default", "dev", OUTWARD],
+        ):  # fmt: skip
+            subprocess.run(self.in_netns(*command), check=True, capture_output=True)
+
+    def outward_packets(self) -> int:
+        """Packets sent towards an address beyond the cluster (ARP asking for one included)."""
+        done = subprocess.run(
+            self.in_netns("ip", "-s", "-j", "link", "show", OUTWARD),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return int(json.loads(done.stdout)[0]["stats64"]["tx"]["packets"])
 
     @property
     def env(self) -> dict[str, str]:
@@ -141,7 +180,7 @@ class RayCluster:
         self.head = self._start(
             [
                 str(BIN / "ray"), "start", "--head", "--block",
-                "--node-ip-address=127.0.0.1", f"--port={HEAD_PORT}",
+                f"--node-ip-address={NODE_IP}", f"--port={HEAD_PORT}",
                 "--include-dashboard=false", "--disable-usage-stats",
                 "--num-cpus=0", "--memory=500000000", "--object-store-memory=100000000",
                 "--dashboard-agent-listen-port=52365",
@@ -162,7 +201,7 @@ class RayCluster:
             | {
                 "DOCKER_HOST": f"unix://{worker.socket}",
                 "AGENT_EVAL_NODE": worker.name,
-                "AGENT_EVAL_NODE_IP": "127.0.0.1",
+                "AGENT_EVAL_NODE_IP": NODE_IP,
                 "AGENT_EVAL_NODE_ROOT": str(worker.root),
             }
         )
@@ -171,7 +210,7 @@ class RayCluster:
         worker.process = self._start(
             [
                 str(BIN / "ray"), "start", "--block", f"--address={self.address}",
-                "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                f"--node-ip-address={NODE_IP}", "--num-cpus=1",
                 f'--resources={{"{RESOURCE}": {worker.slots}}}',
                 "--memory=1000000000", "--object-store-memory=100000000",
                 f"--dashboard-agent-listen-port={52365 + index}",
@@ -249,6 +288,7 @@ def ray_cluster(
         subprocess.run(
             cluster.in_netns("ip", "link", "set", "lo", "up"), check=True, capture_output=True
         )
+        cluster.route_outward()
         home = root / "home"
         home.mkdir()
         # With no bootstrap config, Ray asks the cloud-metadata address where it runs.
@@ -263,5 +303,7 @@ def ray_cluster(
         for worker in cluster.workers:
             cluster.start_worker(worker)
         yield cluster
+        sent = cluster.outward_packets()
+        assert sent == 0, f"the cluster sent {sent} packet(s) towards an address beyond it"
     finally:
         cluster.close()

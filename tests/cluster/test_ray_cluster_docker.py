@@ -31,7 +31,7 @@ from agent_eval.models import Receipt, RunnerConfig
 from agent_eval.project import find_project
 from agent_eval.trial.run import KEY_ENV, aimed_at_scripted_model, scripted_answers
 from tests.batches import BIN, check, project_copy, write_config
-from tests.cluster.ray_nodes import RayCluster, Worker, ray_cluster, session_members
+from tests.cluster.ray_nodes import NODE_IP, RayCluster, Worker, ray_cluster, session_members
 from tests.faults.engines import containers_of
 from tests.faults.test_faults_docker import OUTCOME_RULES, slow_oracle
 from tests.paths import REPO, SHIPPED
@@ -76,7 +76,7 @@ class ClusterBatch:
             cluster.in_netns(
                 *(str(BIN / "eval-agent"), "--runner-config", str(config)),
                 *("--project", str(project), "--executor", "ray"),
-                *("--ray-address", address or cluster.address, "--ray-node-ip", "127.0.0.1"),
+                *("--ray-address", address or cluster.address, "--ray-node-ip", NODE_IP),
                 *("--progress", "lines", *extra),
             ),
             env=env or cluster.env,
@@ -140,7 +140,7 @@ def test_the_oracle_batch_runs_on_both_nodes_and_verifies_as_on_one_machine(
     # Each node is recorded as it proved itself: the driver's harness, its own engine.
     assert receipt.nodes is not None
     assert [(n.node, n.evaluatorDigest, n.address) for n in receipt.nodes] == [
-        (name, receipt.evaluatorDigest, "127.0.0.1") for name in ("worker-1", "worker-2")
+        (name, receipt.evaluatorDigest, NODE_IP) for name in ("worker-1", "worker-2")
     ]
     assert len({n.engine for n in receipt.nodes}) == 2
     assert "nodes ready: worker-1 (1 at a time), worker-2 (1 at a time)" in batch.stderr
