@@ -165,9 +165,12 @@ def test_a_provider_refusing_the_key_during_a_run_is_the_infrastructures_failure
         served="claude-scripted-1",
         files={"script.json": json.dumps(script).encode()},
     )
+    # The CLI keeps asking a provider that refuses its key until its time is up: a short
+    # limit is enough for the gateway to have recorded the refusal.
     result = run_one(
-        engine, docker_client, network, consumer, agent, "unauthorized", tmp_path / "run"
-    )
+        engine, docker_client, network, consumer, agent, "unauthorized", tmp_path / "run",
+        timeout_s=30.0,
+    )  # fmt: skip
     (run,) = result.receipt.runs
     (attempt,) = run.attempts
     assert (attempt.failureCategory, attempt.infrastructureKind) == ("infrastructure", "provider")
