@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -558,15 +559,12 @@ class LocalExecutor:
         self._attempts = attempts
         self._slots = attempts.schedule.plan.slots
         self._pool = ThreadPoolExecutor(max_workers=self._slots, thread_name_prefix="run")
-        self._submitted: list[Future[RunRecord]] = []
 
     def slots(self) -> int:
         return self._slots
 
     def submit(self, run_id: str) -> Future[RunRecord]:
-        future = self._pool.submit(self._attempts.run, run_id)
-        self._submitted.append(future)
-        return future
+        return self._pool.submit(self._attempts.run, run_id)
 
     def rule_stop(self) -> str | None:
         return self._attempts.schedule.rule_stop
@@ -584,9 +582,9 @@ class LocalExecutor:
     def shutdown(self, *, wait: bool) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
-    def settle(self, timeout_s: float) -> bool:
+    def settle(self, runs: Collection[Future[RunRecord]], timeout_s: float) -> bool:
         # A future is done once its thread has returned: nothing of the run runs after it.
-        _, running = wait(self._submitted, timeout=timeout_s)
+        _, running = wait(runs, timeout=timeout_s)
         return not running
 
 

@@ -13,7 +13,7 @@ the same way."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,8 +174,8 @@ class RunExecutor(Protocol):
         """Take no more runs; with *wait*, wait for those in flight."""
         ...
 
-    def settle(self, timeout_s: float) -> bool:
-        """Wait at most *timeout_s* for the runs cut short to leave this machine's work
+    def settle(self, runs: Collection[Future[RunRecord]], timeout_s: float) -> bool:
+        """Wait at most *timeout_s* for *runs*, cut short, to leave this machine's work
         directory and engine alone (their threads ended); whether they all did."""
         ...
 

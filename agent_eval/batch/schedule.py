@@ -478,7 +478,7 @@ def run_schedule(
     final = book.close(dispatch.status, dispatch.reasons)
     # The receipt is final: a first signal now only ends the wait.
     with contextlib.suppress(Stop, KeyboardInterrupt):
-        runs.settle(settle_s)
+        runs.settle(dispatch.in_flight, settle_s)
     return final
 
 

@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -641,7 +641,7 @@ class _RayExecutor:
     def shutdown(self, *, wait: bool) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
-    def settle(self, timeout_s: float) -> bool:
+    def settle(self, runs: Collection[Future[RunRecord]], timeout_s: float) -> bool:
         """At once: the runs' work directories and containers are the nodes', and each node
         removes its own when the placement closes."""
         return True

@@ -10,6 +10,7 @@ still closes the receipt."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -72,8 +73,8 @@ class NodeExecutor:
     def shutdown(self, *, wait: bool) -> None:
         self.local.shutdown(wait=wait)
 
-    def settle(self, timeout_s: float) -> bool:
-        return self.local.settle(timeout_s)
+    def settle(self, runs: Collection[Future[RunRecord]], timeout_s: float) -> bool:
+        return self.local.settle(runs, timeout_s)
 
 
 def test_a_lost_node_costs_only_its_run_and_the_others_go_on(tmp_path: Path) -> None:
