@@ -65,30 +65,27 @@ from tests.batches import eval_agent, project_copy, signature, write_config  # n
 from tests.loadrig import EngineCrowd, LoadRig  # noqa: E402
 
 
-def _batch_tries(checkout: Path, line: dict[str, Any]) -> dict[str, Any]:
-    """The oracle batch's infrastructure tries run again, and its runs not passed (each
-    is a flip: the reference solution passes on a quiet machine)."""
+def _reference_batch(engine: Any, root: Path, mode: str, loops: int) -> tuple[float, str, Any]:
+    """A whole batch of the reference runner *mode* on a clean checkout: its wall time, its
+    status and first/final successes as one text, and its receipt."""
     from agent_eval.models import Receipt
 
+    (here := root / f"{mode}-{loops}").mkdir()
+    checkout = project_copy(here)
+    config = write_config(engine, root / f"{mode}-{loops}.json", mode)
+    began = time.monotonic()
+    _, line = eval_agent(checkout, config)
+    seconds = round(time.monotonic() - began, 1)
     receipt_path = Path(line["receipt"])
     if not receipt_path.is_absolute():
         receipt_path = Path.cwd() / receipt_path  # as eval-agent printed it, from here
-    receipt = Receipt.model_validate_json(receipt_path.read_bytes())
-    attempts = [a for run in receipt.runs for a in run.attempts]
-    return {
-        "batchRetries": sum(len(a.infrastructureTries) for a in attempts),
-        "batchFlips": sum(not run.finalSuccess for run in receipt.runs),
-    }
+    outcome = f"{line['status']} {line['firstSuccesses']}/{line['finalSuccesses']}"
+    return seconds, outcome, Receipt.model_validate_json(receipt_path.read_bytes())
 
 
-def _verdicts(line: dict[str, Any]) -> Any:
-    """The batch's verdicts run by run and attempt by attempt (``tests.batches.signature``)."""
-    from agent_eval.models import Receipt
-
-    receipt_path = Path(line["receipt"])
-    if not receipt_path.is_absolute():
-        receipt_path = Path.cwd() / receipt_path
-    return signature(Receipt.model_validate_json(receipt_path.read_bytes()))
+def _retries(receipt: Any) -> int:
+    """The batch's infrastructure tries run again."""
+    return sum(len(a.infrastructureTries) for run in receipt.runs for a in run.attempts)
 
 
 def main() -> int:
@@ -161,28 +158,16 @@ def main() -> int:
                         "cpuPressure": pressure.share(seconds),
                     }
                     if args.batch:
-                        (here := root / f"batch-{loops}").mkdir()
-                        checkout = project_copy(here)
-                        config = write_config(engine, root / f"r-{loops}.json", "oracle")
-                        began = time.monotonic()
-                        _, line = eval_agent(checkout, config)
-                        figure["batchS"] = round(time.monotonic() - began, 1)
-                        figure["batch"] = (
-                            f"{line['status']} {line['firstSuccesses']}/{line['finalSuccesses']}"
-                        )
-                        figure.update(_batch_tries(checkout, line))
+                        seconds, outcome, receipt = _reference_batch(engine, root, "oracle", loops)
+                        figure["batchS"], figure["batch"] = seconds, outcome
+                        figure["batchRetries"] = _retries(receipt)
+                        # Each run not passed is a flip: the reference passes on a quiet machine.
+                        figure["batchFlips"] = sum(not run.finalSuccess for run in receipt.runs)
                     if args.mutant:
-                        (here := root / f"mutant-{loops}").mkdir()
-                        checkout = project_copy(here)
-                        config = write_config(engine, root / f"m-{loops}.json", "mutant")
-                        began = time.monotonic()
-                        _, line = eval_agent(checkout, config)
-                        figure["mutantS"] = round(time.monotonic() - began, 1)
-                        figure["mutant"] = (
-                            f"{line['status']} {line['firstSuccesses']}/{line['finalSuccesses']}"
-                        )
-                        mutants[loops] = _verdicts(line)
-                        figure["mutantRetries"] = _batch_tries(checkout, line)["batchRetries"]
+                        seconds, outcome, receipt = _reference_batch(engine, root, "mutant", loops)
+                        figure["mutantS"], figure["mutant"] = seconds, outcome
+                        figure["mutantRetries"] = _retries(receipt)
+                        mutants[loops] = signature(receipt)
                         figure["mutantSameAsFirst"] = mutants[loops] == mutants[factors[0]]
                 figure["neighbours"] = {"containers": crowd.started, "failed": len(crowd.failures)}
                 results.append(figure)

@@ -173,8 +173,8 @@ def one_level(
     with LeastAvailable() as memory:
         final = run_schedule(plan, on_this_engine(runner, verifier))
     wall, after = time.monotonic() - started, CpuSnapshot.take()
-    tries = [t for a in final.runs for at in a.attempts for t in at.infrastructureTries]
     attempts = [a for run in final.runs for a in run.attempts]
+    tries = [t for a in attempts for t in a.infrastructureTries]
     split = cpu_split(before, after, per=max(1, len(attempts)))
     harness = after.harness - before.harness
     resources = [a.resources for a in attempts if a.resources is not None]
