@@ -165,7 +165,8 @@ def prepare_consumer(
     """Write, install (in a consumer container) and lock the consumer.
 
     Raises:
-        InfrastructureError: the installation or the catalog failed, or cleanup did.
+        InfrastructureError: the installation or the catalog failed, cleanup did, or the
+            container left anything but plain directories and regular files.
     """
     write_project(root, archives, dependency_lock, guides)
     stage_harness(stage)
@@ -196,22 +197,24 @@ def prepare_consumer(
             f"preparing the consumer failed (exit {done.wait.exit_code}, "
             f"timed out: {done.wait.timed_out}): {tail}"
         )
+    try:
+        # The container, which imports the library, wrote the tree: checked before any
+        # file of it is read, so that no link leads a read outside the consumer.
+        regular_files(root)
+    except DigestError as exc:
+        raise InfrastructureError(f"the consumer {root} is refused: {exc}") from exc
     return load_consumer(root, archives)
 
 
 def load_consumer(root: Path, archives: list[ArchiveEntry]) -> PreparedConsumer:
     """Describe the consumer installed under *root* from *archives*, from its own files.
 
+    Its tree must hold only plain directories and regular files (see
+    :func:`prepare_consumer`; a kept one was checked by its files' digest).
+
     Raises:
-        InfrastructureError: Its catalog, versions or distributions are missing or
-            unreadable, or its tree holds anything but plain directories and regular
-            files (the consumer container, which imports the library, wrote it).
+        InfrastructureError: Its catalog, versions or distributions are missing or unreadable.
     """
-    try:
-        # Checked before any file is read: no link may lead a read outside the consumer.
-        regular_files(root)
-    except DigestError as exc:
-        raise InfrastructureError(f"the consumer {root} is refused: {exc}") from exc
     try:
         catalog = read_model(ConsumerLayout(root).catalog, ApiCatalog, what="API catalog")
         python = (root / "python-version").read_text(encoding="utf-8").strip()
