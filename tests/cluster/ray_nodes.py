@@ -272,14 +272,9 @@ class RayCluster:
 
 
 @contextlib.contextmanager
-def ray_cluster(
-    images: list[str],
-    workers: int = 2,
-    slots: int = 1,
-    node_env: dict[str, str] | None = None,
-) -> Iterator[RayCluster]:
-    """A head and *workers* nodes, each worker's engine holding *images* (by id) and its
-    environment *node_env*."""
+def cluster_namespace(node_env: dict[str, str] | None = None) -> Iterator[RayCluster]:
+    """A cluster with no node yet: its namespace (loopback up, the default route into the
+    veth pair that leads nowhere) and its directory; both removed with what it started."""
     root = Path(tempfile.mkdtemp(prefix="ae-ray-", dir="/tmp"))
     netns = f"ae-ray-{secrets.token_hex(4)}"
     subprocess.run(["ip", "netns", "add", netns], check=True, capture_output=True)
@@ -289,13 +284,29 @@ def ray_cluster(
             cluster.in_netns("ip", "link", "set", "lo", "up"), check=True, capture_output=True
         )
         cluster.route_outward()
-        home = root / "home"
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@contextlib.contextmanager
+def ray_cluster(
+    images: list[str],
+    workers: int = 2,
+    slots: int = 1,
+    node_env: dict[str, str] | None = None,
+) -> Iterator[RayCluster]:
+    """A head and *workers* nodes, each worker's engine holding *images* (by id) and its
+    environment *node_env*."""
+    with cluster_namespace(node_env) as cluster:
+        home = cluster.root / "home"
         home.mkdir()
         # With no bootstrap config, Ray asks the cloud-metadata address where it runs.
         (home / "ray_bootstrap_config.yaml").write_text("{}\n")
         for index in range(1, workers + 1):
-            engine = PrivateEngine(netns)
-            cluster.workers.append(Worker(f"worker-{index}", engine, root / f"node-{index}", slots))
+            engine = PrivateEngine(cluster.netns)
+            node_root = cluster.root / f"node-{index}"
+            cluster.workers.append(Worker(f"worker-{index}", engine, node_root, slots))
             engine.start()
             if images:
                 engine.load_images(images)
@@ -305,5 +316,3 @@ def ray_cluster(
         yield cluster
         sent = cluster.outward_packets()
         assert sent == 0, f"the cluster sent {sent} packet(s) towards an address beyond it"
-    finally:
-        cluster.close()

@@ -11,17 +11,14 @@ connection to an address behind the route is seen (its ARP request counted).
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.cluster.ray_nodes import NODE_IP, RayCluster
+from tests.cluster.ray_nodes import NODE_IP, RayCluster, cluster_namespace
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None, reason="network namespaces take root"
@@ -30,15 +27,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def namespace() -> Iterator[RayCluster]:
-    netns = f"ae-route-{secrets.token_hex(4)}"
-    subprocess.run(["ip", "netns", "add", netns], check=True, capture_output=True)
-    cluster = RayCluster(netns, Path(tempfile.mkdtemp(prefix="ae-route-", dir="/tmp")))
-    try:
-        subprocess.run(cluster.in_netns("ip", "link", "set", "lo", "up"), check=True)
-        cluster.route_outward()
+    with cluster_namespace() as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 def _python(cluster: RayCluster, code: str) -> str:
