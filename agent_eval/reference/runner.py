@@ -45,14 +45,20 @@ def identity(mode: str) -> dict[str, str]:
     return {"name": f"{PREFIX}{mode.split(':', 1)[0]}", "version": VERSION}
 
 
-def _fixture(fixtures: Path, task_id: str, attempt: int, mode: str) -> Path:
-    task_dir = fixtures / task_id
-    if mode == "mutant" and attempt == 1:
-        for case in sorted(p for p in task_dir.iterdir() if p.is_dir()):
-            expect = json.loads((case / "expect.json").read_text(encoding="utf-8"))
-            if expect.get("kind") == "negative" and expect.get("failedAssertions"):
-                return case
+def failing_case(task_dir: Path) -> Path:
+    """The task's first negative fixture, by name, that fails behavioural assertions (the
+    correct one when it has none): what a planned failing first attempt submits."""
+    for case in sorted(p for p in task_dir.iterdir() if p.is_dir()):
+        expect = json.loads((case / "expect.json").read_text(encoding="utf-8"))
+        if expect.get("kind") == "negative" and expect.get("failedAssertions"):
+            return case
     return task_dir / "correct"
+
+
+def _fixture(fixtures: Path, task_id: str, attempt: int, mode: str) -> Path:
+    if mode == "mutant" and attempt == 1:
+        return failing_case(fixtures / task_id)
+    return fixtures / task_id / "correct"
 
 
 def _write_solution(case: Path, output: Path, allowed: list[str]) -> None:

@@ -20,7 +20,7 @@ import secrets
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +32,9 @@ from agent_eval.evidence_io import read_model, write_model_atomic
 from agent_eval.images.build import image_for_checkout
 from agent_eval.images.recipes import Sources
 from agent_eval.layout import RunDirectory
-from agent_eval.models import GatewayOptions, ModelUpstream, QualificationResult, RunnerConfig
+from agent_eval.models import GatewayOptions, QualificationResult, RunnerConfig
 from agent_eval.project import Project
+from agent_eval.reference.runner import failing_case
 from agent_eval.suite.tasks import load_suite
 from agent_eval.verdict.qualification import current_anchors, qualify_files
 from agent_eval.verification.protocol import VerifierContext, VerifierFactory
@@ -48,8 +49,9 @@ __all__ = [
     "try_agent",
 ]
 
-TRIAL_AGENTS = ("claude-code",)
-"""The agents whose provider API the scripted model speaks (Anthropic Messages)."""
+TRIAL_AGENTS = ("claude-code", "mini-swe-agent")
+"""The agents whose provider API the scripted model speaks (Anthropic Messages; OpenAI
+Chat Completions with mini-swe-agent's bash tool)."""
 UPSTREAM_HOST = "model.test"
 UPSTREAM_PORT = 8080
 KEY_ENV = "TRIAL_MODEL_KEY"
@@ -75,21 +77,46 @@ class TrialOutcome:
     qualification: QualificationResult | None
 
 
-def scripted_answers(project: Project, served: str) -> dict[str, object]:
-    """Each task's title and reference solution files, for the scripted model."""
+def scripted_answers(
+    project: Project, served: str, fail_first: Collection[str] = ()
+) -> dict[str, object]:
+    """Each task's title and reference solution files, for the scripted model; a task of
+    *fail_first* is first answered with its first failing fixture (the mutant's), and
+    with the reference solution on its repair.
+
+    Raises:
+        ConfigError: A task has no reference solution, or *fail_first* names no task of
+            the suite or one without a failing fixture.
+    """
     suite = load_suite(project.tasks, graders_dir=project.graders)
+    unknown = sorted(set(fail_first) - {task.id for task in suite.tasks})
+    if unknown:
+        raise ConfigError(f"the plan's failing tasks {unknown} are not tasks of the suite")
     tasks = []
     for task in suite.tasks:
         correct = project.fixtures / task.id / "correct"
-        files = {
-            path: (correct / path).read_text(encoding="utf-8")
-            for path in task.spec.allowedOutputPaths
-            if (correct / path).is_file()
+        answer: dict[str, object] = {
+            "title": task.spec.title,
+            "files": _solution(correct, task.spec.allowedOutputPaths, task.id),
         }
-        if not files:
-            raise ConfigError(f"{correct}: no reference solution for task {task.id}")
-        tasks.append({"title": task.spec.title, "files": files})
+        if task.id in fail_first:
+            failing = failing_case(project.fixtures / task.id)
+            if failing == correct:
+                raise ConfigError(f"{project.fixtures / task.id}: no failing fixture to plan")
+            answer["first"] = _solution(failing, task.spec.allowedOutputPaths, task.id)
+        tasks.append(answer)
     return {"port": UPSTREAM_PORT, "served": served, "tasks": tasks}
+
+
+def _solution(case: Path, allowed: Sequence[str], task_id: str) -> dict[str, str]:
+    files = {
+        path: (case / path).read_text(encoding="utf-8")
+        for path in allowed
+        if (case / path).is_file()
+    }
+    if not files:
+        raise ConfigError(f"{case}: no solution file for task {task_id}")
+    return files
 
 
 def _example(project: Project, agent: str) -> RunnerConfig:
@@ -116,13 +143,19 @@ def _wait_listening(engine: ContainerEngine, container: str, trial_id: str) -> N
 
 @contextlib.contextmanager
 def scripted_upstream(
-    engine: ContainerEngine, project: Project, agent: str, *, delay_s: float = 0.0
+    engine: ContainerEngine,
+    project: Project,
+    agent: str,
+    *,
+    delay_s: float = 0.0,
+    fail_first: Collection[str] = (),
 ) -> Iterator[Trial]:
     """Start the scripted model on a network of its own, answering each model turn *delay_s*
-    after it is asked; remove both at the end.
+    after it is asked, and the tasks of *fail_first* wrongly on their first attempt;
+    remove both at the end.
 
     Raises:
-        ConfigError: No scripted model for *agent*, or no reference solution for a task.
+        ConfigError: No scripted model for *agent*, or a plan it cannot answer.
         InfrastructureError: An image is not built, or the scripted model did not start.
     """
     example = _example(project, agent)
@@ -136,7 +169,7 @@ def scripted_upstream(
     srv = home / "srv"
     srv.mkdir(parents=True)
     shutil.copyfile(_SERVER, srv / _SERVER.name)
-    answers = scripted_answers(project, upstream.servedModels[0])
+    answers = scripted_answers(project, upstream.servedModels[0], fail_first)
     if delay_s:
         answers["delayS"] = delay_s
     (srv / "answers.json").write_text(json.dumps(answers), encoding="utf-8")
@@ -197,12 +230,11 @@ def aimed_at_scripted_model(
             "verifierImage": verifier_image,
             "gatewayImage": gateway_image,
             "models": [
-                ModelUpstream(
-                    name=upstream.name,
-                    upstream=f"http://{UPSTREAM_HOST}:{UPSTREAM_PORT}",
-                    credentialEnv=KEY_ENV,
-                    credentialHeader=upstream.credentialHeader,
-                    servedModels=upstream.servedModels,
+                upstream.model_copy(
+                    update={
+                        "upstream": f"http://{UPSTREAM_HOST}:{UPSTREAM_PORT}",
+                        "credentialEnv": KEY_ENV,
+                    }
                 )
             ],
             "gateway": GatewayOptions(
