@@ -57,6 +57,9 @@ __all__ = [
 SHARED = tuple(k for k in COMPARED if k not in ALLOWABLE["runner"] | ALLOWABLE["model"])
 """What every batch of a matrix shares: all compare holds two sides to but the agent
 (runner, its image, the model and what served it)."""
+WHEN_USED = frozenset({"gatewayImage"})
+"""What only the batches that have one share: a runner without a model (a reference
+runner, say) has no gateway, and sits beside agents that reach theirs through one."""
 
 METHOD = (
     "Rates count graded runs only, with the Wilson score 95 % interval. Rows are one "
@@ -208,14 +211,26 @@ def matrix_of_batches(run_dirs: Sequence[Path], current: Anchors) -> Matrix:
     identities: list[tuple[Batch, dict[str, Any]]] = [
         (group[0], pooled_identity(group, f"{_label(group[0])!r}")) for group in groups.values()
     ]
-    first, shared = identities[0]
+    shared = identities[0][1]
+
+    def held_to(key: str) -> tuple[Batch, dict[str, Any]]:
+        """The batch whose *key* the others must share: the first, or for a gateway the
+        first that ran one (a batch whose runner reaches no model has none to differ in)."""
+        if key in WHEN_USED:
+            return next(((b, i) for b, i in identities if i[key] is not None), identities[0])
+        return identities[0]
+
     for batch, identity in identities[1:]:
-        differing = [k for k in SHARED if identity[k] != shared[k]]
+        differing = [
+            k
+            for k in SHARED
+            if not (k in WHEN_USED and identity[k] is None) and identity[k] != held_to(k)[1][k]
+        ]
         if differing:
             raise ConfigError(
-                f"{batch.root} differs from {first.root} in {', '.join(differing)}: the "
-                "batches of a matrix must share the library, suite, verifier, gateway and "
-                "harness, so that its rows differ only in the agent"
+                f"{batch.root} differs from {held_to(differing[0])[0].root} in "
+                f"{', '.join(differing)}: the batches of a matrix must share the library, "
+                "suite, verifier, gateway and harness, so that its rows differ only in the agent"
             )
     task_ids = list(dict.fromkeys(r.taskId for b in batches for r in b.receipt.runs))
     rows = [_row(_label(g[0]), g, task_ids) for g in groups.values()]

@@ -161,6 +161,35 @@ def test_a_different_library_is_refused_naming_the_field(tmp_path: Path) -> None
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("order", ["without-first", "without-between"])
+def test_a_batch_without_a_gateway_sits_beside_agents_that_must_share_theirs(
+    tmp_path: Path, order: str
+) -> None:
+    """A reference runner reaches no model, so it has no gateway to differ in; the batches
+    that ran one must still share it, whichever comes first."""
+    without = write_batch(
+        tmp_path / "ref",
+        receipt(runner=named("ref"), batchId="ref", selfTest=True),
+        lambda m: m.update(runner=named("ref"), gateway=None),
+    )
+    a = agent(tmp_path / "a", named("a"))
+    b = agent(tmp_path / "b", named("b"), failed=3)
+    dirs = [without.root, a.root, b.root]
+    if order == "without-between":
+        dirs = [a.root, without.root, b.root]
+    matrix = matrix_of_batches(dirs, CURRENT)
+    assert sorted(r.runner.name for r in matrix.rows if r.runner) == ["a", "b", "ref"]
+    other = write_batch(
+        tmp_path / "c",
+        receipt(runner=named("c"), batchId="c"),
+        lambda m: m.update(
+            runner=named("c"), gateway={**m["gateway"], "image": "sha256:" + "f" * 64}
+        ),
+    )
+    with pytest.raises(ConfigError, match=r"c differs from .*/a in gatewayImage: the batches"):
+        matrix_of_batches([*dirs, other.root], CURRENT)
+
+
 def test_a_hostile_runner_name_breaks_neither_the_terminal_lines_nor_the_page(
     tmp_path: Path,
 ) -> None:
