@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
-from agent_eval.engine import ContainerEngine, list_leftovers
+from agent_eval.engine import LABEL_BATCH, ContainerEngine, list_leftovers
 from agent_eval.grading.web import parse_html
 from agent_eval.models import Comparison, Receipt
 from tests.batches import BIN, check, eval_agent, project_copy, receipt_of, write_config
@@ -32,10 +33,8 @@ def evidence(tmp_path: Path) -> Path:
     return tmp_path / "evidence"
 
 
-# Serial: it waits for a reverify container by looking at the whole engine.
-@pytest.mark.serial
 def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
-    engine: ContainerEngine, tmp_path: Path
+    engine: ContainerEngine, docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
     project = project_copy(tmp_path)
     code, line = eval_agent(project, write_config(engine, tmp_path / "r.json", "oracle"))
@@ -70,15 +69,19 @@ def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
     ), decision
 
     # A CI runner's SIGTERM mid-way: no verdict, and no verifier container outlives it.
+    # Its work directory is in a temporary directory of this test's, so its containers
+    # (each mounts from there) are told from other tests' re-verifications.
+    (scratch := tmp_path / "reverify-tmp").mkdir()
     stopped = subprocess.Popen(
         [str(BIN / "check-agent-eval"), "--receipt", str(receipt_path),
          "--archives", str(receipt_path.parent / "archives.json"),
          "--project", str(project), "--reverify"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
-        while not reverify_containers(engine) and stopped.poll() is None:
+        while not reverify_containers(docker_client, scratch) and stopped.poll() is None:
             assert time.monotonic() < deadline, "no reverify container appeared"
             time.sleep(0.05)
         stopped.send_signal(signal.SIGTERM)
@@ -90,13 +93,17 @@ def test_an_oracle_batch_completes_and_is_rejected_only_as_self_test(
     assert stopped.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert "stopped by SIGTERM while verifying again; no verdict" in err
     assert out == ""
-    assert reverify_containers(engine) == []
+    assert reverify_containers(docker_client, scratch) == []
 
 
-def reverify_containers(engine: ContainerEngine) -> list[str]:
-    """Containers of any re-verification (their batch label starts with reverify-)."""
+def reverify_containers(client: docker.DockerClient, scratch: Path) -> list[str]:
+    """Containers of a re-verification (batch label reverify-…) that mount from *scratch*."""
+    found = client.api.containers(all=True, filters={"label": [LABEL_BATCH]})
     return [
-        c.container_id for c in list_leftovers(engine, None) if c.batch_id.startswith("reverify-")
+        str(c["Id"])
+        for c in found
+        if c["Labels"][LABEL_BATCH].startswith("reverify-")
+        and any(Path(m.get("Source", "")).is_relative_to(scratch) for m in c.get("Mounts", []))
     ]
 
 
