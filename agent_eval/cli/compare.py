@@ -271,7 +271,7 @@ def matrix_command(
         if json_path is not None:
             _write(json_path, matrix)
         if html_path is not None:
-            write_matrix_page(html_path, matrix)
+            write_matrix_page(html_path, matrix, {d.name: d / "report.html" for d in dirs})
     click.echo(matrix_text(matrix))
 
 

@@ -372,12 +372,14 @@ def report_several(
 
 def _write_matrix(several: SeveralOutcome, project: Project) -> Path:
     """The matrix of the command's batches, written beside them as
-    ``matrix-<first batch id>.json`` (never a run directory).
+    ``matrix-<first batch id>.json`` (never a run directory), and its page as
+    ``matrix-<first batch id>.html``, each batch linked to its report.
 
     Raises:
         AgentEvalError: The batches cannot be set side by side, or it cannot be written.
     """
     from agent_eval.compare.matrix import matrix_of_batches
+    from agent_eval.compare.matrix_page import write_matrix_page
     from agent_eval.errors import EvidenceError
     from agent_eval.evidence_io import write_model_atomic
 
@@ -388,6 +390,9 @@ def _write_matrix(several: SeveralOutcome, project: Project) -> Path:
         write_model_atomic(path, matrix)
     except OSError as exc:
         raise EvidenceError(f"{path}: cannot be written: {exc.strerror or exc}") from exc
+    write_matrix_page(
+        path.with_suffix(".html"), matrix, {d.name: d / "report.html" for d in run_dirs}
+    )
     return path
 
 

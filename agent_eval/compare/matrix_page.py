@@ -9,6 +9,9 @@ are made here, so the template only lays them out.
 
 from __future__ import annotations
 
+import os
+import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +22,7 @@ from agent_eval.evidence_io import write_bytes_atomic
 from agent_eval.models.matrix import Matrix, MatrixRate, PairRate
 from agent_eval.report.render import NO_SCRIPT_POLICY, html_environment
 
-__all__ = ["MatrixView", "matrix_view", "render_matrix", "write_matrix_page"]
+__all__ = ["MatrixView", "matrix_view", "render_matrix", "report_links", "write_matrix_page"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,10 @@ class CellView:
 class RowView:
     rank: int
     label: str
-    batches: tuple[str, ...]
+    batches: tuple[tuple[str, str | None], ...]
+    """Each batch id, with the link to its report (None: no report to link)."""
+    report: str | None
+    """The link of the row's report when it has one batch, for its cells."""
     first: CellView
     final: CellView
     tasks: tuple[tuple[CellView, CellView], ...]
@@ -81,13 +87,27 @@ def _adjusted(rate: PairRate) -> str:
     return _number(rate.adjustedP, ".3g")
 
 
-def matrix_view(matrix: Matrix) -> MatrixView:
-    """The plain values the page shows of *matrix*."""
+def report_links(page: Path, reports: Mapping[str, Path]) -> dict[str, str]:
+    """Each batch's report (batch id -> report.html) as a link relative to *page*, for a
+    report that exists: the page and the evidence move together, offline. A run directory
+    is named by its batch's id, as eval-agent writes it; the callers key *reports* so."""
+    return {
+        batch_id: urllib.parse.quote(Path(os.path.relpath(report, page.parent)).as_posix())
+        for batch_id, report in reports.items()
+        if report.is_file()
+    }
+
+
+def matrix_view(matrix: Matrix, links: Mapping[str, str] | None = None) -> MatrixView:
+    """The plain values the page shows of *matrix*, each batch linked by *links*
+    (batch id -> link of its report)."""
+    links = links or {}
     rows = tuple(
         RowView(
             rank=r.rank,
             label=r.label,
-            batches=tuple(r.batchIds),
+            batches=tuple((b, links.get(b)) for b in r.batchIds),
+            report=links.get(r.batchIds[0]) if len(r.batchIds) == 1 else None,
             first=_cell(r.first),
             final=_cell(r.final),
             tasks=tuple((_cell(t.first), _cell(t.final)) for t in r.tasks),
@@ -125,13 +145,16 @@ def render_matrix(view: MatrixView) -> str:
     return template.render(v=view, version=agent_eval.__version__, csp=NO_SCRIPT_POLICY)
 
 
-def write_matrix_page(path: Path, matrix: Matrix) -> Path:
-    """Write the page of *matrix* to *path* atomically and return *path*.
+def write_matrix_page(
+    path: Path, matrix: Matrix, reports: Mapping[str, Path] | None = None
+) -> Path:
+    """Write the page of *matrix* to *path* atomically and return *path*; each batch of
+    *reports* (batch id -> its report.html) that has a report is linked to it.
 
     Raises:
         EvidenceError: The page cannot be written (the message names the file).
     """
-    html = render_matrix(matrix_view(matrix))
+    html = render_matrix(matrix_view(matrix, report_links(path, reports or {})))
     try:
         write_bytes_atomic(path, html.encode("utf-8"))
     except OSError as exc:

@@ -119,6 +119,10 @@ def test_reference_runners_and_two_agent_clis_in_one_command_rank_as_their_plans
     assert matrix.rows[1].meanTokensPerRun and matrix.rows[2].meanTokensPerRun
     assert matrix.rows[0].meanTokensPerRun is None
 
+    # Its page, beside it, links each row to its batch's report.
+    page = (tmp_path / line["matrix"]).with_suffix(".html").read_text()
+    assert all(f'href="{p.parent.name}/report.html"' in page for p in receipts)
+
     pairs = {(p.higher, p.lower): p for p in matrix.pairs}
     labels = dict(zip(runners, (row.label for row in matrix.rows), strict=True))
     assert len(pairs) == 10

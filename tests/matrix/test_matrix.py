@@ -14,7 +14,7 @@ from scipy.stats import fisher_exact
 
 from agent_eval.cli import main
 from agent_eval.compare.matrix import as_text, holm, matrix_of_batches
-from agent_eval.compare.matrix_page import matrix_view, render_matrix
+from agent_eval.compare.matrix_page import matrix_view, render_matrix, write_matrix_page
 from agent_eval.errors import ConfigError
 from agent_eval.models.matrix import Matrix
 from agent_eval.report.statistics import wilson_interval
@@ -228,6 +228,71 @@ def test_the_cli_writes_json_that_round_trips_and_a_page(tmp_path: Path) -> None
     assert missing.exit_code == 2 and "no such run directory" in missing.output
     none = CliRunner().invoke(main, ["matrix"])
     assert none.exit_code == 2 and "Traceback" not in none.output
+
+
+def test_the_page_links_each_batch_to_its_report_relative_to_where_it_is_written(
+    tmp_path: Path,
+) -> None:
+    evidence = tmp_path / "evidence dir"
+    dirs = []
+    for name, failed in (("one", 0), ("two", 9)):
+        batch = write_batch(
+            evidence / name,
+            receipt(
+                [run(r, [attempt(r, success=i >= failed)]) for i, r in enumerate(RUNS)],
+                runner=named(name),
+                batchId=name,
+            ),
+            lambda m, n=name: m.update(runner=named(n)),
+        )
+        dirs.append(batch.root)
+    (evidence / "one" / "report.html").write_text("<!DOCTYPE html>")  # "two" has none
+    matrix = matrix_of_batches(dirs, CURRENT)
+    reports = {d.name: d / "report.html" for d in dirs}
+    beside = write_matrix_page(evidence / "matrix.html", matrix, reports).read_text()
+    assert 'href="one/report.html"' in beside and 'href="one/report.html#grid"' in beside
+    assert "two/report.html" not in beside and "<code>two</code>" in beside
+    elsewhere = tmp_path / "pages" / "deep"
+    elsewhere.mkdir(parents=True)
+    away = write_matrix_page(elsewhere / "m.html", matrix, reports).read_text()
+    assert 'href="../../evidence%20dir/one/report.html"' in away
+    # Each of the row's seven cells (all tasks, six tasks) leads to its report's grid.
+    assert away.count("one/report.html#grid") == 1 + len(matrix.taskIds)
+
+
+@pytest.mark.usefixtures("anchored")
+def test_report_of_a_matrix_record_writes_its_page_and_refuses_a_record_its_batches_deny(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_eval.cli.report as command
+
+    monkeypatch.setattr(command, "gate_anchors", lambda located: CURRENT)
+    project = tmp_path / "repo"
+    evidence = project / ".verification" / "agent-eval"
+    (project / "pyproject.toml").parent.mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    dirs = [
+        write_batch(
+            evidence / name,
+            receipt(runner=named(name), batchId=name),
+            lambda m, n=name: m.update(runner=named(n)),
+        ).root
+        for name in ("one", "two")
+    ]
+    record = evidence / "matrix-one.json"
+    record.write_text(matrix_of_batches(dirs, CURRENT).model_dump_json())
+    (evidence / "two" / "report.html").write_text("<!DOCTYPE html>")
+    done = CliRunner().invoke(main, ["report", str(record), "--project", str(project)])
+    assert done.exit_code == 0, done.output
+    page = evidence / "matrix-one.html"
+    assert done.output.strip() == str(page)
+    assert 'href="two/report.html"' in page.read_text()
+    data = json.loads(record.read_text())
+    data["rows"][0]["final"]["successes"] = 0
+    record.write_text(json.dumps(data))
+    denied = CliRunner().invoke(main, ["report", str(record), "--project", str(project)])
+    assert denied.exit_code == 1 and "in the matrix its batches make" in denied.output
+    assert "Traceback" not in denied.output and len(denied.output.strip().splitlines()) == 1
 
 
 def test_batches_of_one_runner_pool_only_when_they_share_every_identity(tmp_path: Path) -> None:
