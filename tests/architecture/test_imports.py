@@ -49,7 +49,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "images": LEAVES | {"engine"},
     "reference": LEAVES | {"engine", "images"},
     "adapters": frozenset({"layout"}),
-    "trial": LEAVES | {"engine", "images", "suite", "batch", "verdict", "verification"},
+    "trial": LEAVES
+    | {"engine", "images", "suite", "batch", "verdict", "verification", "reference"},
     "cluster": LEAVES | {"engine", "suite", "batch", "verification", "gateway"},
     "adoption": LEAVES | {"packing"},
 }
