@@ -83,6 +83,28 @@ Verdicts = list[tuple[str, bool, bool, tuple[tuple[object, bool, object], ...]]]
 """Each run's id, first and final success, and each attempt's category, unsafe, safety."""
 
 
+MUTANT_VERDICTS = REPO / "tests" / "data" / "batches" / "mutant-verdicts.json"
+"""The mutant batch's verdicts, run by run and attempt by attempt: those of a machine
+without the load rig (the matrix test of the parallel phase holds a real batch to
+them) and what a crowded machine must give too. Its first attempts are the fixtures
+the reference runner's failing_case picks; a change there, or to a fixture's verdict,
+changes this file."""
+
+
+def mutant_verdicts() -> Verdicts:
+    """The verdicts of :data:`MUTANT_VERDICTS`, as :func:`signature` gives them."""
+    runs = json.loads(MUTANT_VERDICTS.read_text(encoding="utf-8"))
+    return [
+        (
+            r["runId"],
+            r["firstSuccess"],
+            r["finalSuccess"],
+            tuple((a["failureCategory"], a["unsafe"], a["safetyPassed"]) for a in r["attempts"]),
+        )
+        for r in runs
+    ]
+
+
 def signature(receipt: Receipt) -> Verdicts:
     """Each run's verdict, attempt by attempt: what must not depend on the machine."""
     return [
