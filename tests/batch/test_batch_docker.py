@@ -1,8 +1,8 @@
 """Whole batches against the real engine, through the eval-agent entry point.
 
 oracle completes 18/18 with every digest verifying and is rejected only as
-self-test; mutant fails every first attempt, passes every repair, and its
-unsafe first submissions block qualification; a batch with a configuration,
+self-test (the mutant and the null runner's batches are in the matrix test of
+test_several_runners_docker); a batch with a configuration,
 image or isolation problem is not-run with a minimal receipt; an interrupted
 batch leaves a truthful partial receipt that check-agent-eval rejects.
 """
@@ -23,7 +23,14 @@ import pytest
 from agent_eval.engine import LABEL_BATCH, ContainerEngine, list_leftovers
 from agent_eval.grading.web import parse_html
 from agent_eval.models import Comparison, Receipt
-from tests.batches import BIN, check, eval_agent, project_copy, receipt_of, write_config
+from tests.batches import (
+    BIN,
+    check,
+    eval_agent,
+    project_copy,
+    receipt_of,
+    write_config,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -134,38 +141,6 @@ def test_a_repository_with_a_suite_of_its_own_runs_and_is_judged_by_it(
     page = (receipt_path.parent / "report.html").read_text()
     assert "4 / 4" in page and "sign-up-2" in page and "core-validation" not in page
     assert list_leftovers(engine, receipt.batchId) == []
-
-
-def test_a_mutant_batch_is_repaired_but_its_unsafe_first_attempts_block_qualification(
-    engine: ContainerEngine, tmp_path: Path
-) -> None:
-    project = project_copy(tmp_path)
-    code, line = eval_agent(project, write_config(engine, tmp_path / "r.json", "mutant"))
-    assert code == 0
-    assert (line["firstSuccesses"], line["finalSuccesses"]) == (0, 18)
-    receipt = Receipt.model_validate_json(receipt_of(project, line).read_bytes())
-    for run in receipt.runs:
-        first, repair = run.attempts
-        assert not first.success and repair.success
-        assert repair.repairFeedback is not None and repair.repairFeedback.failedAssertionIds
-    _, decision = check(receipt_of(project, line))
-    rules = {reason.split(":")[0] for reason in decision["reasons"]}
-    assert {"not-self-test", "first-successes", "safety"} <= rules
-
-
-def test_a_null_batch_completes_with_nothing_but_the_untouched_starter_submitted(
-    engine: ContainerEngine, tmp_path: Path
-) -> None:
-    project = project_copy(tmp_path)
-    code, line = eval_agent(project, write_config(engine, tmp_path / "r.json", "null"))
-    assert (code, line["finalSuccesses"]) == (0, 0)
-    receipt = Receipt.model_validate_json(receipt_of(project, line).read_bytes())
-    for run in receipt.runs:
-        categories = {a.failureCategory for a in run.attempts}
-        # error-recovery starts from a starter file: left untouched, it is graded as
-        # submitted (its seeded import is unsupported); elsewhere nothing is written.
-        expected = "unsupported-api" if run.taskId == "error-recovery" else "no-submission"
-        assert categories == {expected}, run.runId
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,9 @@ gets wrong first). Each runner has a batch that check-agent-eval judges on its o
 evidence rule fails, only the self-test rule and the success rules the plans break),
 every batch is bound to the same archives, and the matrix the command writes ranks the
 rows, task by task, as the plans say, with the pairwise verdicts their rates make
-certain.
+certain. Run by run, the mutant fails every first attempt and passes every repair
+with the verdicts of tests/data/batches/mutant-verdicts.json, and the null runner
+submits nothing but error-recovery's untouched starter.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from agent_eval.engine import ContainerEngine, list_leftovers
 from agent_eval.models import ArchivesManifest, Matrix, Receipt
 from agent_eval.project import find_project
 from agent_eval.trial.run import scripted_upstream
-from tests.batches import BIN, check, project_copy, write_config
+from tests.batches import BIN, check, mutant_verdicts, project_copy, signature, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -49,6 +51,32 @@ def expected(runner: str) -> dict[str, tuple[int, int]]:
         return dict.fromkeys(TASKS, (0, 3))
     failing = PLANS.get(runner, ())
     return {task: (0 if task in failing else 3, 3) for task in TASKS}
+
+
+def held_to_its_runner(runner: str, receipt: Receipt) -> None:
+    """What each runner's batch must hold, run by run, beyond its counts."""
+    if runner == "mutant":
+        for run in receipt.runs:
+            first, repair = run.attempts
+            assert not first.success and repair.success
+            assert repair.repairFeedback is not None and repair.repairFeedback.failedAssertionIds
+        # Run by run and attempt by attempt, the verdicts a crowded machine must give too.
+        assert signature(receipt) == mutant_verdicts()
+    elif runner == "null":
+        for run in receipt.runs:
+            # error-recovery starts from a starter file: left untouched, it is graded as
+            # submitted (its seeded import is unsupported); elsewhere nothing is written.
+            expected = "unsupported-api" if run.taskId == "error-recovery" else "no-submission"
+            assert {a.failureCategory for a in run.attempts} == {expected}, run.runId
+    elif runner in PLANS:
+        # A planned failure fails behaviour, and its repair is told which checks failed.
+        for run in receipt.runs:
+            if run.taskId in PLANS[runner]:
+                first, repair = run.attempts
+                assert first.failureCategory == "behaviour" and repair.success, run.runId
+                assert repair.repairFeedback and repair.repairFeedback.failedAssertionIds
+            else:
+                assert [a.success for a in run.attempts] == [True], run.runId
 
 
 def test_reference_runners_and_two_agent_clis_in_one_command_rank_as_their_plans_say(
@@ -99,6 +127,7 @@ def test_reference_runners_and_two_agent_clis_in_one_command_rank_as_their_plans
             decision["reasons"],
         )
         assert list_leftovers(engine, receipt.batchId) == []
+        held_to_its_runner(runner, receipt)
         manifests.append(
             ArchivesManifest.model_validate_json((path.parent / "archives.json").read_bytes())
         )
