@@ -69,11 +69,14 @@ def held_to_its_runner(runner: str, receipt: Receipt) -> None:
             expected = "unsupported-api" if run.taskId == "error-recovery" else "no-submission"
             assert {a.failureCategory for a in run.attempts} == {expected}, run.runId
     elif runner in PLANS:
-        # A planned failure fails behaviour, and its repair is told which checks failed.
+        # A planned failure submits the mutant's first submission, so it gets the mutant's
+        # verdict; its repair is told which checks failed.
+        mutant_first = {run_id: attempts[0] for run_id, _, _, attempts in mutant_verdicts()}
         for run in receipt.runs:
             if run.taskId in PLANS[runner]:
                 first, repair = run.attempts
-                assert first.failureCategory == "behaviour" and repair.success, run.runId
+                verdict = (first.failureCategory, first.unsafe, first.safetyPassed)
+                assert verdict == mutant_first[run.runId] and repair.success, run.runId
                 assert repair.repairFeedback and repair.repairFeedback.failedAssertionIds
             else:
                 assert [a.success for a in run.attempts] == [True], run.runId
