@@ -184,7 +184,10 @@ def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> 
         reasons.append(f"archives-readable: {exc}")
     if receipt is None or archives is None:
         return QualificationResult(qualified=False, reasons=reasons)
-    notes = cache_notes(receipt_path.parent) or None
+    notes = [
+        *cache_notes(receipt_path.parent),
+        *in_flight_notes(receipt, receipt_path.parent),
+    ] or None
     if receipt.predecessor is None:
         reasons.extend(qualify(receipt, receipt_path.parent, archives, archives_path, current))
         return QualificationResult(qualified=not reasons, reasons=reasons, notes=notes)
@@ -215,6 +218,42 @@ def cache_notes(receipt_dir: Path) -> list[str]:
         f"consumer-cache: the batch verified against the consumer-cache entry "
         f"{lock.cacheEntry} (and its kept mypy caches); a writer of the cache could have "
         "changed them unseen here: --reverify installs its own and compares"
+    ]
+
+
+UNCLOSED: frozenset[str] = frozenset({"running", "abandoned"})
+"""Statuses of a receipt its batch never closed: its last write may have found runs in flight."""
+
+
+def in_flight_runs(receipt: Receipt, receipt_dir: Path) -> frozenset[str]:
+    """Runs of a batch that never closed its receipt with a directory and no recorded attempt.
+
+    A run is recorded only when it ends, so a batch killed (or being read) mid-run has
+    that run's files in ``runs/`` and nothing in its receipt about them. They are no part
+    of any decision (an unclosed batch cannot qualify; a resumed one runs them again), and
+    must not read as files added to the batch. A closed batch accounts for every run it
+    was in, so it gets no such allowance."""
+    if receipt.status not in UNCLOSED:
+        return frozenset()
+    runs = RunDirectory(receipt_dir).runs
+    if runs.is_symlink() or not runs.is_dir():
+        return frozenset()  # _unaccounted names a link
+    recorded = {r.runId for r in receipt.runs if r.attempts}
+    return frozenset(
+        p.name
+        for p in runs.iterdir()
+        if p.is_dir() and not p.is_symlink() and p.name not in recorded
+    )
+
+
+def in_flight_notes(receipt: Receipt, receipt_dir: Path) -> list[str]:
+    left = sorted(in_flight_runs(receipt, receipt_dir))
+    if not left:
+        return []
+    return [
+        f"in-flight: {', '.join(left)} had begun and had no record when the receipt was "
+        f"last written (status {receipt.status}); what their directories hold is no part "
+        "of any decision"
     ]
 
 
@@ -296,13 +335,13 @@ def qualify(
         # A self-test batch is rejected as such; which review it matches is moot.
         reasons += _registry_rules(archives, current)
     if chain is None:
-        reasons += _evidence_file_rules(receipt, receipt_dir)
+        reasons += _evidence_file_rules(receipt, receipt_dir, in_flight_runs(receipt, receipt_dir))
         return reasons
     for link in chain.links:
         counted = {r for r, origin in chain.origins.items() if origin is link}
         superseded = frozenset(r.runId for r in link.receipt.runs) - counted
         if link.run_dir == receipt_dir:
-            superseded = frozenset()
+            superseded = in_flight_runs(link.receipt, receipt_dir)
         elif (runs := RunDirectory(link.run_dir).runs).is_dir():
             # A run in flight when the batch died has a directory but no record.
             superseded |= {p.name for p in runs.iterdir() if p.is_dir() and p.name not in counted}
@@ -811,9 +850,9 @@ def _evidence_file_rules(
     """Every file an attempt record accounts for matches its digest, and ``runs/`` holds
     nothing else: the table is ``AttemptRecord.evidence_files``, as the writer's.
 
-    *superseded* are runs of a chain's predecessor that a later batch ran again: what
-    their directories hold beyond their records (left by a run in flight when the
-    batch died) is no part of any decision."""
+    *superseded* are runs of a chain's predecessor that a later batch ran again, or runs
+    in flight in a batch that never closed its receipt: what their directories hold
+    beyond their records is no part of any decision."""
     reasons = []
     evidence = RunDirectory(receipt_dir)
     accounted: set[str] = set()

@@ -156,6 +156,19 @@ class Batch:
             if c["Labels"].get(LABEL_BATCH) == self.run_dir.name
         )
 
+    def unrecorded_files(self) -> list[Path]:
+        """Files below ``runs/`` of runs the receipt has no attempt of yet (runs in flight)."""
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            runs = json.loads((self.run_dir / "receipt.json").read_text())["runs"]
+            recorded = {r["runId"] for r in runs if r["attempts"]}
+            return [
+                path
+                for path in (self.run_dir / "runs").rglob("*")
+                if path.is_file()
+                and path.relative_to(self.run_dir / "runs").parts[0] not in recorded
+            ]
+        return []
+
     def when(self, condition: Callable[[], bool], timeout_s: float = 300) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -501,11 +514,13 @@ def test_a_killed_batch_is_closed_as_abandoned_by_the_next_one(
     engine: ContainerEngine, tmp_path: Path
 ) -> None:
     batch = Batch(tmp_path, engine, args=slow_oracle(2))
-    batch.mid_run(finished=1)
+    # Killed once a run in flight has written files its receipt does not hold yet: they
+    # are the killed batch's state, never read as files added to it.
+    batch.when(lambda: batch.runs_recorded() >= 1 and bool(batch.unrecorded_files()))
     batch.process.kill()
     batch.process.communicate(timeout=60)
     killed = batch.run_dir
-    assert batch.receipt().status == "running"
+    assert batch.receipt().status == "running" and batch.unrecorded_files()
     assert batch.left(), "SIGKILL left no container to reap"
     # The next batch in the same project reaps it before its own first run.
     after = subprocess.run(
@@ -531,6 +546,7 @@ def test_a_killed_batch_is_closed_as_abandoned_by_the_next_one(
     code, decision = check(killed / "receipt.json")
     rules = {r.split(":")[0] for r in decision["reasons"]}
     assert code == 1 and "batch-completed" in rules and rules <= OUTCOME_RULES, decision
+    assert any(note.startswith("in-flight: ") for note in decision["notes"]), decision
 
 
 def stopped(engine: PrivateEngine, within_s: float = 10.0) -> None:

@@ -14,7 +14,7 @@ import subprocess
 import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import tomli_w
@@ -25,6 +25,7 @@ from agent_eval.errors import ConfigError, InfrastructureError
 from agent_eval.models import (
     ArchiveEntry,
     AttemptRecord,
+    BatchStatus,
     GatewaySettings,
     RunnerConfig,
     SuiteSpec,
@@ -704,6 +705,43 @@ def test_a_file_no_record_accounts_for_rejects_wherever_it_is(tmp_path: Path) ->
     only_rule(reasons, "evidence-integrity")
     assert "runs/forms-3/attempt-1/notes.md" in reasons[0]
     assert "runs/forms-9/attempt-1/analysis.json" in reasons[0]
+
+
+@pytest.mark.parametrize("status", get_args(BatchStatus))
+def test_a_run_in_flight_when_an_unclosed_batch_was_last_written_is_no_reason(
+    tmp_path: Path, status: str
+) -> None:
+    """A batch killed (or read) mid-run left a run's files and no record of it: that is
+    an unclosed batch's state, not a file added to it; a closed batch has no such run."""
+    done, (cut, *_) = EXAMPLE_SUITE.run_ids()[:8], EXAMPLE_SUITE.run_ids()[8:]
+    data = receipt([run(r) for r in done], status=status, reasons=["why"])
+    batch = write_batch(tmp_path, data)
+    left = batch.root / "runs" / cut / "attempt-1"
+    left.mkdir(parents=True)
+    (left / "runner.log").write_text("half a run\n")
+    result = qualify_files(batch.receipt, batch.archives, CURRENT)
+    integrity = [r for r in result.reasons if r.startswith("evidence-integrity:")]
+    notes = [n for n in result.notes or [] if n.startswith("in-flight:")]
+    if status in ("running", "abandoned"):
+        assert integrity == [] and len(notes) == 1 and cut in notes[0], result
+    else:
+        assert notes == [] and len(integrity) == 1, result
+        assert f"runs/{cut}/attempt-1/runner.log" in integrity[0]
+    # A run the receipt does record is held to its record whatever the status.
+    (batch.attempt_dir(done[0]) / "extra.py").write_text("x = 1\n")
+    integrity = [r for r in check(batch) if r.startswith("evidence-integrity:")]
+    assert len(integrity) == 1 and f"runs/{done[0]}/attempt-1/extra.py" in integrity[0]
+
+
+def test_a_link_for_a_run_in_flight_of_an_abandoned_batch_rejects(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "attempt-1").mkdir(parents=True)
+    (outside / "attempt-1" / "runner.log").write_text("x\n")
+    batch = write_batch(tmp_path / "batch", receipt([], status="abandoned", reasons=["gone"]))
+    (batch.root / "runs").mkdir(exist_ok=True)
+    (batch.root / "runs" / "forms-1").symlink_to(outside, target_is_directory=True)
+    reasons = check(batch)
+    assert any(r.startswith("evidence-integrity:") and "link" in r for r in reasons), reasons
 
 
 def test_a_link_below_runs_rejects_and_is_not_followed(tmp_path: Path) -> None:
