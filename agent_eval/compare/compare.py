@@ -36,7 +36,7 @@ from agent_eval.models.compare import (
     TaskComparison,
 )
 from agent_eval.report.text import one_line
-from agent_eval.verdict.chain import ChainLink, resolve_chain
+from agent_eval.verdict.chain import Chain, ChainLink, resolve_chain
 from agent_eval.verdict.qualification import Anchors, evidence_reasons
 
 __all__ = [
@@ -80,6 +80,15 @@ class Batch:
     receipt: Receipt
     archives: ArchivesManifest
     root: Path
+    chain: Chain | None = None
+    """A resumed batch's chain: its runs' evidence lies in the batches of their verdicts."""
+
+    def home(self, run_id: str) -> tuple[Path, ArchivesManifest]:
+        """The run directory holding *run_id*'s evidence, and that batch's archives.json."""
+        if self.chain is None:
+            return self.root, self.archives
+        link = self.chain.origins[run_id]
+        return link.run_dir, link.archives
 
 
 def load_batch(run_dir: Path, current: Anchors) -> Batch:
@@ -97,10 +106,11 @@ def load_batch(run_dir: Path, current: Anchors) -> Batch:
     if not receipt.runs:
         raise EvidenceError(f"{run_dir}: the batch ran nothing ({receipt.status})")
     archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
-    if receipt.predecessor is not None:
-        # A resumed batch is its chain's union: each run once, from the batch of its verdict.
-        receipt = resolve_chain(ChainLink(run_dir, receipt, archives)).union
-    return Batch(receipt, archives, run_dir)
+    if receipt.predecessor is None:
+        return Batch(receipt, archives, run_dir)
+    # A resumed batch is its chain's union: each run once, from the batch of its verdict.
+    chain = resolve_chain(ChainLink(run_dir, receipt, archives))
+    return Batch(chain.union, archives, run_dir, chain)
 
 
 def _served(receipt: Receipt) -> list[str]:

@@ -27,7 +27,7 @@ from agent_eval.compare.compare import (
     refuse_repeats,
 )
 from agent_eval.compare.statistics import ALPHA
-from agent_eval.errors import ConfigError
+from agent_eval.errors import AgentEvalError, ConfigError, EvidenceError
 from agent_eval.models import RunRecord
 from agent_eval.models.compare import RateComparison
 from agent_eval.models.matrix import (
@@ -41,7 +41,7 @@ from agent_eval.models.matrix import (
 )
 from agent_eval.report.statistics import wilson_interval
 from agent_eval.report.text import one_line
-from agent_eval.verdict.qualification import Anchors
+from agent_eval.verdict.qualification import Anchors, gateway_records
 
 __all__ = [
     "METHOD",
@@ -49,6 +49,7 @@ __all__ = [
     "as_text",
     "corrected_rate",
     "corrected_sentence",
+    "cost",
     "holm",
     "matrix_of_batches",
     "pair_sentence",
@@ -123,6 +124,52 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+class _Unpriced(Exception):
+    """A request with tokens went to an upstream without a price, or prices disagree in
+    currency: no cost is shown rather than a part of one."""
+
+
+def _run_cost(batch: Batch, run: RunRecord, currencies: set[str]) -> float:
+    """What *run*'s requests cost at the prices its batch recorded, from its gateway records
+    (each held to its digest by the evidence rules), adding each currency used."""
+    run_dir, archives = batch.home(run.runId)
+    prices = archives.gateway.prices if archives.gateway else {}
+    cost = 0.0
+    for attempt in run.attempts:
+        try:
+            records = gateway_records(run_dir, run.runId, attempt)
+        except AgentEvalError as exc:
+            where = f"{run_dir}: {run.runId} attempt {attempt.attempt}"
+            raise EvidenceError(f"{where}: {exc}") from None
+        for record in records:
+            tokens = (record.inputTokens or 0, record.outputTokens or 0)
+            if tokens == (0, 0):
+                continue
+            price = prices.get(record.upstream or "")
+            if price is None:
+                raise _Unpriced
+            currencies.add(price.currency)
+            cost += price.cost(*tokens)
+    if len(currencies) > 1:
+        raise _Unpriced
+    return cost
+
+
+def _costs(batches: list[Batch]) -> tuple[str | None, list[float]] | None:
+    """The currency and each metered run's cost, or None when a cost cannot be given whole."""
+    currencies: set[str] = set()
+    try:
+        costs = [
+            _run_cost(b, r, currencies)
+            for b in batches
+            for r in b.receipt.runs
+            if any(a.gateway for a in r.attempts)
+        ]
+    except _Unpriced:
+        return None
+    return (next(iter(currencies)) if currencies else None), costs
+
+
 def _row(label: str, batches: list[Batch], task_ids: list[str]) -> MatrixRow:
     runs = [r for b in batches for r in b.receipt.runs]
     metered = [r for r in runs if any(a.gateway for a in r.attempts)]
@@ -133,6 +180,8 @@ def _row(label: str, batches: list[Batch], task_ids: list[str]) -> MatrixRow:
     seconds = [sum(a.durationMs for a in r.attempts) / 1000 for r in runs if r.attempts]
     calls = sum(a.gateway.requests for r in runs for a in r.attempts if a.gateway)
     final = graded_counts(runs, final=True)
+    priced = _costs(batches)
+    currency, costs = priced if priced is not None and priced[0] is not None else (None, [])
 
     def of(task_id: str) -> list[RunRecord]:
         return [r for r in runs if r.taskId == task_id]
@@ -158,6 +207,9 @@ def _row(label: str, batches: list[Batch], task_ids: list[str]) -> MatrixRow:
         meanTokensPerRun=_mean(tokens),
         meanSecondsPerRun=_mean(seconds),
         modelCallsPerSuccess=calls / final[0] if metered and final[0] else None,
+        currency=currency,
+        meanCostPerRun=_mean(costs) if currency else None,
+        costPerSuccess=sum(costs) / final[0] if currency and final[0] else None,
     )
 
 
@@ -313,12 +365,19 @@ def pair_sentence(pair: RowPair, final: bool) -> str:
     return corrected_sentence(f"{pair.higher} vs {pair.lower}, {what}", rate, counts)
 
 
+def cost(value: float | None, row: MatrixRow) -> str:
+    """A cost with its currency (``USD 0.0421``), or a dash when none is known."""
+    if value is None or row.currency is None:
+        return "-"
+    return f"{row.currency} {value:.4g}"
+
+
 def as_text(matrix: Matrix) -> str:
     """The matrix as a terminal table, one line per row, then every pair's verdicts."""
     width = max([len(one_line(r.label)) for r in matrix.rows] + [5])
     lines = [
         f"{'#':>2}  {'agent':<{width}}  {'first':<18} {'final':<18} {'unsafe':>9} "
-        f"{'tokens/run':>10} {'s/run':>7} {'calls/ok':>8}  batches"
+        f"{'tokens/run':>10} {'s/run':>7} {'calls/ok':>8} {'cost/ok':>12}  batches"
     ]
     for r in matrix.rows:
         label = one_line(r.label)
@@ -326,7 +385,8 @@ def as_text(matrix: Matrix) -> str:
             f"{r.rank:>2}  {label:<{width}}  {_count(r.first):<18} {_count(r.final):<18} "
             f"{r.unsafeAttempts:>4}/{r.unsafeRuns:<4} {_number(r.meanTokensPerRun, '.0f'):>10} "
             f"{_number(r.meanSecondsPerRun, '.1f'):>7} "
-            f"{_number(r.modelCallsPerSuccess, '.1f'):>8}  {len(r.batchIds)}"
+            f"{_number(r.modelCallsPerSuccess, '.1f'):>8} {cost(r.costPerSuccess, r):>12}  "
+            f"{len(r.batchIds)}"
         )
     lines.append("")
     if matrix.pairs:

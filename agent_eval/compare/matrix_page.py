@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import agent_eval
-from agent_eval.compare.matrix import pair_sentence
+from agent_eval.compare.matrix import cost, pair_sentence
 from agent_eval.errors import EvidenceError
 from agent_eval.evidence_io import write_bytes_atomic
 from agent_eval.models.matrix import Matrix, MatrixRate, PairRate
@@ -49,6 +49,8 @@ class RowView:
     tokens: str
     seconds: str
     calls: str
+    cost_per_run: str
+    cost_per_success: str
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,8 @@ def matrix_view(matrix: Matrix, links: Mapping[str, str] | None = None) -> Matri
             tokens=_number(r.meanTokensPerRun, ".0f"),
             seconds=_number(r.meanSecondsPerRun, ".1f"),
             calls=_number(r.modelCallsPerSuccess, ".1f"),
+            cost_per_run=cost(r.meanCostPerRun, r),
+            cost_per_success=cost(r.costPerSuccess, r),
         )
         for r in matrix.rows
     )

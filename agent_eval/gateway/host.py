@@ -401,6 +401,7 @@ def gateway_settings(config: RunnerConfig, image_id: str) -> GatewaySettings:
         network=options.network,
         privateUpstreams=options.privateUpstreams,
         tokenBudget=options.tokenBudget,
+        prices={m.name: m.price for m in config.models if m.price is not None},
     )
 
 

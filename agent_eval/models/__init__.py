@@ -36,6 +36,7 @@ from agent_eval.models.gateway import (
     GatewaySettings,
     GatewayUse,
     RecordedUpstream,
+    TokenPrice,
 )
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 from agent_eval.models.image_recipe import ImageRecipe
@@ -181,6 +182,7 @@ __all__ = [
     "SymbolChange",
     "TaskComparison",
     "TaskSpec",
+    "TokenPrice",
     "Toolchain",
     "VerifierAttempt",
     "VerifierIsolation",

@@ -14,6 +14,7 @@ __all__ = [
     "GatewaySettings",
     "GatewayUse",
     "RecordedUpstream",
+    "TokenPrice",
 ]
 
 ApiKind = Literal["anthropic", "openai", "gemini", "bedrock", "vertex", "model-apis"]
@@ -53,6 +54,25 @@ PROVIDER_FAILURES: frozenset[str] = frozenset(
 """Failures that are the provider's or the gateway's, never the agent's."""
 
 
+class TokenPrice(WireModel):
+    """What an upstream charges per token, as the operator's config says: the matrix's cost.
+
+    The harness never learns a price from a provider; a figure here is the operator's
+    own, recorded so that a cost shown beside a batch says what it was computed from."""
+
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    """ISO 4217 code of the prices (``USD``)."""
+    inputPerMillionTokens: float = Field(ge=0, le=1_000_000, allow_inf_nan=False)
+    """Price of a million input tokens (cache reads included, as the provider counts them)."""
+    outputPerMillionTokens: float = Field(ge=0, le=1_000_000, allow_inf_nan=False)
+    """Price of a million output tokens."""
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (
+            input_tokens * self.inputPerMillionTokens + output_tokens * self.outputPerMillionTokens
+        ) / 1_000_000
+
+
 class RecordedUpstream(WireModel):
     """One upstream as archives.json and the registry record it (never its credential)."""
 
@@ -81,6 +101,9 @@ class GatewaySettings(WireModel):
     """True when upstreams on private addresses were allowed (a test set-up: self-test)."""
     tokenBudget: int | None
     """The batch's token budget, if any."""
+    prices: dict[str, TokenPrice] = Field(default_factory=dict, max_length=8)
+    """The price per token of each upstream the config priced, by its name (none: no cost
+    is shown); never part of what a review or a comparison holds batches to."""
 
 
 class GatewayRecord(WireModel):

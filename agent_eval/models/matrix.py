@@ -85,6 +85,15 @@ class MatrixRow(WireModel):
     modelCallsPerSuccess: float | None
     """Gateway requests of every run over the final successes (None: no gateway record,
     or no success)."""
+    currency: str | None = None
+    """The currency of the costs (None: no cost is known)."""
+    meanCostPerRun: float | None = None
+    """What a run's model calls cost at the config's price per token, averaged over the
+    runs the gateway recorded (None: a request with tokens went to an upstream its
+    config gave no price, the prices are in more than one currency, or no gateway)."""
+    costPerSuccess: float | None = None
+    """What every run's model calls cost over the final successes (None: no cost is
+    known, or no success)."""
 
 
 class PairRate(WireModel):

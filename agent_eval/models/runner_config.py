@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, JsonValue, field_validator, model_validator
 
 from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
-from agent_eval.models.gateway import ApiKind
+from agent_eval.models.gateway import ApiKind, TokenPrice
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = [
@@ -533,6 +533,9 @@ class ModelUpstream(WireModel):
         default="/v1/models/{model}", pattern=r"^/[A-Za-z0-9._~/{}:@-]*$", max_length=200
     )
     """What the preflight asks through the gateway; ``{model}`` is the first served model."""
+    price: TokenPrice | None = None
+    """What the upstream charges per token, for the cost the matrix and report show
+    (none: no cost is shown for its tokens)."""
 
 
 class GatewayOptions(WireModel):

@@ -42,6 +42,7 @@ from agent_eval.models import (
     ArchivesManifest,
     AttemptRecord,
     ConsumerLock,
+    GatewayRecord,
     ImageRecord,
     QualificationResult,
     Receipt,
@@ -69,6 +70,7 @@ __all__ = [
     "Anchors",
     "current_anchors",
     "evidence_reasons",
+    "gateway_records",
     "infrastructure_note",
     "qualify",
     "qualify_files",
@@ -374,6 +376,23 @@ def self_test(receipt: Receipt, archives: ArchivesManifest) -> list[str]:
     return self_test_reasons(names, archives.gateway)
 
 
+def gateway_records(run_dir: Path, run_id: str, attempt: AttemptRecord) -> list[GatewayRecord]:
+    """The records of an attempt's gateway.jsonl, read within bounds and held to the digest
+    its record names (none: the attempt reached no gateway).
+
+    Raises:
+        EvidenceError: The file is missing, too large or not the one the record names.
+        InfrastructureError: A line is not a gateway record.
+    """
+    if attempt.gateway is None:
+        return []
+    path = RunDirectory(run_dir).attempt(run_id, attempt.attempt).gateway_record
+    data = read_bounded(path, what="gateway record", max_bytes=MAX_RECORD_BYTES)
+    if sha256_bytes(data) != attempt.gateway.recordDigest:
+        raise EvidenceError("its gateway.jsonl does not match its recorded digest")
+    return parse_records(data)
+
+
 def unanswered_attempts(
     receipt: Receipt, receipt_dir: Path, origins: Mapping[str, Path] | None = None
 ) -> list[str]:
@@ -394,16 +413,12 @@ def unanswered_attempts(
                     missing.append(f"{where} has no gateway record")
                 continue
             run_dir = (origins or {}).get(run.runId, receipt_dir)
-            path = RunDirectory(run_dir).attempt(run.runId, attempt.attempt).gateway_record
             try:
-                data = read_bounded(path, what="gateway record", max_bytes=MAX_RECORD_BYTES)
-                records = parse_records(data)
+                records = gateway_records(run_dir, run.runId, attempt)
             except AgentEvalError as exc:
                 missing.append(f"{where}: {exc}")
                 continue
-            if sha256_bytes(data) != attempt.gateway.recordDigest:
-                missing.append(f"{where}: its gateway.jsonl does not match its recorded digest")
-            elif (
+            if (
                 not any(
                     r.failure is None and r.status is not None and 200 <= r.status < 300
                     for r in records

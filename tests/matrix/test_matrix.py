@@ -18,7 +18,15 @@ from agent_eval.compare.matrix_page import matrix_view, render_matrix, write_mat
 from agent_eval.errors import ConfigError
 from agent_eval.models.matrix import Matrix
 from agent_eval.report.statistics import wilson_interval
-from tests.evidence_builders import CURRENT, Batch, attempt, receipt, run, write_batch
+from tests.evidence_builders import (
+    CURRENT,
+    Batch,
+    attempt,
+    gateway_line,
+    receipt,
+    run,
+    write_batch,
+)
 from tests.paths import EXAMPLE_SUITE
 
 RUNS = EXAMPLE_SUITE.run_ids()
@@ -33,9 +41,10 @@ def agent(
     repaired: int = 0,
     failed: int = 0,
     runs: list[str] = RUNS,
+    gateway: dict[str, Any] | None = None,
 ) -> Batch:
     """A batch of *runner* whose first *repaired* runs fail first and are repaired, and
-    the next *failed* fail once and for all."""
+    the next *failed* fail once and for all; *gateway* changes its archives.json gateway."""
     records = []
     for i, r in enumerate(runs):
         if i < repaired:
@@ -47,11 +56,12 @@ def agent(
     overrides: dict[str, Any] = {"batchId": f"batch-{root.name}"}
     if runner is None:
         return write_batch(root, receipt(records, **overrides))
-    return write_batch(
-        root,
-        receipt(records, runner=runner, **overrides),
-        lambda manifest: manifest.update(runner=runner),
-    )
+
+    def identities(manifest: dict[str, Any]) -> None:
+        manifest.update(runner=runner)
+        manifest["gateway"].update(gateway or {})
+
+    return write_batch(root, receipt(records, runner=runner, **overrides), identities)
 
 
 @pytest.fixture
@@ -107,6 +117,79 @@ def test_rows_pool_per_runner_and_rank_by_final_then_first_rate(tmp_path: Path) 
     assert repairs_vs_strong.first.verdict == "better"
     lines = as_text(matrix).splitlines()
     assert lines[1].split()[:2] == ["1", "strong"] and lines[3].split()[:2] == ["3", "weak"]
+
+
+def priced(root: Path, runner: dict[str, Any], prices: dict[str, Any], **gateway: Any) -> Batch:
+    """*runner*'s batch whose gateway records the config's *prices* by upstream name."""
+    return agent(root, runner, gateway={"prices": prices, **gateway})
+
+
+USD = {"currency": "USD", "inputPerMillionTokens": 3.0, "outputPerMillionTokens": 15.0}
+EUR = {"currency": "EUR", "inputPerMillionTokens": 2.0, "outputPerMillionTokens": 10.0}
+
+
+def test_cost_per_run_and_per_success_come_from_the_gateway_records_and_the_price(
+    tmp_path: Path,
+) -> None:
+    agent(tmp_path / "a", named("a"), repaired=9, failed=3, gateway={"prices": {"provider": USD}})
+    agent(tmp_path / "b", named("b"))  # no price: no cost, never a guess
+    matrix = matrix_of_batches([tmp_path / "a", tmp_path / "b"], current=CURRENT)
+    a = next(r for r in matrix.rows if r.label.startswith("a "))
+    b = next(r for r in matrix.rows if r.label.startswith("b "))
+    # Every attempt: one request of 10 input and 20 output tokens; 9 runs have two attempts.
+    per_attempt = (10 * 3.0 + 20 * 15.0) / 1e6
+    assert a.currency == "USD"
+    assert a.meanCostPerRun == pytest.approx(27 * per_attempt / 18)
+    assert a.costPerSuccess == pytest.approx(27 * per_attempt / 15)
+    assert (b.currency, b.meanCostPerRun, b.costPerSuccess) == (None, None, None)
+    text = as_text(matrix)
+    assert f"USD {27 * per_attempt / 15:.4g}" in text
+    page = render_matrix(matrix_view(matrix))
+    assert f"USD {27 * per_attempt / 18:.4g}" in page
+
+
+@pytest.mark.parametrize(
+    "case", ["upstream-unpriced", "currencies-differ", "tokenless-request-to-unpriced"]
+)
+def test_a_cost_is_shown_whole_or_not_at_all(tmp_path: Path, case: str) -> None:
+    # Both batches may reach a second upstream, which has no price.
+    upstreams = json.loads(agent(tmp_path / "x", named("x")).archives.read_text())["gateway"][
+        "upstreams"
+    ]
+    upstreams.append({**upstreams[0], "name": "other"})
+    first = priced(tmp_path / "a1", named("a"), {"provider": USD}, upstreams=upstreams)
+    # Prices are no identity: batches priced differently still pool.
+    again = EUR if case == "currencies-differ" else USD
+    second = priced(tmp_path / "a2", named("a"), {"provider": again}, upstreams=upstreams)
+    if case != "currencies-differ":
+        tokens = {"inputTokens": 0, "outputTokens": 0} if case.startswith("tokenless") else {}
+        second.replace_gateway_record(
+            RUNS[0], 1, gateway_line() + gateway_line(upstream="other", **tokens)
+        )
+    matrix = matrix_of_batches([first.root, second.root], current=CURRENT)
+    (row,) = matrix.rows
+    if case.startswith("tokenless"):
+        # A request with no tokens costs nothing at any price.
+        per_attempt = (10 * 3.0 + 20 * 15.0) / 1e6
+        assert row.currency == "USD"
+        assert row.costPerSuccess == pytest.approx(36 * per_attempt / 36)
+    else:
+        assert (row.currency, row.meanCostPerRun, row.costPerSuccess) == (None, None, None)
+        line = as_text(matrix).splitlines()[1]
+        assert line.split()[-2:] == ["-", "2"], line
+
+
+def test_a_resumed_batch_costs_each_run_from_the_batch_of_its_verdict(tmp_path: Path) -> None:
+    from tests.verdict.test_chain import first_batch, resumed
+
+    def price(manifest: dict[str, Any]) -> None:
+        manifest["gateway"]["prices"] = {"provider": USD}
+
+    last = resumed(tmp_path, first_batch(tmp_path, archives=price), archives=price)
+    (row,) = matrix_of_batches([last.root], current=CURRENT).rows
+    # Nine runs' records lie in the first batch, nine in the resumed one: one attempt each.
+    assert (row.final.successes, row.currency) == (18, "USD")
+    assert row.costPerSuccess == pytest.approx((10 * 3.0 + 20 * 15.0) / 1e6)
 
 
 def test_holm_adjustment_matches_a_hand_computation() -> None:

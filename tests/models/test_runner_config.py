@@ -44,6 +44,9 @@ def upstream(**changes: Any) -> dict[str, Any]:
     return data
 
 
+PRICE = {"currency": "USD", "inputPerMillionTokens": 3, "outputPerMillionTokens": 15}
+
+
 def refused(data: dict[str, Any]) -> str:
     with pytest.raises(ValidationError) as info:
         RunnerConfig.model_validate(data)
@@ -85,10 +88,34 @@ def test_the_network_field_is_refused_saying_what_replaced_it() -> None:
         ({"gateway": {"privateUpstreams": True, "hosts": {"m": "not-an-ip"}}}, "IP address"),
         ({"gateway": {"tokenBudget": 0}}, "tokenBudget"),
         ({"gateway": {"network": "bad name"}}, "network"),
+        ({"models": [upstream(price={**PRICE, "currency": "usd"})]}, "models.0.price.currency"),
+        (
+            {"models": [upstream(price={**PRICE, "inputPerMillionTokens": -1})]},
+            "models.0.price.inputPerMillionTokens",
+        ),
+        (
+            {"models": [upstream(price={**PRICE, "outputPerMillionTokens": float("nan")})]},
+            "models.0.price.outputPerMillionTokens",
+        ),
+        ({"models": [upstream(price={**PRICE, "per": "token"})]}, "models.0.price.per"),
+        ({"models": [upstream(price={"currency": "USD"})]}, "inputPerMillionTokens"),
     ],
 )
 def test_the_gateway_settings_are_checked_and_named(change: dict[str, Any], words: str) -> None:
     assert words in refused(config(**change))
+
+
+def test_a_price_is_recorded_in_the_gateway_settings_by_upstream_name() -> None:
+    from agent_eval.gateway.host import gateway_settings
+
+    parsed = RunnerConfig.model_validate(
+        config(models=[upstream(price=PRICE), upstream(name="plain", servedModels=["m"])])
+    )
+    settings = gateway_settings(parsed, "sha256:" + "1" * 64)
+    assert settings.prices["anthropic"].cost(1_000_000, 1_000_000) == 18
+    assert set(settings.prices) == {"anthropic"}  # an upstream without a price has none
+    # Never part of what a review holds a batch to.
+    assert all("price" not in u.model_dump() for u in settings.upstreams)
 
 
 def test_a_test_set_up_may_use_a_private_plain_http_fake_provider() -> None:

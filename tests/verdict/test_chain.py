@@ -44,10 +44,10 @@ def interrupted(run_id: str) -> dict[str, Any]:
     return run(run_id, [cut])
 
 
-def first_batch(evidence: Path, **overrides: Any) -> Batch:
+def first_batch(evidence: Path, archives: Any = None, **overrides: Any) -> Batch:
     runs = [run(r) for r in DONE] + [interrupted(LEFT[0])] + [run(r, []) for r in LEFT[1:]]
     data = receipt(runs, batchId="batch-a", status="interrupted", reasons=["SIGTERM"])
-    return write_batch(evidence / "batch-a", data | overrides)
+    return write_batch(evidence / "batch-a", data | overrides, archives)
 
 
 def resumed(
