@@ -24,6 +24,10 @@ the same split of the floor's pair of bare containers, with the ratio of
 their busy times (``cpuOverFloor``; on a machine running other work too,
 busy and rest include that work). With
 ``--record`` the JSON line is also appended to the performance record.
+
+The goal is the whole batch (the last one: warm, with ``--batches 2``) within 1.5x
+its floor, 18 x the floor per run / the slots: what 18 bare pairs of containers
+would take on the batch's slots.
 """
 
 from __future__ import annotations
@@ -104,6 +108,10 @@ class TimedVerifier:
 
     def cancel_all(self) -> None:
         self.inner.cancel_all()
+
+
+GOAL_OVER_FLOOR = 1.5
+"""The whole batch's wall time over 18 x the floor per run / the slots."""
 
 
 def floor(engine: ContainerEngine, image: str, role: str) -> float:
@@ -197,6 +205,10 @@ def main() -> int:
         else None,
         "cores": os.cpu_count(),
     }
+    batch_floor = 18 * (runner_floor + verifier_floor) / report["concurrency"]
+    report["batchFloorSeconds"] = round(batch_floor, 2)
+    report["batchOverFloor"] = round(walls[-1] / batch_floor, 2)
+    report["batchOverFloorGoal"] = GOAL_OVER_FLOOR
     if len(outcomes) > 1:
         report["batches"] = [
             {

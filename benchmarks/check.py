@@ -1,4 +1,4 @@
-"""How long ``check-agent-eval`` takes on a saved batch, against the goal of 1 s.
+"""How long ``check-agent-eval`` takes on a saved batch, against the goal of 0.3 s warm.
 
     .venv/bin/python benchmarks/check.py [--run-dir DIR] [--repeats 5] [--cold 1] [--record]
 
@@ -46,7 +46,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from machine_cpu import process_cpu_seconds  # noqa: E402
 from record import add_record_option, emit  # noqa: E402
 
-GOAL_SECONDS = 1.0
+GOAL_SECONDS = 0.3
+"""The warm check's goal (it was 1 s until the batch, checker and CLI met theirs)."""
 T = TypeVar("T")
 
 
@@ -209,13 +210,14 @@ def main() -> int:
         "warmCpuS": median(warm, 1),
         "coldWallS": median(cold, 0),
         "coldCpuS": median(cold, 1),
+        "goalSeconds": GOAL_SECONDS,
         "warmWallToGoal": round(median(warm, 0) / GOAL_SECONDS, 2),
         "warmCpuToGoal": round(median(warm, 1) / GOAL_SECONDS, 2),
         "warmCpuOverFloor": round(median(warm, 1) / max(median(floor, 1), 0.001), 1),
         "phaseWallS": {name: round(wall, 3) for name, (wall, _) in phases.items()},
         "phaseCpuS": {name: round(cpu, 3) for name, (_, cpu) in phases.items()},
     }
-    print(f"warm check / goal of {GOAL_SECONDS:.0f} s: wall {figures['warmWallToGoal']}, "
+    print(f"warm check / goal of {GOAL_SECONDS} s: wall {figures['warmWallToGoal']}, "
           f"cpu {figures['warmCpuToGoal']}")  # fmt: skip
     emit("check", figures, record=args.record)
     return 0
