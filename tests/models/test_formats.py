@@ -4,11 +4,17 @@ version where it is a top-level document, documents every field, and keeps its f
 
 from __future__ import annotations
 
+import ast
+import inspect
+import itertools
+import textwrap
+
 import pytest
 from pydantic import BaseModel, ValidationError
 
 from agent_eval import models
 from agent_eval.models import SuiteSpec, TaskSpec
+from agent_eval.models.base import WireModel
 from tests.paths import EXAMPLE_SUITE
 
 ALL_MODELS: list[type[BaseModel]] = [
@@ -447,8 +453,38 @@ DOCUMENTS = {
 def test_every_format_is_frozen_strict_and_documented(model: type[BaseModel]) -> None:
     assert model.model_config.get("frozen") is True
     assert model.model_config.get("extra") == "forbid"
-    undocumented = [n for n, f in model.model_fields.items() if not f.description]
+    documented = field_docstrings(model)
+    undocumented = [n for n in model.model_fields if not documented.get(n, "").strip()]
     assert undocumented == [], f"{model.__name__} fields without a docstring: {undocumented}"
+
+
+def field_docstrings(model: type[BaseModel]) -> dict[str, str]:
+    """Each field's docstring (the string right below its annotation), the MRO's included."""
+    found: dict[str, str] = {}
+    for cls in reversed([c for c in model.__mro__ if issubclass(c, BaseModel)]):
+        if cls is BaseModel or cls.__module__.startswith("pydantic"):
+            continue
+        (node,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
+        assert isinstance(node, ast.ClassDef)
+        for this, following in itertools.pairwise(node.body):
+            if (
+                isinstance(this, ast.AnnAssign)
+                and isinstance(this.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                found[this.target.id] = following.value.value
+    return found
+
+
+def test_a_field_without_a_docstring_is_found() -> None:
+    class Undocumented(WireModel):
+        documented: int
+        """Said."""
+        silent: int
+
+    assert field_docstrings(Undocumented) == {"documented": "Said."}
 
 
 @pytest.mark.parametrize("name", sorted(FIELD_SETS))
