@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -237,15 +237,16 @@ def in_flight_runs(receipt: Receipt, receipt_dir: Path) -> frozenset[str]:
     was in, so it gets no such allowance."""
     if receipt.status not in UNCLOSED:
         return frozenset()
-    runs = RunDirectory(receipt_dir).runs
+    return _run_dirs_besides(receipt_dir, {r.runId for r in receipt.runs if r.attempts})
+
+
+def _run_dirs_besides(run_dir: Path, kept: Collection[str]) -> frozenset[str]:
+    """The run directories in *run_dir*'s ``runs/`` not named in *kept* (a link among them,
+    or in its place, is named by :func:`_unaccounted`, which reads none)."""
+    runs = RunDirectory(run_dir).runs
     if runs.is_symlink() or not runs.is_dir():
-        return frozenset()  # _unaccounted names a link
-    recorded = {r.runId for r in receipt.runs if r.attempts}
-    return frozenset(
-        p.name
-        for p in runs.iterdir()
-        if p.is_dir() and not p.is_symlink() and p.name not in recorded
-    )
+        return frozenset()
+    return frozenset(p.name for p in runs.iterdir() if p.is_dir() and p.name not in kept)
 
 
 def in_flight_notes(receipt: Receipt, receipt_dir: Path) -> list[str]:
@@ -344,9 +345,9 @@ def qualify(
         superseded = frozenset(r.runId for r in link.receipt.runs) - counted
         if link.run_dir == receipt_dir:
             superseded = in_flight_runs(link.receipt, receipt_dir)
-        elif (runs := RunDirectory(link.run_dir).runs).is_dir():
+        else:
             # A run in flight when the batch died has a directory but no record.
-            superseded |= {p.name for p in runs.iterdir() if p.is_dir() and p.name not in counted}
+            superseded |= _run_dirs_besides(link.run_dir, counted)
         own = _evidence_file_rules(link.receipt, link.run_dir, superseded)
         if link.run_dir != receipt_dir:
             own += _binding_rules(
