@@ -155,8 +155,9 @@ def _run_cost(batch: Batch, run: RunRecord, currencies: set[str]) -> float:
     return cost
 
 
-def _costs(batches: list[Batch]) -> tuple[str | None, list[float]] | None:
-    """The currency and each metered run's cost, or None when a cost cannot be given whole."""
+def _costs(batches: list[Batch]) -> tuple[str, list[float]] | None:
+    """The currency and each metered run's cost; None when a cost cannot be given whole,
+    or no request was priced (no currency to give it in)."""
     currencies: set[str] = set()
     try:
         costs = [
@@ -167,7 +168,7 @@ def _costs(batches: list[Batch]) -> tuple[str | None, list[float]] | None:
         ]
     except _Unpriced:
         return None
-    return (next(iter(currencies)) if currencies else None), costs
+    return (currencies.pop(), costs) if currencies else None
 
 
 def _row(label: str, batches: list[Batch], task_ids: list[str]) -> MatrixRow:
@@ -181,7 +182,6 @@ def _row(label: str, batches: list[Batch], task_ids: list[str]) -> MatrixRow:
     calls = sum(a.gateway.requests for r in runs for a in r.attempts if a.gateway)
     final = graded_counts(runs, final=True)
     priced = _costs(batches)
-    currency, costs = priced if priced is not None and priced[0] is not None else (None, [])
 
     def of(task_id: str) -> list[RunRecord]:
         return [r for r in runs if r.taskId == task_id]
@@ -207,9 +207,9 @@ def _row(label: str, batches: list[Batch], task_ids: list[str]) -> MatrixRow:
         meanTokensPerRun=_mean(tokens),
         meanSecondsPerRun=_mean(seconds),
         modelCallsPerSuccess=calls / final[0] if metered and final[0] else None,
-        currency=currency,
-        meanCostPerRun=_mean(costs) if currency else None,
-        costPerSuccess=sum(costs) / final[0] if currency and final[0] else None,
+        currency=priced[0] if priced else None,
+        meanCostPerRun=_mean(priced[1]) if priced else None,
+        costPerSuccess=sum(priced[1]) / final[0] if priced and final[0] else None,
     )
 
 

@@ -119,33 +119,41 @@ def test_rows_pool_per_runner_and_rank_by_final_then_first_rate(tmp_path: Path) 
     assert lines[1].split()[:2] == ["1", "strong"] and lines[3].split()[:2] == ["3", "weak"]
 
 
-def priced(root: Path, runner: dict[str, Any], prices: dict[str, Any], **gateway: Any) -> Batch:
+def priced(
+    root: Path,
+    runner: dict[str, Any],
+    prices: dict[str, Any],
+    upstreams: list[dict[str, Any]] | None = None,
+    **batch: Any,
+) -> Batch:
     """*runner*'s batch whose gateway records the config's *prices* by upstream name."""
-    return agent(root, runner, gateway={"prices": prices, **gateway})
+    gateway = {"prices": prices} | ({"upstreams": upstreams} if upstreams else {})
+    return agent(root, runner, gateway=gateway, **batch)
 
 
 USD = {"currency": "USD", "inputPerMillionTokens": 3.0, "outputPerMillionTokens": 15.0}
 EUR = {"currency": "EUR", "inputPerMillionTokens": 2.0, "outputPerMillionTokens": 10.0}
+PER_ATTEMPT_USD = (10 * 3.0 + 20 * 15.0) / 1e6
+"""One builder attempt at USD: one request of 10 input and 20 output tokens."""
 
 
 def test_cost_per_run_and_per_success_come_from_the_gateway_records_and_the_price(
     tmp_path: Path,
 ) -> None:
-    agent(tmp_path / "a", named("a"), repaired=9, failed=3, gateway={"prices": {"provider": USD}})
+    priced(tmp_path / "a", named("a"), {"provider": USD}, repaired=9, failed=3)
     agent(tmp_path / "b", named("b"))  # no price: no cost, never a guess
     matrix = matrix_of_batches([tmp_path / "a", tmp_path / "b"], current=CURRENT)
     a = next(r for r in matrix.rows if r.label.startswith("a "))
     b = next(r for r in matrix.rows if r.label.startswith("b "))
-    # Every attempt: one request of 10 input and 20 output tokens; 9 runs have two attempts.
-    per_attempt = (10 * 3.0 + 20 * 15.0) / 1e6
+    # 27 attempts: 9 runs have two.
     assert a.currency == "USD"
-    assert a.meanCostPerRun == pytest.approx(27 * per_attempt / 18)
-    assert a.costPerSuccess == pytest.approx(27 * per_attempt / 15)
+    assert a.meanCostPerRun == pytest.approx(27 * PER_ATTEMPT_USD / 18)
+    assert a.costPerSuccess == pytest.approx(27 * PER_ATTEMPT_USD / 15)
     assert (b.currency, b.meanCostPerRun, b.costPerSuccess) == (None, None, None)
     text = as_text(matrix)
-    assert f"USD {27 * per_attempt / 15:.4g}" in text
+    assert f"USD {27 * PER_ATTEMPT_USD / 15:.4g}" in text
     page = render_matrix(matrix_view(matrix))
-    assert f"USD {27 * per_attempt / 18:.4g}" in page
+    assert f"USD {27 * PER_ATTEMPT_USD / 18:.4g}" in page
 
 
 @pytest.mark.parametrize(
@@ -170,9 +178,8 @@ def test_a_cost_is_shown_whole_or_not_at_all(tmp_path: Path, case: str) -> None:
     (row,) = matrix.rows
     if case.startswith("tokenless"):
         # A request with no tokens costs nothing at any price.
-        per_attempt = (10 * 3.0 + 20 * 15.0) / 1e6
         assert row.currency == "USD"
-        assert row.costPerSuccess == pytest.approx(36 * per_attempt / 36)
+        assert row.costPerSuccess == pytest.approx(36 * PER_ATTEMPT_USD / 36)
     else:
         assert (row.currency, row.meanCostPerRun, row.costPerSuccess) == (None, None, None)
         line = as_text(matrix).splitlines()[1]
@@ -189,7 +196,7 @@ def test_a_resumed_batch_costs_each_run_from_the_batch_of_its_verdict(tmp_path: 
     (row,) = matrix_of_batches([last.root], current=CURRENT).rows
     # Nine runs' records lie in the first batch, nine in the resumed one: one attempt each.
     assert (row.final.successes, row.currency) == (18, "USD")
-    assert row.costPerSuccess == pytest.approx((10 * 3.0 + 20 * 15.0) / 1e6)
+    assert row.costPerSuccess == pytest.approx(PER_ATTEMPT_USD)
 
 
 def test_holm_adjustment_matches_a_hand_computation() -> None:
