@@ -326,6 +326,7 @@ STAGED_HARNESS: dict[str, tuple[str, ...]] = {
         "verification/runtime/framing.py",
         "verification/runtime/isolation.py",
         "verification/runtime/values.py",
+        "verification/runtime/zygote.py",
     ),
     "runner": (
         "__init__.py",

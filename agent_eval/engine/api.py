@@ -102,6 +102,8 @@ class ContainerSpec:
     """Fixed host entries (the gateway's, in a test network only)."""
     stdin: bool = False
     """Whether the process gets data on stdin (written once, then closed)."""
+    own_init: bool = False
+    """The command is PID 1 and an init itself (the verifier's zygote); see ``Hardening``."""
 
     def __post_init__(self) -> None:
         try:
@@ -112,13 +114,15 @@ class ContainerSpec:
             raise ConfigError("container command must be a non-empty argument vector")
         for name, value in (("batch id", self.batch_id), ("run id", self.run_id)):
             check_label_value(name, value)
-        # Raises for a network on anything but the gateway.
-        Hardening.for_role(self.role, self.limits, self.network, self.hosts)
+        # Raises for a network on anything but the gateway, an own init but the verifier's.
+        self.hardening  # noqa: B018
 
     @property
     def hardening(self) -> Hardening:
         """The hardening this spec's container runs with."""
-        return Hardening.for_role(self.role, self.limits, self.network, self.hosts)
+        return Hardening.for_role(
+            self.role, self.limits, self.network, self.hosts, own_init=self.own_init
+        )
 
     @property
     def labels(self) -> dict[str, str]:

@@ -173,6 +173,9 @@ class Hardening:
     """pids, memory (= memory+swap), CPU and /tmp size."""
     hosts: tuple[tuple[str, str], ...] = ()
     """Fixed name-to-address entries (the gateway's, in a test network only)."""
+    own_init: bool = False
+    """The command is its own init (the verifier's zygote reaps orphans and forwards
+    signals), so the engine adds none; every other container gets the engine's."""
 
     @classmethod
     def for_role(
@@ -181,6 +184,7 @@ class Hardening:
         limits: ResourceLimits | None = None,
         network: Network = "none",
         hosts: Mapping[str, str] | None = None,
+        own_init: bool = False,
     ) -> Hardening:
         """The hardening of *role*.
 
@@ -196,12 +200,14 @@ class Hardening:
             limits: Resource limits; the defaults otherwise.
             network: Anything but ``none`` is accepted for the gateway only.
             hosts: Fixed host entries, for the gateway only.
+            own_init: The command is its own init; for the verifier only.
 
         Returns:
             The frozen hardening.
 
         Raises:
-            ConfigError: A verifier or consumer was asked to have a network.
+            ConfigError: A verifier or consumer was asked to have a network, or
+                another role than the verifier to be its own init.
         """
         if (network != "none" or hosts) and role != "gateway":
             raise ConfigError(
@@ -210,6 +216,8 @@ class Hardening:
             )
         if network != "none":
             check_network_name(network)
+        if own_init and role != "verifier":
+            raise ConfigError(f"only the verifier's command is its own init, not a {role}'s")
         return cls(
             role=role,
             user=_ROLE_USERS[role],
@@ -217,6 +225,7 @@ class Hardening:
             network=network,
             hosts=tuple(sorted((hosts or {}).items())),
             limits=limits or ResourceLimits(),
+            own_init=own_init,
         )
 
     def host_config_kwargs(
@@ -238,7 +247,7 @@ class Hardening:
         check_mounts(mounts, engine_socket=engine_socket)
         size = self.limits.tmp_bytes
         return {
-            "init": True,
+            "init": not self.own_init,
             "read_only": True,
             "network_mode": self.network,
             "security_opt": ["no-new-privileges"],

@@ -30,6 +30,7 @@ from agent_eval.models.behaviour import (
 from agent_eval.models.task import TaskSpec
 from agent_eval.project import find_project
 from agent_eval.suite.tasks import GRADER_FILE, TASK_FILE
+from agent_eval.verification.runtime.zygote import zygote_command
 
 __all__ = ["grade_in_subprocess"]
 
@@ -50,6 +51,7 @@ def grade_in_subprocess(
     limits: VerifierLimits | None = None,
     timeout_s: float | None = None,
     python: str | None = None,
+    zygote: bool = False,
 ) -> BehaviourResult:
     """Grade *solution_dir* with the grader of *task_dir* in a local subprocess.
 
@@ -63,6 +65,8 @@ def grade_in_subprocess(
         timeout_s: Hard limit for the whole verifier process; defaults to the
             total grading limit plus a grace period.
         python: Interpreter to run the verifier with; defaults to this one.
+        zygote: Fork each scenario's child from a zygote, as the verifier
+            container does, instead of starting a fresh interpreter.
 
     Returns:
         The parent's validated result.
@@ -105,7 +109,7 @@ def grade_in_subprocess(
         )
         job_path = root / "job.json"
         job_path.write_text(job.model_dump_json(indent=2), encoding="utf-8")
-        _run_parent(python or sys.executable, runtime, job_path, timeout_s)
+        _run_parent(python or sys.executable, runtime, job_path, timeout_s, zygote=zygote)
         try:
             result = read_model(result_path, BehaviourResult, what="verifier result")
         except EvidenceError as exc:
@@ -117,15 +121,20 @@ def grade_in_subprocess(
     return result
 
 
-def _run_parent(python: str, runtime: Path, job_path: Path, timeout_s: float) -> None:
+def _run_parent(
+    python: str, runtime: Path, job_path: Path, timeout_s: float, *, zygote: bool = False
+) -> None:
     environment = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": str(runtime),
         "PYTHONDONTWRITEBYTECODE": "1",
         "LANG": "C.UTF-8",
     }
+    command: Sequence[str] = (python, "-B", "-m", "agent_eval.verification.runtime", str(job_path))
+    if zygote:
+        command = zygote_command(python, str(runtime), command)
     with subprocess.Popen(
-        [python, "-B", "-m", "agent_eval.verification.runtime", str(job_path)],
+        command,
         cwd=runtime,
         env=environment,
         stdin=subprocess.DEVNULL,

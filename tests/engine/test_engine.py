@@ -214,6 +214,18 @@ def test_only_the_gateway_may_have_a_network_or_fixed_hosts() -> None:
         Hardening.for_role("gateway", LIMITS, "bad name")
 
 
+def test_only_the_verifiers_command_may_be_its_own_init() -> None:
+    assert Hardening.for_role("verifier", LIMITS).host_config_kwargs()["init"] is True
+    own = Hardening.for_role("verifier", LIMITS, own_init=True).host_config_kwargs()
+    assert own["init"] is False
+    for role in ("runner", "consumer", "build", "gateway"):
+        assert Hardening.for_role(role, LIMITS).host_config_kwargs()["init"] is True
+        with pytest.raises(ConfigError, match="only the verifier's command is its own init"):
+            Hardening.for_role(role, LIMITS, own_init=True)
+    with pytest.raises(ConfigError, match="only the verifier's command is its own init"):
+        spec(VERIFIER_REF, role="runner", own_init=True)
+
+
 def test_the_engine_creates_containers_with_the_roles_flags_user_and_labels(
     engine: FakeEngine,
 ) -> None:

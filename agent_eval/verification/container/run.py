@@ -299,6 +299,7 @@ def verify_in_container(
             environment=VERIFIER_ENVIRONMENT,
             working_dir=VERIFIER_TRUSTED,
             limits=limits.container,
+            own_init=True,
         )
         return _run_verifier(setup.engine, spec, task, staged, limits, setup.running, setup.timings)
     finally:

@@ -57,6 +57,7 @@ from agent_eval.models.task import TaskSpec
 from agent_eval.models.verifier_attempt import AttemptAnalysis, VerifierAttempt
 from agent_eval.suite.tasks import CONTRACT_FILE, GRADER_FILE, STARTER_DIR, TASK_FILE
 from agent_eval.verification.container.limits import CHILD_UID_BASE, VerificationLimits
+from agent_eval.verification.runtime.zygote import zygote_command
 
 __all__ = [
     "ATTEMPT_COMMAND",
@@ -68,16 +69,21 @@ __all__ = [
 ATTEMPT_FILE = "attempt.json"
 SCRATCH = "/tmp"
 CACHE_SEED_MOUNT = f"{VERIFIER_TRUSTED}/mypy-cache-seed"
-ATTEMPT_COMMAND = (
+ATTEMPT_COMMAND = zygote_command(
     "/usr/bin/python3",
-    "-B",
-    "-m",
-    "agent_eval.verification.runtime.attempt",
-    f"{VERIFIER_TRUSTED}/{ATTEMPT_FILE}",
+    VERIFIER_SANDBOX,
+    (
+        "/usr/bin/python3",
+        "-B",
+        "-m",
+        "agent_eval.verification.runtime.attempt",
+        f"{VERIFIER_TRUSTED}/{ATTEMPT_FILE}",
+    ),
 )
+"""The verifier container's command: the zygote (PID 1), which starts the trusted parent
+(analysis, then the scenarios, each in a child the zygote forks)."""
 SWEPT = ("/tmp", "/dev/shm", "/dev/mqueue")
 """The writable places a verifier container shares between the solution's processes."""
-"""The verifier container's command: the trusted parent, analysis then scenarios."""
 
 
 def _copy_file(source: Path, target: Path, mode: int) -> None:

@@ -26,11 +26,18 @@ def main(argv: list[str] | None = None) -> int:
     except JobError as exc:
         print(f"verifier: {exc}", file=sys.stderr)
         return 2
+    from .zygote import Zygote, ZygoteBroken
+
+    try:
+        zygote = Zygote.inherited()  # when started by one, each child is its fork
+    except ZygoteBroken as exc:
+        print(f"verifier: {exc}", file=sys.stderr)
+        return 1
     for path in reversed(job.parent_import_paths):
         sys.path.insert(0, str(path))
     from .parent import run_and_write  # needs the job's import paths (the library) first
 
-    return run_and_write(job)
+    return run_and_write(job, zygote)
 
 
 if __name__ == "__main__":

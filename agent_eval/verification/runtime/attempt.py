@@ -17,7 +17,9 @@ The verifier container's command. In one container, as the trusted parent
    instead and nothing else happens.
 2. **Behaviour**: the runtime's job (``job.Job``, the same
    format as ``job.json``) runs the grader's scenarios, each in a fresh child
-   that drops to its own UID, and the parent writes ``result.json``.
+   that drops to its own UID, and the parent writes ``result.json``. In the
+   container the children are forks of the zygote that started this process
+   (``zygote``); without one, each is a fresh interpreter.
 
 Only this process writes to the result directory, and only those two files.
 The attempt file is validated before anything runs; nothing in it is secret.
@@ -312,6 +314,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if attempt.timings_path is not None:
         timing.enable()
+    from .zygote import Zygote, ZygoteBroken  # the child kit: only in the container
+
+    try:
+        # Before anything starts a process: none of them may hold the zygote's socket.
+        zygote = Zygote.inherited()
+    except ZygoteBroken as exc:
+        print(f"verifier: {exc}", file=sys.stderr)
+        return 1
     for path in reversed(attempt.behaviour.parent_import_paths):
         sys.path.insert(0, str(path))
     # Needs the job's import paths (the library) first.
@@ -334,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0  # nothing is graded after an analysis error: the host reports it
     if failure is None:
         with timing.span("behaviour"):
-            status = run_and_write(attempt.behaviour)
+            status = run_and_write(attempt.behaviour, zygote)
     if attempt.timings_path is not None:
         timing.add("whole verification (every process)", timing.process_started() or 0.0,
                    timing.now(), timing.cpu())  # fmt: skip

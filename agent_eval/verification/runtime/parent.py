@@ -73,17 +73,13 @@ from .values import (
     decode,
     encode,
 )
+from .zygote import BOOTSTRAP, DETERMINISM, INTERPRETER_FLAGS, Zygote, ZygoteBroken
 
 __all__ = ["STARVED", "encode_given", "run_and_write", "write_bytes"]
 
 STARVED = "starved"
 """How an infrastructure finding of a verification the machine starved begins."""
 
-_BOOTSTRAP = (
-    "import sys,importlib;r=sys.argv[1];sys.path.insert(0,r);"
-    "m=importlib.import_module(sys.argv[2]);sys.path.remove(r);"
-    "sys.exit(m.main(sys.argv[3:]))"
-)
 # Killing and reaping is the harness's work: on a crowded machine it may take long.
 _REAP_TIMEOUT_S = 60.0
 _EXIT_GRACE_S = 0.5
@@ -103,9 +99,6 @@ _EFFECT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 """The shape of every effect's name (``grading.effects.Effect`` refuses others)."""
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _RESULT_SCHEMA_VERSION = 1
-DETERMINISM = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "PYTHONHASHSEED": "0"}
-"""One locale, time zone and hash seed for every solution process: the same
-solution gets the same verdict on any machine, on any day."""
 
 
 def _runtime_root() -> tuple[str, str]:
@@ -165,6 +158,48 @@ def encode_given(value: Any, types: ValueTypes, what: str) -> Any:
         raise GraderError(f"{what}: {exc} (declare its type in value_types)") from None
 
 
+class _Started:
+    """A child this parent started itself (no zygote): its own child, reaped by it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+
+    def peek_exit(self) -> tuple[int, int] | None:
+        """``(si_code, si_status)`` once it exited, without reaping it (its PID stays reserved)."""
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return None
+        return None if info is None else (info.si_code, info.si_status)
+
+    def reap(self, timeout_s: float) -> None:
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError from None
+
+
+class _Forked:
+    """A child the zygote forked: it tells of the exit and reaps when released."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.zygote = zygote
+        self.pid = pid
+
+    def peek_exit(self) -> tuple[int, int] | None:
+        try:
+            return self.zygote.exit_status(self.pid)
+        except ZygoteBroken as exc:
+            raise VerifierBroken(str(exc)) from None
+
+    def reap(self, timeout_s: float) -> None:
+        try:
+            self.zygote.reap(self.pid, timeout_s)
+        except ZygoteBroken as exc:
+            raise VerifierBroken(str(exc)) from None
+
+
 class ChildProcess:
     """One scenario's solution process: the verifier's implementation of ``Transport``."""
 
@@ -175,8 +210,11 @@ class ChildProcess:
         workdir: Path,
         clock: Clock = wall_clock,
         types: ValueTypes = NO_TYPES,
+        zygote: Zygote | None = None,
     ) -> None:
         self.job = job
+        self.zygote = zygote
+        """Forks each child when the verifier container started one; else a fresh interpreter."""
         self.module = module
         self.workdir = workdir
         self.types = types
@@ -188,7 +226,7 @@ class ChildProcess:
         """The solution cannot start (its module does not import, or what it left
         cannot be removed): no later scenario tries again."""
         self._failure: SolutionFailed | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: _Started | _Forked | None = None
         self._output = bytearray()
         self._call_ids = itertools.count(1)
         self._reader: FrameReader | None = None
@@ -235,20 +273,7 @@ class ChildProcess:
         )
         os.set_blocking(to_child_w, False)
         os.set_blocking(out_r, False)
-        # -s -P, not -I: -I would also ignore PYTHONHASHSEED (DETERMINISM), and the
-        # environment below is the parent's own, so nothing else PYTHON* is in it.
-        command = [
-            sys.executable,
-            "-s",
-            "-P",
-            "-B",
-            "-c",
-            _BOOTSTRAP,
-            root,
-            f"{package}.child",
-            str(to_child_r),
-            str(to_parent_w),
-        ]
+        # The environment is the parent's own, so nothing else PYTHON* is in it.
         environment = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.workdir),
@@ -256,18 +281,28 @@ class ChildProcess:
             **DETERMINISM,
         }
         try:
-            self._proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=out_w,
-                pass_fds=(to_child_r, to_parent_w),
-                close_fds=True,
-                start_new_session=True,
-                cwd=self.job.scratch_dir,
-                env=environment,
+            if self.zygote is not None:
+                pid = self.zygote.spawn(
+                    str(self.job.scratch_dir), environment, (to_child_r, to_parent_w, out_w)
+                )
+                self._proc = _Forked(self.zygote, pid)
+                return
+            command = [sys.executable, *INTERPRETER_FLAGS, "-c", BOOTSTRAP, root,
+                       f"{package}.child", str(to_child_r), str(to_parent_w)]  # fmt: skip
+            self._proc = _Started(
+                subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out_w,
+                    stderr=out_w,
+                    pass_fds=(to_child_r, to_parent_w),
+                    close_fds=True,
+                    start_new_session=True,
+                    cwd=self.job.scratch_dir,
+                    env=environment,
+                )
             )
-        except OSError as exc:
+        except (OSError, ZygoteBroken) as exc:
             raise VerifierBroken(f"cannot start the solution process: {exc}") from exc
         finally:
             for fd in (to_child_r, to_parent_w, out_w):
@@ -567,14 +602,10 @@ class ChildProcess:
         if self._peek_exit() is not None:
             raise FrameClosed("the solution process exited")
 
-    def _peek_exit(self) -> os.waitid_result | None:
-        """The child's exit status without reaping it, so its PID (= group id) stays reserved."""
-        if self._proc is None:
-            return None
-        try:
-            return os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return None
+    def _peek_exit(self) -> tuple[int, int] | None:
+        """The child's ``(si_code, si_status)`` without reaping it: its PID (= group id) stays
+        reserved."""
+        return None if self._proc is None else self._proc.peek_exit()
 
     def _exited(self, what: str) -> SolutionFailed:
         status = None
@@ -587,14 +618,14 @@ class ChildProcess:
         category: Category = "behaviour"
         if status is None:
             how = "closed its message pipe"
-        elif status.si_code == os.CLD_EXITED:
-            how = f"exited with status {status.si_status}"
+        elif status[0] == os.CLD_EXITED:
+            how = f"exited with status {status[1]}"
         else:
-            signame = _signal_name(status.si_status)
+            signame = _signal_name(status[1])
             how = f"was killed by {signame}"
-            if status.si_status == signal.SIGXCPU:
+            if status[1] == signal.SIGXCPU:
                 category, how = "timeout", "exceeded its CPU time limit"
-            elif status.si_status == signal.SIGKILL:
+            elif status[1] == signal.SIGKILL:
                 how += " (memory or CPU limit)"
         output = self.output_tail(_OUTPUT_IN_MESSAGE)
         suffix = (
@@ -655,8 +686,8 @@ class ChildProcess:
             self._kill()
             if proc is not None:
                 try:
-                    proc.wait(timeout=_REAP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
+                    proc.reap(_REAP_TIMEOUT_S)
+                except TimeoutError:
                     raise VerifierBroken(
                         f"the solution process {proc.pid} could not be stopped"
                     ) from None
@@ -735,10 +766,13 @@ def _reap_strays() -> None:
 class ChildOpener:
     """Starts a fresh child per scenario; a solution that cannot start is not retried."""
 
-    def __init__(self, job: Job, module: str, types: ValueTypes = NO_TYPES) -> None:
+    def __init__(
+        self, job: Job, module: str, types: ValueTypes = NO_TYPES, zygote: Zygote | None = None
+    ) -> None:
         self.job = job
         self.module = module
         self.types = types
+        self.zygote = zygote
         self.started = 0
         self._import_failure: SolutionFailed | None = None
         self._current: ChildProcess | None = None
@@ -754,7 +788,7 @@ class ChildOpener:
         return [] if proc is None else session_pids(proc.pid)
 
     def _new_process(self, workdir: Path) -> ChildProcess:
-        return ChildProcess(self.job, self.module, workdir, self.clock, self.types)
+        return ChildProcess(self.job, self.module, workdir, self.clock, self.types, self.zygote)
 
     def __call__(self, scenario: str, deadline: float | None) -> ChildProcess:
         if self._import_failure is not None:
@@ -849,8 +883,11 @@ def _infrastructure_report(task_id: str, message: str) -> GradeReport:
     )
 
 
-def run_job(job: Job) -> GradeReport:
-    """Grade the job's solution with its task's grader; never raises for a grading problem."""
+def run_job(job: Job, zygote: Zygote | None = None) -> GradeReport:
+    """Grade the job's solution with its task's grader; never raises for a grading problem.
+
+    *zygote*, when the verifier container started one, forks each scenario's child.
+    """
     try:
         grader = load_grader(job.grader_path)
         task = _check_against_task(grader, job)
@@ -859,7 +896,7 @@ def run_job(job: Job) -> GradeReport:
     except (GraderError, DeclarationError) as exc:
         return _infrastructure_report(job.task_id, f"grader error: {exc}")
     limits = job.limits
-    opener = ChildOpener(job, module, types)
+    opener = ChildOpener(job, module, types, zygote)
     session = Session(
         grader,
         opener,
@@ -913,10 +950,10 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
-def run_and_write(job: Job) -> int:
+def run_and_write(job: Job, zygote: Zygote | None = None) -> int:
     """Run the job and write its result; the exit status is 0 when a result was written."""
     signal.signal(signal.SIGTERM, _terminate)
-    report = run_job(job)
+    report = run_job(job, zygote)
     try:
         with timing.span("writing result.json"):
             write_result(job.result_path, report.to_json())

@@ -285,29 +285,42 @@ CASES: dict[str, Case] = {
         },
     ),
     "reads-the-parents-proc-entries": Case(
+        # Its own parent is the zygote (PID 1); the trusted parent is found by its
+        # command line, which any process may read. Nothing else of either is readable.
         """
         def probe():
-            parent = f"/proc/{os.getppid()}"
-            with open(f"{parent}/cmdline", "rb") as handle:
-                cmdline = handle.read().replace(b"\\0", b" ").decode().strip()
-            report(
-                cmdline=cmdline,
-                environ=outcome(lambda: open(f"{parent}/environ", "rb").read()),
-                mem=outcome(lambda: open(f"{parent}/mem", "rb").read(1)),
-                fd=outcome(lambda: os.listdir(f"{parent}/fd")),
-                maps=outcome(lambda: open(f"{parent}/maps", "rb").read()),
-                init_environ=outcome(lambda: open("/proc/1/environ", "rb").read()),
-            )
+            def cmdline(pid):
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    return handle.read().replace(b"\\0", b" ").decode().strip()
+            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+            (parent,) = [p for p in pids if cmdline(p).startswith("/usr/bin/python3 -B -m")]
+            facts = {"zygote": os.getppid(), "cmdline": cmdline(parent),
+                     "zygote_cmdline": cmdline(os.getppid()).split(" -- ")[-1]}
+            for who, pid in (("", parent), ("zygote_", os.getppid())):
+                where = f"/proc/{pid}"
+                facts.update({
+                    who + "environ": outcome(lambda: open(f"{where}/environ", "rb").read()),
+                    who + "mem": outcome(lambda: open(f"{where}/mem", "rb").read(1)),
+                    who + "fd": outcome(lambda: os.listdir(f"{where}/fd")),
+                    who + "maps": outcome(lambda: open(f"{where}/maps", "rb").read()),
+                })
+            report(**facts)
         """,
         "behaviour",
         facts={
+            "zygote": 1,
             "cmdline": "/usr/bin/python3 -B -m agent_eval.verification.runtime.attempt "
+            "/verifier/trusted/attempt.json",
+            "zygote_cmdline": "/usr/bin/python3 -B -m agent_eval.verification.runtime.attempt "
             "/verifier/trusted/attempt.json",
             "environ": "EACCES",
             "mem": "EACCES",
             "fd": "EACCES",
             "maps": "EACCES",
-            "init_environ": "EACCES",
+            "zygote_environ": "EACCES",
+            "zygote_mem": "EACCES",
+            "zygote_fd": "EACCES",
+            "zygote_maps": "EACCES",
         },
     ),
     "writes-outside-its-scratch-space": Case(
@@ -353,14 +366,21 @@ CASES: dict[str, Case] = {
         },
     ),
     "signals-the-parent-and-pid-1": Case(
+        # Its own parent is PID 1, the zygote; the trusted parent is found by its command line.
         """
         def probe():
-            report(parent=outcome(lambda: os.kill(os.getppid(), signal.SIGKILL)),
+            def cmdline(pid):
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    return handle.read().replace(b"\\0", b" ").decode().strip()
+            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+            (parent,) = [p for p in pids if cmdline(p).startswith("/usr/bin/python3 -B -m")]
+            report(zygote=os.getppid(),
+                   parent=outcome(lambda: os.kill(parent, signal.SIGKILL)),
                    init=outcome(lambda: os.kill(1, signal.SIGKILL)),
-                   parent_group=outcome(lambda: os.killpg(os.getpgid(os.getppid()), 9)))
+                   parent_group=outcome(lambda: os.killpg(os.getpgid(parent), 9)))
         """,
         "behaviour",
-        facts={"parent": "EPERM", "init": "EPERM", "parent_group": "EPERM"},
+        facts={"zygote": 1, "parent": "EPERM", "init": "EPERM", "parent_group": "EPERM"},
     ),
     "kills-every-process-it-can": Case(
         # kill(-1) reaches only the solution's own processes (never itself, the

@@ -158,9 +158,20 @@ def write_solution(root: Path, source: str, name: str = "solution") -> Path:
     return solution
 
 
-@pytest.fixture
-def library(tmp_path: Path) -> Path:
-    """A stand-in for the library under evaluation, importable only via library paths."""
+ZYGOTE = False
+"""Whether ``verify`` forks each child from a zygote (set by the ``library`` fixture)."""
+
+
+@pytest.fixture(params=[False, True], ids=["fresh-interpreter", "zygote"])
+def library(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A stand-in for the library under evaluation, importable only via library paths.
+
+    Every test that grades runs twice: each scenario's child a fresh
+    interpreter, and a fork of the zygote, as in the verifier container.
+    """
+    monkeypatch.setattr(sys.modules[__name__], "ZYGOTE", request.param)
     lib = tmp_path / "lib"
     (lib / "fakelib").mkdir(parents=True)
     (lib / "fakelib" / "__init__.py").write_text("class Flaky(Exception):\n    pass\n")
@@ -184,6 +195,7 @@ def verify(
         graders_dir=GRADERS,
         limits=VerifierLimits(**limits),
         timeout_s=30,
+        zygote=ZYGOTE,
     )
 
 
@@ -524,7 +536,10 @@ def test_the_local_engine_never_drops_privileges_or_kills_every_process(
 ) -> None:
     seen: list[dict[str, Any]] = []
 
-    def capture(python: str, runtime: Path, job_path: Path, timeout_s: float) -> None:
+    def capture(
+        python: str, runtime: Path, job_path: Path, timeout_s: float, *, zygote: bool
+    ) -> None:
+        assert zygote is ZYGOTE
         seen.append(json.loads(job_path.read_text()))
         assert (runtime / "agent_eval" / "verification" / "runtime" / "parent.py").is_file()
         assert (runtime / "graders" / "results.py").is_file()
