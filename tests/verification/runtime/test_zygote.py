@@ -19,7 +19,12 @@ from typing import Any
 
 import pytest
 
-from agent_eval.verification.runtime.zygote import DETERMINISM, Zygote, zygote_command
+from agent_eval.verification.runtime.zygote import (
+    DETERMINISM,
+    Zygote,
+    _reap_orphans,
+    zygote_command,
+)
 from tests.paths import REPO
 
 PARENT = Path(__file__).with_name("zygote_parent.py")
@@ -149,3 +154,45 @@ def test_a_zygote_fd_that_is_not_a_socket_is_the_verifiers_failure() -> None:
     assert Zygote.inherited(environ={}) is None
     with pytest.raises(Exception, match="is not the zygote's socket"):
         Zygote.inherited(environ={"AGENT_EVAL_ZYGOTE_FD": "not-a-number"})
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rfind(")") + 2 :].split()[0]
+
+
+@pytest.mark.parametrize("spared_first", [True, False])
+def test_orphans_are_reaped_and_a_spared_child_stays_a_zombie(spared_first: bool) -> None:
+    def exited_child() -> int:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        while _state(pid) != "Z":
+            time.sleep(0.005)
+        return pid
+
+    def check() -> dict[str, Any]:
+        # Whether the spared child is first in line decides how the others are found.
+        first = exited_child()
+        others = [exited_child() for _ in range(3)]
+        spared, orphans = (first, others) if spared_first else (others[-1], [first, *others[:-1]])
+        _reap_orphans({spared})
+        return {"orphans": [_state(pid) for pid in orphans], "spared": _state(spared)}
+
+    # In a process of its own: the reaping takes every exited child but the spared.
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            os.write(write_end, json.dumps(check()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as handle:
+        facts = json.loads(handle.read())
+    os.waitpid(pid, 0)
+    assert facts == {"orphans": ["gone", "gone", "gone"], "spared": "Z"}
