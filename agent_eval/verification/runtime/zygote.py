@@ -78,6 +78,8 @@ ANSWER_TIMEOUT_S = 60.0
 _MAX_MESSAGE = 64 * 1024
 _PIPE_FDS = 3
 _CHILD_READ_FD, _CHILD_WRITE_FD = _CHILD_FDS = (3, 4)
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""What the zygote passes on to the parent (an init's duty: the engine's stop reaches it)."""
 _CHILD_BROKEN = 70  # EX_SOFTWARE: the fork could not become a child
 
 
@@ -244,14 +246,17 @@ def _reap_orphans(spared: set[int]) -> None:
             os.waitpid(info.si_pid, os.WNOHANG)
 
 
-def _become_child(fds: list[int], cwd: str, env: dict[str, str]) -> NoReturn:
+def _become_child(
+    fds: list[int], cwd: str, env: dict[str, str], dispositions: Mapping[int, Any]
+) -> NoReturn:
     """In the fork: the descriptors and state of a fresh child, then the child's own main."""
     code = _CHILD_BROKEN
     try:
         signal.set_wakeup_fd(-1)
-        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(number, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # What the zygote's interpreter started with is what a fresh one would (an
+        # ignored SIGHUP or SIGINT is inherited through the parent's exec and its own).
+        for number, disposition in dispositions.items():
+            signal.signal(number, signal.SIG_DFL if disposition is None else disposition)
         os.setsid()
         # Above every number set below, so no dup2 overwrites a pipe end before it is moved.
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, _CHILD_WRITE_FD + 1) for fd in fds]
@@ -294,9 +299,11 @@ def _received(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
 
 
 class _Server:
-    def __init__(self, sock: socket.socket, parent: int) -> None:
+    def __init__(self, sock: socket.socket, parent: int, dispositions: Mapping[int, Any]) -> None:
         self.sock: socket.socket | None = sock
         self.parent = parent
+        self.dispositions = dispositions
+        """The signal dispositions the zygote started with, for every fork."""
         self.held: set[int] = set()
         """Forked children not yet released: never reaped before the parent says so."""
         self.told: set[int] = set()
@@ -347,7 +354,7 @@ class _Server:
         if pid == 0:
             if self.sock is not None:
                 self.sock.close()
-            _become_child(fds, cwd, env)
+            _become_child(fds, cwd, env, self.dispositions)
         self.held.add(pid)
         self._send({"op": "spawned", "pid": pid})
 
@@ -398,6 +405,7 @@ def main(argv: list[str]) -> int:
     # fresh child's interpreter never had it.
     inherited = set(os.environ.get("PYTHONPATH", "").split(os.pathsep)) - {""}
     sys.path[:] = [entry for entry in sys.path if entry not in inherited]
+    dispositions = {n: signal.getsignal(n) for n in (*_FORWARDED, signal.SIGCHLD)}
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
@@ -422,9 +430,9 @@ def main(argv: list[str]) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(parent, number)
 
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for number in _FORWARDED:
         signal.signal(number, forward)
-    server = _Server(ours, parent)
+    server = _Server(ours, parent, dispositions)
     while True:
         status = server.reap()
         if status is not None:

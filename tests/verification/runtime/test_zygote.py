@@ -53,14 +53,22 @@ print(json.dumps({
 """
 
 
-def run_parent(tmp_path: Path, mode: str, env: dict[str, str]) -> dict[str, Any]:
+def run_parent(
+    tmp_path: Path, mode: str, env: dict[str, str], ignored: tuple[int, ...] = ()
+) -> dict[str, Any]:
     out = tmp_path / "out.json"
     command = zygote_command(
         sys.executable, str(REPO), (sys.executable, str(PARENT), mode, str(out))
     )
+
+    def dispositions() -> None:
+        for number in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN if number in ignored else signal.SIG_DFL)
+
     done = subprocess.run(
-        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        preexec_fn=dispositions,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     facts: dict[str, Any] = json.loads(out.read_text())
     return facts
@@ -72,14 +80,21 @@ def plain_environment() -> dict[str, str]:
     return {**env, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "random", "TZ": "Asia/Tokyo"}
 
 
-def test_a_forked_child_starts_as_a_fresh_interpreter_would(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "ignored",
+    [(), (signal.SIGHUP, signal.SIGINT)],
+    ids=["default-signals", "started-under-nohup-in-the-background"],
+)
+def test_a_forked_child_starts_as_a_fresh_interpreter_would(
+    tmp_path: Path, ignored: tuple[int, ...]
+) -> None:
     (tmp_path / "solution").mkdir()
     (tmp_path / "solution" / "probe.py").write_text(textwrap.dedent(PROBE))
     (tmp_path / "scratch").mkdir()
 
     # Started in an environment with another seed and zone: the zygote starts
     # again in the fresh child's, or its forks would hash and tell time otherwise.
-    facts = run_parent(tmp_path, "facts", plain_environment())
+    facts = run_parent(tmp_path, "facts", plain_environment(), ignored)
 
     fresh, forked = facts["fresh"], facts["forked"]
     assert fresh["cwd"] == "fresh" and forked["cwd"] == "forked"
@@ -93,6 +108,7 @@ def test_a_forked_child_starts_as_a_fresh_interpreter_would(tmp_path: Path) -> N
     assert fresh["fds"] == 6  # 0, 1, 2, the two pipe ends, and the listing's own
     assert str(REPO) not in fresh["path"]
     assert fresh["environ"]["PYTHONHASHSEED"] == "0" and fresh["tz"][1] == 0
+    assert ("SIG_IGN" in fresh["signals"]["SIGHUP"]) is bool(ignored)
 
 
 def test_an_exit_is_told_and_the_pid_stays_reserved_until_the_parent_releases_it(
