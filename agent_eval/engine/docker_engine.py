@@ -269,6 +269,14 @@ def _again(what: str, call: Callable[[], T], *, delays: Sequence[float] | None =
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _gone(container_id: str, what: str) -> InfrastructureError:
+    """A container removed (a stop, cleanup, another hand) while it was *what*: the
+    infrastructure's, like every other engine answer, never the engine client's own error."""
+    return InfrastructureError(
+        f"container {container_id[:12]} is gone: it was removed while it was {what}"
+    )
+
+
 def _close_attached(attached: Any) -> None:
     """Close an attach socket: the SDK's SocketIO wrapper and the socket under it."""
     if attached is None:
@@ -647,6 +655,8 @@ class DockerEngine(ContainerEngine):
         # The answer was lost, or the request never arrived: start it unless it started.
         try:
             _again(what, lambda: self._start_once(container_id))
+        except docker.errors.NotFound:
+            raise _gone(container_id, "started") from None
         except InfrastructureError as exc:
             if never_sent and "stayed unreachable" in str(exc):
                 raise NotStartedError(str(exc)) from None
@@ -712,6 +722,12 @@ class DockerEngine(ContainerEngine):
 
     def wait(self, container_id: str, timeout_s: float) -> WaitResult:
         """See :meth:`ContainerEngine.wait`."""
+        try:
+            return self._wait(container_id, timeout_s)
+        except docker.errors.NotFound:
+            raise _gone(container_id, "waited for") from None
+
+    def _wait(self, container_id: str, timeout_s: float) -> WaitResult:
         short = container_id[:12]
         with _UsageWatch(container_id, self._clocks) as usage:
             exited, lost = self._wait_until(container_id, time.monotonic() + timeout_s)

@@ -337,6 +337,32 @@ def test_the_leftovers_of_a_batch_are_removed_by_label_and_no_others(
     assert gone(docker_client, survivor)
 
 
+def test_a_container_removed_while_it_is_waited_for_or_started_is_an_infrastructure_error(
+    engine: DockerEngine,
+    images: BuiltImages,
+    docker_client: docker.DockerClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A stop removes the containers in flight under the threads that wait for them. The
+    # removal falls here just after the engine's wait answered, before the exit status is
+    # read: what the caller is told is the engine port's error, never the client's own.
+    container_id = engine.create(spec(images.verifier, ["sleep", "60"]))
+    engine.start(container_id)
+
+    def removed_after_the_answer(container: str, timeout: float) -> Any:
+        docker_client.api.remove_container(container, force=True)
+        return {"StatusCode": 137, "Error": None}  # as the engine answered the kill
+
+    monkeypatch.setattr(engine._api, "wait", removed_after_the_answer)
+    with pytest.raises(InfrastructureError, match=f"container {container_id[:12]} is gone"):
+        engine.wait(container_id, timeout_s=60)
+    monkeypatch.undo()
+    with pytest.raises(InfrastructureError):
+        engine.wait(container_id, timeout_s=5)
+    with pytest.raises(InfrastructureError):
+        engine.start(container_id)
+
+
 def test_removing_a_container_that_is_already_gone_is_confirmed(
     engine: DockerEngine, images: BuiltImages
 ) -> None:
