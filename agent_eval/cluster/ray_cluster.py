@@ -539,6 +539,11 @@ class _RayExecutor:
                 "ran there are lost with it",
             )  # fmt: skip
         except Exception as exc:  # the node's harness failed: stop, as on one machine
+            if self._schedule.stop.is_set():
+                # The stop removed what the run was using: the batch's doing, as on one
+                # machine, never a node's failure.
+                reason = self._schedule.stop_reason or "the batch stopped"
+                return _on_node(self._schedule.unfinished(run_id, reason), node.name)
             failed = self._schedule.failed(run_id, f"node {node.name} failed: {_said(exc)}")
             return _on_node(failed, node.name)
         finally:
