@@ -247,7 +247,7 @@ def _reap_orphans(spared: set[int]) -> None:
 
 
 def _become_child(
-    fds: list[int], cwd: str, env: dict[str, str], dispositions: Mapping[int, Any]
+    fds: list[int], cwd: str, env: dict[str, str], dispositions: Mapping[signal.Signals, Any]
 ) -> NoReturn:
     """In the fork: the descriptors and state of a fresh child, then the child's own main."""
     code = _CHILD_BROKEN
@@ -299,7 +299,9 @@ def _received(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
 
 
 class _Server:
-    def __init__(self, sock: socket.socket, parent: int, dispositions: Mapping[int, Any]) -> None:
+    def __init__(
+        self, sock: socket.socket, parent: int, dispositions: Mapping[signal.Signals, Any]
+    ) -> None:
         self.sock: socket.socket | None = sock
         self.parent = parent
         self.dispositions = dispositions
@@ -398,9 +400,6 @@ def main(argv: list[str]) -> int:
         # a fork has the zygote's, so the zygote starts again with a fresh child's.
         args = [sys.executable, *INTERPRETER_FLAGS, "-c", BOOTSTRAP, *sys.argv[1:]]
         os.execve(sys.executable, args, {**os.environ, **DETERMINISM})
-    # The child kit, once, before any fork: what each child would import first.
-    from . import child  # noqa: F401
-
     # The parent's import path (PYTHONPATH, the trusted half) is not a child's: a
     # fresh child's interpreter never had it.
     inherited = set(os.environ.get("PYTHONPATH", "").split(os.pathsep)) - {""}
@@ -432,6 +431,10 @@ def main(argv: list[str]) -> int:
 
     for number in _FORWARDED:
         signal.signal(number, forward)
+    # The child kit, once, before any fork: what each child would import first. After
+    # the parent's start, so that its start and its analysis need not wait for it.
+    from . import child  # noqa: F401
+
     server = _Server(ours, parent, dispositions)
     while True:
         status = server.reap()
