@@ -473,6 +473,35 @@ CASES: dict[str, Case] = {
         """,
         "timeout",
     ),
+    "makes-orphans-that-exit-as-fast-as-it-forks": Case(
+        # Each grandchild outlives its parent and exits at once: PID 1, the zygote, must
+        # reap every one (reading /proc each time would cost it in proportion, on no
+        # one's clock); none may be left a zombie for the next scenario's sweep.
+        """
+        def probe():
+            made = 0
+            for _ in range(300):
+                pid = os.fork()
+                if pid == 0:
+                    if os.fork() == 0:
+                        os._exit(0)
+                    os._exit(0)
+                os.waitpid(pid, 0)
+                made += 1
+            time.sleep(0.5)
+            zombies = 0
+            for name in os.listdir("/proc"):
+                try:
+                    stat = open(f"/proc/{name}/stat").read() if name.isdigit() else ""
+                except OSError:
+                    continue
+                fields = stat[stat.rfind(")") + 2:].split()
+                zombies += bool(fields) and fields[:2] == ["Z", "1"]
+            report(made=made, zombies_of_pid_1=zombies)
+        """,
+        "behaviour",
+        facts={"made": 300, "zombies_of_pid_1": 0},
+    ),
     "allocates-more-memory-than-allowed": Case(
         """
         def probe():
