@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from agent_eval.anchored import make_dirs, open_dir, remove_tree
 from agent_eval.errors import AgentEvalError, CleanupError
@@ -197,23 +197,26 @@ def verification_lease(
     evidence_dir: Path,
     engine: ContainerRuntime,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    *,
+    kind: Literal["tasks-verify", "reverify"] = "tasks-verify",
 ) -> Iterator[HeldLease]:
-    """Hold a lease for an ``agent-eval tasks verify`` run on *engine* while the block runs.
+    """Hold a lease for verifications outside a batch on *engine* while the block runs:
+    an ``agent-eval tasks verify`` run, or a ``check-agent-eval --reverify`` (*kind*).
 
     Its containers would otherwise carry a batch label alone, a name: the lease, in
-    ``<evidence>/tasks-verify-<id>/``, gives them a token of their own (the engine is
-    bound to it), so the reaper removes them after a kill and nothing else does. It is
-    given up, with its directory, once no container carrying its token is left.
+    ``<evidence>/<kind>-<id>/``, gives them a token of their own (the engine is bound
+    to it), so the reaper removes them after a kill and nothing else does. It is given
+    up, with its directory, once no container carrying its token is left.
 
     Raises:
         CleanupError: A link was planted where its directory is made.
         OSError: Its directory or the lease could not be written.
     """
-    batch_id = f"tasks-verify-{uuid.uuid4().hex[:12]}"
+    batch_id = f"{kind}-{uuid.uuid4().hex[:12]}"
     evidence_dir.mkdir(parents=True, exist_ok=True)
     run_dir = make_dirs(evidence_dir, evidence_dir / batch_id, exist_ok=False)
     bound = engine.lease_token
-    with held(run_dir, batch_id, clock, kind="tasks-verify") as lease:
+    with held(run_dir, batch_id, clock, kind=kind) as lease:
         lease.bind_engine(engine)
         try:
             yield lease

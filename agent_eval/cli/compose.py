@@ -13,7 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent_eval.errors import InfrastructureError
+
 if TYPE_CHECKING:
+    from agent_eval.batch.lease import HeldLease
     from agent_eval.cluster.node import NodeParts
     from agent_eval.engine import ContainerEngine
     from agent_eval.models import ArchivesManifest, LockedDistribution
@@ -50,9 +53,30 @@ def recorded_verifier(
 
     with (
         local_engine() as engine,
-        evidence_verifiers(engine, project, archives, run_dir, slots=reverify_workers()) as opened,
+        _reverify_lease(project, engine) as lease,
+        evidence_verifiers(
+            engine, project, archives, run_dir, slots=reverify_workers(), batch_id=lease.batch_id
+        ) as opened,
     ):
         yield opened
+
+
+@contextlib.contextmanager
+def _reverify_lease(project: Project, engine: ContainerEngine) -> Iterator[HeldLease]:
+    """A lease for the re-verification's containers, so that the reaper removes them after a
+    kill; one that cannot be written is the check's reason, never a traceback."""
+    from agent_eval.batch.lease import verification_lease
+
+    stack = contextlib.ExitStack()
+    try:
+        held = stack.enter_context(verification_lease(project.evidence, engine, kind="reverify"))
+    except OSError as exc:
+        raise InfrastructureError(
+            f"cannot hold a lease for the re-verification in {project.evidence}: "
+            f"{exc.strerror or exc}"
+        ) from None
+    with stack:
+        yield held
 
 
 def cluster_node_parts() -> NodeParts:

@@ -14,9 +14,10 @@ __all__ = ["Lease", "LeaseKind", "LeaseToken"]
 LeaseToken = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 """128 random bits, in hex."""
 
-LeaseKind = Literal["batch", "tasks-verify"]
-"""What holds the lease: an eval-agent batch (its directory is a run directory), or an
-``agent-eval tasks verify`` run (its directory holds the lease alone)."""
+LeaseKind = Literal["batch", "tasks-verify", "reverify"]
+"""What holds the lease: an eval-agent batch (its directory is a run directory), an
+``agent-eval tasks verify`` run or a ``check-agent-eval --reverify`` (their directory
+holds the lease alone)."""
 
 
 class Lease(WireModel):
@@ -41,8 +42,8 @@ class Lease(WireModel):
     engine: NonEmptyStr | None = None
     """Where the engine the batch started containers on listens; None before it connected."""
     kind: LeaseKind = "batch"
-    """A tasks-verify lease's directory is no run directory: the reaper writes no receipt
-    there, and removes the lease and the directory only once it is empty."""
+    """A tasks-verify or reverify lease's directory is no run directory: the reaper writes
+    no receipt there, and removes the lease and the directory only once it is empty."""
     token: LeaseToken | None = None
     """A random token every container of the batch carries as its lease label: the reaper
     removes only containers carrying both the batch's label and this token. None in a lease

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -431,30 +432,30 @@ def test_a_tasks_verify_leases_directory_holding_more_is_left_once_its_lease_is_
     assert sorted(p.name for p in run_dir.iterdir()) == ["receipt.json"]
 
 
-def test_tasks_verify_containers_carry_its_leases_token_and_only_its_own_reaper_removes_them(
-    tmp_path: Path,
+@pytest.mark.parametrize("kind", ["tasks-verify", "reverify"])
+def test_verification_containers_carry_their_leases_token_and_only_its_own_reaper_removes_them(
+    tmp_path: Path, kind: Literal["tasks-verify", "reverify"]
 ) -> None:
     engine = FakeRuntime()
     planted = tmp_path / "planted"
-    with verification_lease(tmp_path / "evidence", engine, lambda: NOW) as lease:
+    with verification_lease(tmp_path / "evidence", engine, lambda: NOW, kind=kind) as lease:
+        assert lease.batch_id.startswith(f"{kind}-")
         leave_container(engine, lease.batch_id, token=engine.lease_token)
         (container,) = engine.list_containers(lease.batch_id)
         assert container.lease_token == lease.token
         written = read_model(
             tmp_path / "evidence" / lease.batch_id / "lease.json", Lease, what="lease"
         )
-        assert (written.kind, written.token) == ("tasks-verify", lease.token)
+        assert (written.kind, written.token) == (kind, lease.token)
         # A dead lease planted under its name, in a project cleanup is pointed at, with a
         # token of its own: the live run's container stays.
         (planted / lease.batch_id).mkdir(parents=True)
-        own = dead_lease(lease.batch_id, token="0" * 32).model_copy(update={"kind": "tasks-verify"})
+        own = dead_lease(lease.batch_id, token="0" * 32).model_copy(update={"kind": kind})
         write_model_atomic(planted / lease.batch_id / "lease.json", own)
         (reaped,) = reap(planted, engine, clock=lambda: NOW)
         assert reaped.containers == [] and engine.list_containers(lease.batch_id) != []
         # Its own lease, its owner gone, is what removes it.
-        dead = dead_lease(lease.batch_id, token=lease.token).model_copy(
-            update={"kind": "tasks-verify"}
-        )
+        dead = dead_lease(lease.batch_id, token=lease.token).model_copy(update={"kind": kind})
         write_model_atomic(planted / lease.batch_id / "lease.json", dead)
         (reaped,) = reap(planted, engine, clock=lambda: NOW)
         assert reaped.containers == [container.container_id], reaped

@@ -87,6 +87,9 @@ def test_a_second_batch_of_the_same_commit_reuses_the_consumer_and_completes(
     assert code == 1
     assert [reason.split(":")[0] for reason in decision["reasons"]] == ["not-self-test"]
     assert any(entry.name in note for note in decision["notes"])
+    # Its containers carried a lease of its own, given up with its directory afterwards.
+    evidence = receipt_path.parent.parent
+    assert not [p.name for p in evidence.iterdir() if p.name.startswith("reverify-")]
 
     # Rewritten with its record, the entry is used as it is: only --reverify tells.
     planted.write_text("# planted, the record rewritten to agree\n")

@@ -204,6 +204,7 @@ def evidence_verifiers(
     run_dir: Path,
     *,
     slots: int = 2,
+    batch_id: str | None = None,
 ) -> Iterator[tuple[ContainerVerifier, list[LockedDistribution], str]]:
     """The recorded verifier image, over a consumer installed again from the batch's archives.
 
@@ -220,7 +221,7 @@ def evidence_verifiers(
     Raises:
         InfrastructureError: The image is absent, or the consumer or the cache failed.
     """
-    batch_id = f"reverify-{uuid.uuid4().hex[:12]}"
+    batch_id = batch_id or f"reverify-{uuid.uuid4().hex[:12]}"
     image = archives.verifierImage.imageId
     lock = project.packages / DEPENDENCY_LOCK
     try:
