@@ -35,18 +35,27 @@ Standard library and the child kit only: staged into the sandbox.
 
 from __future__ import annotations
 
-import array
-import contextlib
-import fcntl
-import json
-import os
-import select
-import signal
-import socket
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+
+# The child kit first, before anything of the zygote's own: what is loaded now is what a
+# fresh child holds once it imported the kit, and a fork drops every module beyond it.
+# (A solution's own signal.py or socket.py must shadow the standard library's in a fork
+# exactly as in a fresh child, which had never imported them.)
+from . import child as _kit
+
+_FRESH_MODULES = frozenset(sys.modules) - {__name__}
+
+import array  # noqa: E402
+import contextlib  # noqa: E402
+import fcntl  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Mapping, Sequence  # noqa: E402
+from typing import Any, NoReturn  # noqa: E402
 
 __all__ = [
     "ANSWER_TIMEOUT_S",
@@ -80,6 +89,7 @@ _PIPE_FDS = 3
 _CHILD_READ_FD, _CHILD_WRITE_FD = _CHILD_FDS = (3, 4)
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """What the zygote passes on to the parent (an init's duty: the engine's stop reaches it)."""
+_EXITED = (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED)
 _CHILD_BROKEN = 70  # EX_SOFTWARE: the fork could not become a child
 
 
@@ -99,9 +109,11 @@ def zygote_command(python: str, sandbox: str, command: Sequence[str]) -> tuple[s
 class Zygote:
     """The parent's end: ask for children, learn of their exit, release them."""
 
-    def __init__(self, sock: socket.socket, timeout_s: float) -> None:
+    def __init__(self, sock: socket.socket, timeout_s: float, pid: int) -> None:
         self.sock = sock
         self.timeout_s = timeout_s
+        self.pid = pid
+        """The zygote's process: its time forking the solution's is the harness's."""
         """How long an answer may take (the zygote is trusted; a crowded machine is slow)."""
         self._exits: dict[int, tuple[int, int]] = {}
         self._released: set[int] = set()
@@ -121,7 +133,7 @@ class Zygote:
         except (ValueError, OSError) as exc:
             raise ZygoteBroken(f"{ZYGOTE_FD_ENV}={value!r} is not the zygote's socket") from exc
         sock.set_inheritable(False)
-        return cls(sock, timeout_s)
+        return cls(sock, timeout_s, os.getppid())
 
     def spawn(self, cwd: str, env: Mapping[str, str], fds: Sequence[int]) -> int:
         """A new child with *fds* (its read end, write end, output); its PID."""
@@ -247,11 +259,17 @@ def _reap_orphans(spared: set[int]) -> None:
 
 
 def _become_child(
-    fds: list[int], cwd: str, env: dict[str, str], dispositions: Mapping[signal.Signals, Any]
+    fds: list[int],
+    cwd: str,
+    env: dict[str, str],
+    dispositions: Mapping[signal.Signals, Any],
+    sock: socket.socket | None,
 ) -> NoReturn:
     """In the fork: the descriptors and state of a fresh child, then the child's own main."""
     code = _CHILD_BROKEN
     try:
+        if sock is not None:
+            sock.close()
         signal.set_wakeup_fd(-1)
         # What the zygote's interpreter started with is what a fresh one would (an
         # ignored SIGHUP or SIGINT is inherited through the parent's exec and its own).
@@ -272,9 +290,17 @@ def _become_child(
         os.environ.update(env)
         # The arguments a fresh child is started with (``-c ROOT MODULE READ WRITE``).
         sys.argv[:] = ["-c", sys.argv[1], f"{__package__}.child", *map(str, _CHILD_FDS)]
-        from . import child  # imported before the fork: nothing is read here
-
-        code = child.main(sys.argv[3:])
+        sys.orig_argv[:] = [sys.executable, *INTERPRETER_FLAGS, "-c", BOOTSTRAP, *sys.argv[1:]]
+        for name in set(sys.modules) - _FRESH_MODULES:
+            del sys.modules[name]
+        # A fresh child calls the kit from its first frame; this one has the zygote's
+        # below it, which must not cost the solution any recursion depth.
+        depth, frame = 0, sys._getframe()
+        while frame.f_back is not None:
+            depth, frame = depth + 1, frame.f_back
+        depth += 1
+        sys.setrecursionlimit(sys.getrecursionlimit() + depth - 1)
+        code = _kit.main(sys.argv[3:])
     except BaseException as exc:  # nothing submitted has run: this is the verifier's
         with contextlib.suppress(BaseException):
             os.write(2, f"verifier zygote: the child could not start: {exc!r}\n".encode())
@@ -354,9 +380,7 @@ class _Server:
             self._send({"op": "error", "message": str(exc)})
             return
         if pid == 0:
-            if self.sock is not None:
-                self.sock.close()
-            _become_child(fds, cwd, env, self.dispositions)
+            _become_child(fds, cwd, env, self.dispositions, self.sock)
         self.held.add(pid)
         self._send({"op": "spawned", "pid": pid})
 
@@ -365,7 +389,7 @@ class _Server:
             self._send({"op": "error", "message": f"{pid!r} is no exited child of the zygote"})
             return
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+            os.waitpid(pid, os.WNOHANG)  # told of only once it exited: it is a zombie
         self.held.discard(pid)
         self.told.discard(pid)
         self._send({"op": "released", "pid": pid})
@@ -377,7 +401,8 @@ class _Server:
                 info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 info = None
-            if info is not None:
+            # A ptrace stop (the child traced by PID 1 after PTRACE_TRACEME) is no exit.
+            if info is not None and info.si_code in _EXITED:
                 self.told.add(pid)
                 self._send({"op": "exited", "pid": pid, "code": info.si_code,
                             "status": info.si_status})  # fmt: skip
@@ -431,10 +456,6 @@ def main(argv: list[str]) -> int:
 
     for number in _FORWARDED:
         signal.signal(number, forward)
-    # The child kit, once, before any fork: what each child would import first. After
-    # the parent's start, so that its start and its analysis need not wait for it.
-    from . import child  # noqa: F401
-
     server = _Server(ours, parent, dispositions)
     while True:
         status = server.reap()

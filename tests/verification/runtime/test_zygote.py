@@ -49,6 +49,11 @@ print(json.dumps({
     "limits": [resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_CPU)],
     "umask": os.umask(0o022),
     "threads": threading.active_count(),
+    "modules": sorted(m for m in sys.modules if m != "probe"),
+    "recursion_left": sys.getrecursionlimit() - len(__import__("traceback").extract_stack()),
+    "orig_argv": sys.orig_argv[1:5],
+    # The solution's own socket.py, as in a fresh child that never imported the real one.
+    "shadowed": getattr(__import__("socket"), "SHADOW", False),
 }), flush=True)
 """
 
@@ -90,6 +95,7 @@ def test_a_forked_child_starts_as_a_fresh_interpreter_would(
 ) -> None:
     (tmp_path / "solution").mkdir()
     (tmp_path / "solution" / "probe.py").write_text(textwrap.dedent(PROBE))
+    (tmp_path / "solution" / "socket.py").write_text("SHADOW = True\n")
     (tmp_path / "scratch").mkdir()
 
     # Started in an environment with another seed and zone: the zygote starts
@@ -109,6 +115,7 @@ def test_a_forked_child_starts_as_a_fresh_interpreter_would(
     assert str(REPO) not in fresh["path"]
     assert fresh["environ"]["PYTHONHASHSEED"] == "0" and fresh["tz"][1] == 0
     assert ("SIG_IGN" in fresh["signals"]["SIGHUP"]) is bool(ignored)
+    assert fresh["shadowed"] is True and "socket" not in fresh["modules"]
 
 
 def test_an_exit_is_told_and_the_pid_stays_reserved_until_the_parent_releases_it(
