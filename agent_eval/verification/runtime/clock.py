@@ -114,6 +114,8 @@ class SolutionClock:
     Args:
         pids: The solution's processes now (called at each reading).
         parent_pid: The trusted parent, whose waiting is not the solution's.
+        helper_pids: Other processes working for the parent (the zygote that forks the
+            solution's processes): their time is the harness's too.
         proc_root: ``/proc``, or a fake for tests.
         wall: The wall clock, injectable for tests.
     """
@@ -123,11 +125,13 @@ class SolutionClock:
         pids: Callable[[], Iterable[int]],
         *,
         parent_pid: int | None = None,
+        helper_pids: Iterable[int] = (),
         proc_root: str = "/proc",
         wall: Callable[[], float] = wall_clock,
     ) -> None:
         self._pids = pids
         self._parent = os.getpid() if parent_pid is None else parent_pid
+        self._helpers = tuple(helper_pids)
         self._proc = proc_root
         self._wall = wall
         # Per process the last (cpu, delay) seen: a process that died between two
@@ -152,8 +156,10 @@ class SolutionClock:
 
     def _parent_busy(self) -> float:
         # Its own CPU only: the solution it reaps is not the parent's time.
-        own = _cpu_s(self._proc, self._parent, children=False) or 0.0
-        return own + _delay_s(self._proc, self._parent)
+        busy = 0.0
+        for pid in (self._parent, *self._helpers):
+            busy += (_cpu_s(self._proc, pid, children=False) or 0.0) + _delay_s(self._proc, pid)
+        return busy
 
     def __call__(self) -> float:
         """Seconds of the solution's time since the clock started; never decreases."""

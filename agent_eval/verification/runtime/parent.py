@@ -73,7 +73,14 @@ from .values import (
     decode,
     encode,
 )
-from .zygote import BOOTSTRAP, DETERMINISM, INTERPRETER_FLAGS, Zygote, ZygoteBroken
+from .zygote import (
+    ANSWER_TIMEOUT_S,
+    BOOTSTRAP,
+    DETERMINISM,
+    INTERPRETER_FLAGS,
+    Zygote,
+    ZygoteBroken,
+)
 
 __all__ = ["STARVED", "encode_given", "run_and_write", "write_bytes"]
 
@@ -198,6 +205,15 @@ class _Forked:
             self.zygote.reap(self.pid, timeout_s)
         except ZygoteBroken as exc:
             raise VerifierBroken(str(exc)) from None
+
+    def ended(self) -> bool:
+        """Whether the kernel holds it as exited already (the zygote's word may be late)."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            return False
+        return stat[stat.rfind(b")") + 2 :].split()[:1] == [b"Z"]
 
 
 class ChildProcess:
@@ -608,11 +624,14 @@ class ChildProcess:
         return None if self._proc is None else self._proc.peek_exit()
 
     def _exited(self, what: str) -> SolutionFailed:
-        status = None
+        status, told_late = None, False
         deadline = time.monotonic() + _EXIT_GRACE_S
         while status is None and time.monotonic() < deadline:
             status = self._peek_exit()
             if status is None:
+                if not told_late and isinstance(self._proc, _Forked) and self._proc.ended():
+                    # It exited: how is the zygote's to tell, however busy the machine.
+                    told_late, deadline = True, time.monotonic() + ANSWER_TIMEOUT_S
                 time.sleep(0.01)
         self._drain_output()
         category: Category = "behaviour"
@@ -776,7 +795,9 @@ class ChildOpener:
         self.started = 0
         self._import_failure: SolutionFailed | None = None
         self._current: ChildProcess | None = None
-        self.clock = SolutionClock(self.solution_pids)
+        self.clock = SolutionClock(
+            self.solution_pids, helper_pids=() if zygote is None else (zygote.pid,)
+        )
         """The solution's own time: every limit of the grading is measured on it."""
 
     def solution_pids(self) -> list[int]:

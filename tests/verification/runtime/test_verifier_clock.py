@@ -125,6 +125,23 @@ def test_time_the_solution_waits_for_the_parent_is_not_its_own(proc: FakeProc) -
     assert clock() == pytest.approx(0.5)
 
 
+def test_time_the_zygote_spends_or_waits_forking_the_solution_is_not_its_own(
+    proc: FakeProc,
+) -> None:
+    zygote = 1
+    proc.set(zygote, cpu=0.0, delay=0.0)
+    helped = SolutionClock(
+        list, parent_pid=PARENT, helper_pids=(zygote,), proc_root=str(proc.root),
+        wall=lambda: proc.wall,
+    )  # fmt: skip
+    alone = proc.clock([])
+    # No solution process yet: the parent asked the zygote for one, and the zygote
+    # waited 3 s for a CPU and spent 0.5 s forking it.
+    proc.wall, _ = 4.0, proc.set(zygote, cpu=0.5, delay=3.0)
+    assert helped() == pytest.approx(0.5)
+    assert alone() == pytest.approx(4.0)
+
+
 def test_the_clock_never_goes_back_when_processes_die(proc: FakeProc) -> None:
     proc.set(20, cpu=0.0, delay=0.0)
     pids = [20]
