@@ -38,6 +38,7 @@ __all__ = [
     "SolutionClock",
     "backstop_s",
     "namespace_pids",
+    "process_state",
     "session_pids",
     "wall_clock",
 ]
@@ -82,7 +83,7 @@ def _cpu_s(proc_root: str, pid: int, *, children: bool = True) -> float | None:
         return None
 
 
-def _state(proc_root: str, pid: int) -> str | None:
+def process_state(pid: int, proc_root: str = "/proc") -> str | None:
     """The scheduler state of *pid* (``R``, ``S``, ``D``...), None if it is gone."""
     text = _read(f"{proc_root}/{pid}/stat")
     if text is None:
@@ -150,7 +151,7 @@ class SolutionClock:
         self._blocked = self._all_blocked(pids())
 
     def _all_blocked(self, pids: Iterable[int]) -> bool:
-        states = [_state(self._proc, pid) for pid in pids if pid != self._parent]
+        states = [process_state(pid, self._proc) for pid in pids if pid != self._parent]
         states = [state for state in states if state is not None]
         return bool(states) and all(state == "D" for state in states)
 
@@ -170,7 +171,7 @@ class SolutionClock:
             cpu = _cpu_s(self._proc, pid)
             if cpu is None:
                 continue
-            states.append(_state(self._proc, pid))
+            states.append(process_state(pid, self._proc))
             before = self._seen.get(pid, (0.0, 0.0))
             self._seen[pid] = (max(cpu, before[0]), max(_delay_s(self._proc, pid), before[1]))
         cpu = sum(c for c, _ in self._seen.values())

@@ -47,7 +47,14 @@ from agent_eval.grading.results import Category, Finding, GradeReport, bounded
 from agent_eval.grading.session import Dispatch, Session
 
 from . import timing
-from .clock import SolutionClock, backstop_s, namespace_pids, session_pids, wall_clock
+from .clock import (
+    SolutionClock,
+    backstop_s,
+    namespace_pids,
+    process_state,
+    session_pids,
+    wall_clock,
+)
 from .codec import EFFECT_KEY, EXCEPTION_ATTRIBUTES
 from .framing import (
     Clock,
@@ -208,12 +215,7 @@ class _Forked:
 
     def ended(self) -> bool:
         """Whether the kernel holds it as exited already (the zygote's word may be late)."""
-        try:
-            with open(f"/proc/{self.pid}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            return False
-        return stat[stat.rfind(b")") + 2 :].split()[:1] == [b"Z"]
+        return process_state(self.pid) == "Z"
 
 
 class ChildProcess:

@@ -116,7 +116,6 @@ class Zygote:
         """The zygote's process: its time forking the solution's is the harness's."""
         """How long an answer may take (the zygote is trusted; a crowded machine is slow)."""
         self._exits: dict[int, tuple[int, int]] = {}
-        self._released: set[int] = set()
 
     @classmethod
     def inherited(
@@ -168,7 +167,6 @@ class Zygote:
             self._read(left)
         self._send({"op": "release", "pid": pid})
         self._await(lambda m: m.get("op") == "released" and m.get("pid") == pid, "a release")
-        self._released.add(pid)
         self._exits.pop(pid, None)
 
     def _send(self, message: dict[str, Any]) -> None:

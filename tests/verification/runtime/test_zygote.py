@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from agent_eval.verification.runtime.clock import process_state
 from agent_eval.verification.runtime.zygote import (
     DETERMINISM,
     Zygote,
@@ -180,11 +181,7 @@ def test_a_zygote_fd_that_is_not_a_socket_is_the_verifiers_failure() -> None:
 
 
 def _state(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "gone"
-    return stat[stat.rfind(")") + 2 :].split()[0]
+    return process_state(pid) or "gone"
 
 
 @pytest.mark.parametrize("spared_first", [True, False])

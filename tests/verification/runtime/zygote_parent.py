@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from agent_eval.grading.effects import EffectCall, Refused
+from agent_eval.verification.runtime.clock import process_state
 from agent_eval.verification.runtime.job import parse_job
 from agent_eval.verification.runtime.parent import ChildProcess
 from agent_eval.verification.runtime.zygote import Zygote, ZygoteBroken
@@ -46,11 +47,7 @@ def _output_of_start(job: object, zygote: Zygote | None, workdir: Path) -> str:
 
 
 def _state(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "gone"
-    return stat[stat.rfind(")") + 2 :].split()[0]
+    return process_state(pid) or "gone"
 
 
 def main() -> None:
