@@ -30,16 +30,19 @@ What counts as public:
   ``finally``, and only the branch of an ``if`` that a condition mypy decides
   (``TYPE_CHECKING``, ``sys.version_info``, ``sys.platform``) takes; when that
   is the import, the name is not exported, whatever the fallback binds at run time;
-* a name of ``__all__`` that the module's own ``__getattr__`` serves (PEP 562)
-  is a member: a module, class or function it yields is catalogued as what it
+* a name of ``__all__`` that the module's own ``__getattr__`` serves (PEP 562,
+  or a lazy module's: a ``ModuleType`` subclass the library installed as the
+  module) is a member: a module, class or function it yields is catalogued as what it
   is, any other value with kind ``lazy``; a module with a ``__getattr__``
   lists it, since both the runtime and mypy then accept further names;
 * a name that cannot be resolved (``__all__`` lists it but nothing serves it,
   a public submodule fails to import) is listed under ``unresolved`` with the
   reason, and the rest of the catalog is still generated;
 * a class's public members are the names without a leading underscore found on
-  it or its bases (methods, properties, class attributes), its dataclass fields
-  and annotations, and attributes its library methods assign on ``self``. Its
+  it or its bases (methods, properties, class attributes; an Enum's too, which
+  ``dir`` hides), a named tuple's ``_asdict``/``_replace``/``_make``/``_fields``,
+  its dataclass fields and annotations, and attributes its library methods
+  assign on ``self`` (in any module of the library, private ones too). Its
   constructor signature (``__init__``) is the class entry's signature, and a
   ``__getattr__`` defined in the library is listed (its instances answer any
   attribute);
@@ -239,6 +242,7 @@ class _ModuleSource:
     # name -> what binds it first where mypy reads: "define", "import" or "reexport"
     first_binding: dict[str, str] = field(default_factory=dict)
     defined: set[str] = field(default_factory=set)  # bound by an assignment, def or class
+    definitions: set[str] = field(default_factory=set)  # bound by a def or class statement
     value_text: dict[str, str] = field(default_factory=dict)
     annotation_text: dict[str, str] = field(default_factory=dict)
     docs: dict[str, str] = field(default_factory=dict)
@@ -396,6 +400,7 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
         for stmt in body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 bind(stmt.name, "define", checked)
+                facts.definitions.add(stmt.name)
             elif isinstance(stmt, ast.Assign | ast.AnnAssign):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for target in targets:
@@ -437,6 +442,9 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
                 taken = _checker_takes(stmt.test)
                 visit(stmt.body, checked and taken is not False)
                 visit(stmt.orelse, checked and taken is not True)
+            elif isinstance(stmt, ast.With | ast.AsyncWith):
+                # ``with contextlib.suppress(ImportError):`` and the like: the body binds.
+                visit(stmt.body, checked)
             elif isinstance(stmt, ast.Try | ast.TryStar):
                 # A fallback import: mypy reads the body, the handlers, ``else``, ``finally``.
                 visit(stmt.body, checked)
@@ -498,6 +506,37 @@ def _self_attributes(node: ast.ClassDef) -> dict[str, str | None]:
                         if found.get(leaf.attr) is None:
                             found[leaf.attr] = text
     return found
+
+
+_NAMED_TUPLE_API = ("_asdict", "_field_defaults", "_fields", "_make", "_replace")
+"""A named tuple's documented members, public despite their underscore."""
+
+
+def _member_names(cls: type[Any]) -> list[str]:
+    """The public member names of *cls*: what ``dir`` lists and every name its MRO's
+    classes define (an Enum's metaclass hides its methods and ``name``/``value`` from
+    ``dir``), plus a named tuple's documented ``_asdict``, ``_replace``... API."""
+    names = set(dir(cls))
+    for klass in cls.__mro__:
+        names.update(vars(klass))
+    public = {name for name in names if not name.startswith("_")}
+    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
+        public.update(name for name in _NAMED_TUPLE_API if hasattr(cls, name))
+    return sorted(public)
+
+
+def _module_getattr(module: types.ModuleType) -> Any:
+    """The module's ``__getattr__`` (PEP 562), or its class's when the library installed
+    a ``ModuleType`` subclass as the module (a lazy module, as large libraries do)."""
+    own = module.__dict__.get("__getattr__")
+    if callable(own):
+        return own
+    kind = type(module)
+    if kind is not types.ModuleType:
+        served = getattr(kind, "__getattr__", None)
+        if callable(served):
+            return served
+    return None
 
 
 # --------------------------------------------------------------------------- the walk
@@ -640,6 +679,7 @@ class _Walker:
         starred: set[str] = set()
         for star_source in source.star_sources:
             starred |= self.exports(star_source)
+        own = source.assigned | source.definitions
         names = []
         for key, value in module.__dict__.items():
             if key.startswith("_") or (
@@ -656,10 +696,12 @@ class _Walker:
                 # symbol is the implicit import it reads first, which is not exported.
                 continue
             origin = _origin_of(value)
+            # A name the module binds itself: assigned, or a ``def``/``class`` whose
+            # decorator made it an object of another origin (a click command, a partial).
             defined_here = (
                 origin == f"{name}.{key}"
-                or (origin is None and key in source.assigned)
-                or (origin is not None and key in source.assigned and key not in source.imported)
+                or (origin is None and key in own)
+                or (origin is not None and key in own and key not in source.imported)
             )
             if defined_here or key in source.explicit_reexports or key in starred:
                 names.append(key)
@@ -677,7 +719,7 @@ class _Walker:
                 mod_name, "module", mod_name, doc=_first_line(module.__doc__)
             )
             source = self.sources[mod_name]
-            if callable(module.__dict__.get("__getattr__")):
+            if _module_getattr(module) is not None:
                 self.entries[f"{mod_name}.__getattr__"] = _entry(
                     f"{mod_name}.__getattr__", "function", mod_name
                 )
@@ -746,7 +788,7 @@ class _Walker:
     def _served(self, mod_name: str, module: types.ModuleType, key: str) -> tuple[Any] | None:
         """The value the module's ``__getattr__`` serves for *key*, or None (noted)."""
         spelling = f"{mod_name}.{key}"
-        if not callable(module.__dict__.get("__getattr__")):
+        if _module_getattr(module) is None:
             self.unresolved[spelling] = "listed in __all__, but the module has no such attribute"
             return None
         try:
@@ -860,17 +902,15 @@ class _Walker:
     # ---- class members
 
     def _class_node(self, cls: type[Any]) -> ast.ClassDef | None:
-        source = self.sources.get(cls.__module__)
-        if source is None:
-            return None
-        return source.classes.get(cls.__qualname__)
+        # Any module, private ones of the library too (a public class is often defined
+        # in one, ``httpx._exceptions``) and a base's outside it (``returncode`` of a
+        # ``subprocess.CalledProcessError`` subclass is assigned in the standard library).
+        return self._source(cls.__module__).classes.get(cls.__qualname__)
 
     def _add_members(self, class_name: str, cls: type[Any]) -> None:
         members: dict[str, tuple[str, Any, type[Any] | None, str | None]] = {}
         # (kind, raw object, defining class, annotation text)
-        for key in dir(cls):
-            if key.startswith("_"):
-                continue
+        for key in _member_names(cls):
             owner = next((k for k in cls.__mro__ if key in k.__dict__), None)
             raw = owner.__dict__[key] if owner is not None else getattr(cls, key, None)
             members[key] = (self._member_kind(raw, cls, key), raw, owner, None)
@@ -885,7 +925,7 @@ class _Walker:
                 if annotated.startswith(("ClassVar[", "typing.ClassVar[")):
                     annotated = annotated[annotated.index("[") + 1 : -1]
                 members[key] = ("attribute", None, klass, annotated)
-            node = self._class_node(klass) if self._in_library(klass.__module__) else None
+            node = self._class_node(klass)
             if node is not None:
                 for key, assigned in _self_attributes(node).items():
                     if key not in members or (
@@ -907,6 +947,15 @@ class _Walker:
             for item in dataclasses.fields(cls):
                 if not item.name.startswith("_") and item.name not in members:
                     members[item.name] = ("attribute", None, cls, _annotation_text(item.type))
+        fields = getattr(cls, "__attrs_attrs__", None)
+        if isinstance(fields, tuple):
+            # attrs classes (``x = attr.ib()`` leaves no class attribute behind).
+            for item in fields:
+                name = getattr(item, "name", None)
+                if isinstance(name, str) and not name.startswith("_") and name not in members:
+                    kind = getattr(item, "type", None)
+                    text = None if kind is None else _annotation_text(kind)
+                    members[name] = ("attribute", None, cls, text)
         for key in sorted(members):
             kind, raw, owner, text = members[key]
             spelling = f"{class_name}.{key}"

@@ -576,8 +576,14 @@ class _Analyser:
             if shadowed is not None:
                 # The package's attribute, not the submodule: unsupported unless exported.
                 return (None, None) if shadowed else (f"{path}.{attr}", None)
-            if not index.exists(f"{path}.{attr}") and index.exists(f"{path}.__getattr__"):
-                return None, None  # the module serves any name (PEP 562); mypy accepts it
+            if not index.exists(f"{path}.{attr}"):
+                # A module bound under another name (``from .lib import scimath as emath``):
+                # its attributes are the module's own.
+                target = index.canonical(path)
+                if target != path and index.kind(target) == "module":
+                    return self._step(PathRef(target), attr)
+                if index.exists(f"{path}.__getattr__"):
+                    return None, None  # the module serves any name (PEP 562); mypy accepts it
             return f"{path}.{attr}", PathRef(f"{path}.{attr}")
         if kind == "class":
             symbol = index.member(path, attr)

@@ -1,0 +1,10 @@
+from shapekit._errors import StatusError
+
+
+class Client:
+    def __init__(self, base_url: str, timeout: float = 5.0) -> None:
+        self.base_url = base_url
+        self.timeout = timeout
+
+    def fetch(self) -> str:
+        raise StatusError(f"{self.base_url}: refused", 503)

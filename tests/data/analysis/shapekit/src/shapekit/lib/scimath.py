@@ -1,0 +1,5 @@
+import cmath
+
+
+def sqrt(value: float) -> complex:
+    return cmath.sqrt(value)

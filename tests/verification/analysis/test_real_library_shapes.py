@@ -1,0 +1,161 @@
+"""Correct code against a library laid out as large real ones are gets no finding.
+
+Rule: what the runtime and mypy both accept is supported, whatever shape the
+library gives it: attributes a class assigns on ``self`` in a private module
+(``httpx._exceptions``), an Enum's ``name``/``value`` and own methods (which
+``dir`` hides), a named tuple's ``_asdict``/``_replace``, classic attrs fields,
+attributes a standard-library base assigns (``CalledProcessError.returncode``),
+a public module bound under a second name (``numpy.emath``), names served by a
+``ModuleType`` subclass installed as the module (a lazy module), and, in a
+module without ``__all__``, a decorated ``def`` that became an object and a name
+bound inside a ``with`` block. The same shapes' missing members are still
+``hallucinated-api``. Every documented use is also run, so "correct" is the
+runtime's word, not ours.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_eval.models.analysis import Analysis
+from agent_eval.verification.analysis import analyse_solution
+from tests.paths import DATA
+from tests.verification.analysis.test_analysis import generate_catalog, make_task, write_files
+
+SHAPEKIT_SRC = DATA / "analysis" / "shapekit" / "src"
+
+DOCUMENTED = """\
+import subprocess
+
+import shapekit
+import shapekit.plain as plain
+from shapekit import Client, CmdError, Color, Legacy, Point, StatusError
+from shapekit.lazy import Model
+
+
+def show(colour: Color) -> str:
+    return colour.value + colour.name + colour.describe() + colour.label
+
+
+def main() -> list[object]:
+    seen: list[object] = [show(Color.parse("RED")), Color.BLUE.value]
+    client = Client("http://localhost")
+    seen += [client.base_url, client.timeout]
+    try:
+        client.fetch()
+    except StatusError as exc:
+        seen.append(exc.code)
+    point = Point(1)
+    seen += [point._asdict(), point._replace(y=2), Point._make([3, 4]), Point._fields]
+    legacy = Legacy(3)
+    seen += [legacy.size, legacy.name]
+    try:
+        raise CmdError(2, ["tool"])
+    except subprocess.CalledProcessError as exc:
+        seen += [exc.returncode, exc.cmd, exc.output]
+    seen.append(shapekit.emath.sqrt(-1.0))
+    seen += [plain.hello.invoke(), plain.double(4), plain.RETRIES]
+    seen.append(Model("m").predict(1))
+    return seen
+"""
+
+HALLUCINATED = """\
+import shapekit
+from shapekit import Client, Color, Point, StatusError
+
+
+def main(exc: StatusError) -> list[object]:
+    return [
+        Color.RED.colour,
+        Client("x").base,
+        exc.status,
+        Point(1)._asdict_all(),
+        shapekit.emath.cbrt(8.0),
+    ]
+"""
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return generate_catalog(
+        tmp_path_factory.mktemp("catalog"), "shapekit", "1.0", "shapekit", SHAPEKIT_SRC
+    )
+
+
+def analyse(tmp_path: Path, catalog: dict[str, Any], source: str) -> tuple[dict[str, Any], Path]:
+    task = make_task(allowedImports=["shapekit/*"])
+    solution = write_files(tmp_path / "solution", {"solution.py": source})
+    result = analyse_solution(
+        task, solution, catalog, scratch_dir=tmp_path / "scratch", search_path=[SHAPEKIT_SRC]
+    )
+    Analysis.model_validate(result)
+    return result, solution
+
+
+def test_every_documented_use_of_the_real_shapes_gets_no_finding_and_runs(
+    tmp_path: Path, catalog: dict[str, Any]
+) -> None:
+    result, solution = analyse(tmp_path, catalog, DOCUMENTED)
+    assert result["diagnostics"] == []
+    assert result["hallucinatedApi"] == [] and result["unsupportedApi"] == []
+    ran = subprocess.run(
+        [sys.executable, "-c", "import solution; print(len(solution.main()))"],
+        cwd=solution,
+        env=dict(os.environ, PYTHONPATH=str(SHAPEKIT_SRC)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "19", ran.stderr[-2000:]
+
+
+def test_the_same_shapes_missing_members_are_still_hallucinated(
+    tmp_path: Path, catalog: dict[str, Any]
+) -> None:
+    result, _ = analyse(tmp_path, catalog, HALLUCINATED)
+    # Class members are named on the class's public spelling; a module alias's on the module's.
+    assert result["hallucinatedApi"] == [
+        "shapekit.Client.base",
+        "shapekit.Color.colour",
+        "shapekit.Point._asdict_all",
+        "shapekit.StatusError.status",
+        "shapekit.lib.scimath.cbrt",
+    ]
+    flagged = sorted(d["line"] for d in result["diagnostics"] if d["category"] == "unsupported-api")
+    assert flagged == [7, 8, 9, 10, 11], result["diagnostics"]
+
+
+def test_the_catalog_lists_the_members_dir_and_public_modules_hide(
+    catalog: dict[str, Any],
+) -> None:
+    names = {entry["name"] for entry in catalog["symbols"]}
+    expected = {
+        "shapekit.Color.name",
+        "shapekit.Color.value",
+        "shapekit.Color.describe",
+        "shapekit.Color.parse",
+        "shapekit.Color.label",
+        "shapekit.Point._asdict",
+        "shapekit.Point._replace",
+        "shapekit.Legacy.size",
+        "shapekit.Legacy.name",
+        "shapekit.CmdError.returncode",
+        "shapekit.StatusError.code",
+        "shapekit.Client.base_url",
+        "shapekit.lazy.Model",
+        "shapekit.lazy.__getattr__",
+        "shapekit.plain.hello",
+        "shapekit.plain.double",
+        "shapekit.plain.RETRIES",
+    }
+    assert expected <= names, sorted(expected - names)
+    # Private names stay out, the named tuple's documented API apart.
+    assert "shapekit.StatusError._raw" not in names
+    assert "shapekit.plain._scale" not in names
+    assert not catalog.get("unresolved"), catalog["unresolved"]
