@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,14 @@ CURRENT = Anchors(
     resolve_image=local_image_id,
 )
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).isoformat()
+_ATTEMPTS = itertools.count()
+
+
+def _started() -> str:
+    """A start instant no other attempt built here shares, as no two real attempts do."""
+    return (datetime.fromisoformat(NOW) + timedelta(microseconds=next(_ATTEMPTS))).isoformat()
+
+
 RUNNER = {"name": "claude-code", "version": "2.1.197"}
 MODEL = {"id": "model-x", "settings": {"temperature": 0}}
 RUNNER_IMAGE = "runner@sha256:" + "a" * 64
@@ -178,7 +187,7 @@ def attempt(
     said = "the solution carried the value of AIDER_SETTING (redacted)"
     return {
         "attempt": number,
-        "startedAt": NOW,
+        "startedAt": _started(),
         "durationMs": 1000,
         "runnerStatus": "completed",
         "submitted": submitted,

@@ -37,7 +37,7 @@ from agent_eval.models.compare import (
 )
 from agent_eval.report.text import one_line
 from agent_eval.verdict.chain import Chain, ChainLink, resolve_chain
-from agent_eval.verdict.qualification import Anchors, evidence_reasons
+from agent_eval.verdict.qualification import UNCLOSED, Anchors, evidence_reasons
 
 __all__ = [
     "ALLOWABLE",
@@ -107,10 +107,32 @@ def load_batch(run_dir: Path, current: Anchors) -> Batch:
         raise EvidenceError(f"{run_dir}: the batch ran nothing ({receipt.status})")
     archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
     if receipt.predecessor is None:
-        return Batch(receipt, archives, run_dir)
-    # A resumed batch is its chain's union: each run once, from the batch of its verdict.
-    chain = resolve_chain(ChainLink(run_dir, receipt, archives))
-    return Batch(chain.union, archives, run_dir, chain)
+        batch = Batch(receipt, archives, run_dir)
+    else:
+        # A resumed batch is its chain's union: each run once, from the batch of its verdict.
+        chain = resolve_chain(ChainLink(run_dir, receipt, archives))
+        batch = Batch(chain.union, archives, run_dir, chain)
+    _refuse_partial(batch)
+    return batch
+
+
+def _refuse_partial(batch: Batch) -> None:
+    """A batch still open, or one that ended with scheduled runs never decided, lacks
+    verdicts, and which ones is no draw of luck (the schedule's order, the fault that
+    stopped it): set beside a whole batch, it would compare different tasks. A run whose
+    attempt failed on the harness's side was decided, and counts on neither side."""
+    receipt = batch.receipt
+    decided = sum(1 for r in receipt.runs if r.attempts)
+    undecided = decided < len(receipt.runs) or (
+        receipt.status != "completed" and decided < receipt.scheduledRuns
+    )
+    if receipt.status not in UNCLOSED and not undecided:
+        return
+    raise EvidenceError(
+        f"{batch.root}: the batch is {receipt.status} with {decided} of its "
+        f"{receipt.scheduledRuns} scheduled runs decided, so it cannot be compared; resume "
+        f"it (eval-agent --resume {batch.root}) and name the batch that completes it"
+    )
 
 
 def _served(receipt: Receipt) -> list[str]:
@@ -143,23 +165,61 @@ def identity_of(batch: Batch) -> dict[str, Any]:
 
 def refuse_repeats(named: Sequence[tuple[str, Batch]]) -> None:
     """Refuse a batch named twice among *named* (side, batch): by its id, or by its
-    receipt's bytes (a copy at another path). Counted twice, its runs would look like twice
-    the evidence."""
-    seen: dict[str, tuple[str, Path]] = {}
+    receipt's bytes (a copy at another path), or a run two of them hold (a resumed batch
+    and a batch of its chain; a copy whose id was edited). Counted twice, its runs would
+    look like twice the evidence."""
+    seen: dict[str, tuple[str, Path, bool]] = {}  # key -> (side, batch, by its chain)
     for side, batch in named:
         try:
             content = file_sha256(RunDirectory(batch.root).receipt)
         except DigestError as exc:
             raise EvidenceError(f"{batch.root}: {exc}") from exc
-        for key in (f"id {batch.receipt.batchId}", f"receipt {content}"):
+        links = batch.chain.links if batch.chain is not None else ()
+        own = [f"id {batch.receipt.batchId}", f"receipt {content}"]
+        resumed = sorted({f"id {link.batch_id}" for link in links} - {own[0]})
+        for key, by_chain in [*((k, False) for k in own), *((k, True) for k in resumed)]:
             if key in seen:
-                first_side, first = seen[key]
+                first_side, first, first_by_chain = seen[key]
+                if by_chain or first_by_chain:
+                    later, earlier = (batch.root, first) if by_chain else (first, batch.root)
+                    raise ConfigError(
+                        f"{later} resumed {earlier} ({key}) and counts its runs: name the "
+                        "batch that resumed it alone, or its runs count twice"
+                    )
                 where = "on both sides" if first_side != side else f"twice in the {side}"
                 raise ConfigError(
                     f"{batch.root} is the same batch as {first} ({key}), named {where}: a "
                     "batch may be named once, or its runs count twice"
                 )
-            seen[key] = (side, batch.root)
+            seen[key] = (side, batch.root, by_chain)
+    _refuse_shared_runs(named)
+
+
+def _run_key(run: RunRecord) -> tuple[object, ...]:
+    """What no two independent runs share: when and how long each attempt ran, and what it
+    submitted (a copy keeps it whatever its batch is renamed to)."""
+    return (
+        run.taskId,
+        tuple((a.startedAt, a.durationMs, a.solutionDigest) for a in run.attempts),
+    )
+
+
+def _refuse_shared_runs(named: Sequence[tuple[str, Batch]]) -> None:
+    holder: dict[tuple[object, ...], tuple[Path, str]] = {}
+    for _, batch in named:
+        for run in batch.receipt.runs:
+            if not run.attempts:
+                continue
+            key = _run_key(run)
+            first = holder.setdefault(key, (batch.root, run.runId))
+            if first[0] != batch.root:
+                raise ConfigError(
+                    f"{batch.root} holds run {run.runId} and {first[0]} holds it as "
+                    f"{first[1]} (its attempts started at the same instants and submitted "
+                    "the same files): a batch copied under another id, or a resumed batch "
+                    "beside one of its chain; name each run's batch once, or its runs "
+                    "count twice"
+                )
 
 
 def pooled_identity(batches: Sequence[Batch], name: str) -> dict[str, Any]:

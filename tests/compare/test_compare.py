@@ -26,7 +26,7 @@ from tests.evidence_builders import (
     write_batch,
 )
 from tests.paths import EXAMPLE_SUITE
-from tests.verdict.test_chain import LEFT, first_batch, resumed
+from tests.verdict.test_chain import LEFT, first_batch, interrupted, resumed
 
 RUNS = EXAMPLE_SUITE.run_ids()
 
@@ -162,7 +162,7 @@ def test_a_resumed_batch_is_compared_as_its_chains_union_and_a_broken_chain_is_r
     first = first_batch(evidence)
     runs = [run(r, [attempt(r, success=False), attempt(r, 2)]) for r in LEFT]
     last = resumed(evidence, first, runs)
-    baseline = batch(tmp_path / "a").root
+    baseline = batch(tmp_path / "base").root
     result = compare_batches([baseline], [last.root], CURRENT)
     # 9 runs from the first batch, 9 from the resumed one; none counted twice or lost.
     assert (result.first.candidateSuccesses, result.first.candidateRuns) == (9, 18)
@@ -197,6 +197,53 @@ def test_the_command_refuses_one_batch_listed_twice(
     result = CliRunner().invoke(main, ["compare", f"{a.root},{a.root}", str(b.root)])
     assert result.exit_code == 1 and "twice in the baseline" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_resumed_batch_beside_a_batch_of_its_chain_is_refused(tmp_path: Path) -> None:
+    # A completed batch whose runs the harness failed can be resumed: the resumed one
+    # then counts the first batch's nine good runs as its own.
+    evidence = tmp_path / "evidence"
+    runs = [run(r) for r in RUNS[:9]] + [interrupted(r) for r in RUNS[9:]]
+    first = write_batch(
+        evidence / "batch-a",
+        receipt(runs, batchId="batch-a", status="infrastructure-failure"),
+    )
+    last = resumed(evidence, first)
+    base = batch(tmp_path / "base").root
+    for sides in (
+        ([base], [first.root, last.root]),
+        ([base], [last.root, first.root]),
+        ([first.root], [last.root]),
+        ([last.root], [first.root]),
+    ):
+        with pytest.raises(ConfigError, match=f"{last.root} resumed {first.root}"):
+            compare_batches(*sides, CURRENT)
+    result = compare_batches([base], [last.root], CURRENT)
+    assert result.final.candidateRuns == 18
+
+
+def test_a_copy_whose_batch_id_was_edited_still_holds_the_same_runs(tmp_path: Path) -> None:
+    a, b = batch(tmp_path / "a"), batch(tmp_path / "b", failing_first=3)
+    copy = tmp_path / "renamed"
+    shutil.copytree(a.root, copy)
+    path = copy / "receipt.json"
+    path.write_text(path.read_text().replace('"batch-a"', '"renamed"'))
+    assert json.loads(path.read_text())["batchId"] == "renamed"
+    with pytest.raises(ConfigError, match="holds run core-validation-1 and .* holds it as"):
+        compare_batches([a.root, copy], [b.root], CURRENT)
+    with pytest.raises(ConfigError, match="holds run"):
+        compare_batches([a.root], [copy], CURRENT)
+
+
+@pytest.mark.parametrize("status", ["running", "interrupted", "stopped", "abandoned"])
+def test_a_batch_with_runs_never_decided_is_refused_naming_its_status(
+    tmp_path: Path, status: str
+) -> None:
+    runs = [run(r, [attempt(r, success=False)]) for r in RUNS[:4]]
+    runs += [] if status in {"running", "abandoned"} else [run(r, []) for r in RUNS[4:]]
+    partial = write_batch(tmp_path / "p", receipt(runs, batchId="p", status=status))
+    with pytest.raises(EvidenceError, match=f"the batch is {status} with 4 of its 18 sched"):
+        compare_batches([batch(tmp_path / "a").root], [partial.root], CURRENT)
 
 
 @pytest.mark.parametrize("field", ["suiteDigest", "evaluatorDigest"])
