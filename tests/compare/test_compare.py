@@ -229,7 +229,7 @@ def test_a_copy_whose_batch_id_was_edited_still_holds_the_same_runs(tmp_path: Pa
     path = copy / "receipt.json"
     path.write_text(path.read_text().replace('"batch-a"', '"renamed"'))
     assert json.loads(path.read_text())["batchId"] == "renamed"
-    with pytest.raises(ConfigError, match="holds run core-validation-1 and .* holds it as"):
+    with pytest.raises(ConfigError, match=r"holds run core-validation-1 and .* holds it as"):
         compare_batches([a.root, copy], [b.root], CURRENT)
     with pytest.raises(ConfigError, match="holds run"):
         compare_batches([a.root], [copy], CURRENT)
