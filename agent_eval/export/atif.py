@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_eval.digests import sha256_bytes
-from agent_eval.errors import EvidenceError
+from agent_eval.errors import ConfigError, EvidenceError
 from agent_eval.evidence_io import read_bounded, read_model, write_bytes_atomic
 from agent_eval.layout import MAX_TRANSCRIPT_BYTES, TRANSCRIPT_FILE, RunDirectory
 from agent_eval.models import AttemptRecord, Receipt, RunRecord
@@ -456,6 +456,20 @@ def _attempts(receipt: Receipt) -> Iterator[tuple[RunRecord, AttemptRecord]]:
             yield run, attempt
 
 
+def _refuse_evidence_target(output: Path) -> None:
+    """Files written below a batch's ``runs/`` would be files its records do not account
+    for: the checker then rejects that batch (this one, or any other)."""
+    resolved = output.resolve()
+    for folder in (resolved, *resolved.parents):
+        if folder.name == "runs" and RunDirectory(folder.parent).receipt.is_file():
+            raise ConfigError(
+                f"--output {output}: inside {folder}, a batch's evidence; a file written "
+                "there is one no attempt's record accounts for, and the batch would fail "
+                "check-agent-eval's evidence-integrity rule; write outside its runs/ "
+                "(default: RUN/atif)"
+            )
+
+
 def export_atif(run_dir: Path, output: Path, prompts: dict[str, str] | None = None) -> list[Path]:
     """Write one ``trajectory.json`` per attempt of the batch in *run_dir* under *output*
     (``<run id>/attempt-<k>/trajectory.json``); *prompts* gives each task's prompt (the
@@ -464,7 +478,9 @@ def export_atif(run_dir: Path, output: Path, prompts: dict[str, str] | None = No
     Raises:
         EvidenceError: the receipt or a transcript cannot be read, or a trajectory is
             not valid (the message names the attempt).
+        ConfigError: *output* is inside a batch's ``runs/`` (its evidence).
     """
+    _refuse_evidence_target(output)
     run = RunDirectory(run_dir)
     receipt = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
     written = []

@@ -167,7 +167,8 @@ def write_report(
     view = load_batch(run_dir, current, generated_at=now or datetime.now(UTC))
     target = output if output is not None else RunDirectory(run_dir).report
     try:
-        write_bytes_atomic(target, render_report(view).encode("utf-8"))
+        # A path not in UTF-8 (a directory named in another encoding) is shown escaped.
+        write_bytes_atomic(target, render_report(view).encode("utf-8", "backslashreplace"))
     except OSError as exc:
         raise EvidenceError(f"report {target}: cannot write: {exc.strerror or exc}") from exc
     return target

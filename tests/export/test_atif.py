@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_eval.digests import sha256_bytes
-from agent_eval.errors import EvidenceError
+from agent_eval.errors import ConfigError, EvidenceError
 from agent_eval.export.atif import REDACTED, export_atif, steps_of, trajectory
 from agent_eval.models import Receipt
 from agent_eval.models.atif import Trajectory
@@ -180,3 +180,15 @@ def test_export_writes_one_file_per_attempt_and_refuses_an_edited_transcript(
     where.write_bytes(transcript + b"\n{}")
     with pytest.raises(EvidenceError, match="digest differs"):
         export_atif(batch.root, tmp_path / "again")
+
+
+def test_export_into_a_batchs_runs_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path / "b", receipt())
+    other = write_batch(tmp_path / "other", receipt(batchId="other"))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for target in (batch.root / "runs", batch.root / "runs" / "forms-1", other.root / "runs"):
+        with pytest.raises(ConfigError, match="a batch's evidence"):
+            export_atif(batch.root, target)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    # Beside the evidence, in the run directory itself, is where the default goes.
+    assert len(export_atif(batch.root, batch.root / "atif")) == 18

@@ -435,6 +435,15 @@ def test_a_run_directory_that_is_not_one_is_an_evidence_error(tmp_path: Path) ->
         write_report(tmp_path / "nowhere", current=CURRENT, now=NOW)
 
 
+def test_a_run_directory_named_outside_utf8_gets_its_report_with_the_name_escaped(
+    tmp_path: Path,
+) -> None:
+    batch = write_batch(tmp_path / os.fsdecode(b"bad\xffname"))
+    path = write_report(batch.root, current=CURRENT, now=NOW)
+    html = path.read_bytes().decode("utf-8")  # the page itself is UTF-8
+    assert "bad\\udcffname" in html
+
+
 def _link_run(batch: Batch) -> None:
     target = batch.root / "runs" / "forms-1"
     os.rename(target, batch.root.parent / "elsewhere")
