@@ -102,7 +102,7 @@ def load_batch(run_dir: Path, current: Anchors) -> Batch:
             + "; ".join(broken[:5])
             + (f" (and {len(broken) - 5} more)" if len(broken) > 5 else "")
         )
-    receipt = read_model(run.receipt, Receipt, what="receipt")
+    receipt = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
     if not receipt.runs:
         raise EvidenceError(f"{run_dir}: the batch ran nothing ({receipt.status})")
     archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")

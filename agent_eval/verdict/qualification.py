@@ -177,11 +177,13 @@ def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> 
     reasons: list[str] = []
     receipt = archives = None
     try:
-        receipt = read_model(receipt_path, Receipt, what="receipt")
+        receipt = read_model(receipt_path, Receipt, what="receipt", follow_symlinks=False)
     except EvidenceError as exc:
         reasons.append(f"receipt-readable: {exc}")
     try:
-        archives = read_model(archives_path, ArchivesManifest, what="archives")
+        archives = read_model(
+            archives_path, ArchivesManifest, what="archives", follow_symlinks=False
+        )
     except EvidenceError as exc:
         reasons.append(f"archives-readable: {exc}")
     if receipt is None or archives is None:
@@ -284,7 +286,7 @@ def evidence_reasons(receipt_path: Path, archives_path: Path, current: Anchors) 
     disagrees with its archives.json still is.
     """
     try:
-        receipt = read_model(receipt_path, Receipt, what="receipt")
+        receipt = read_model(receipt_path, Receipt, what="receipt", follow_symlinks=False)
     except EvidenceError as exc:
         return [f"receipt-readable: {exc}"]
     anchored = dataclasses.replace(

@@ -72,8 +72,10 @@ def reverify_files(
     """
     evidence = RunDirectory(receipt_path.parent)
     try:
-        receipt = read_model(receipt_path, Receipt, what="receipt")
-        archives = read_model(archives_path, ArchivesManifest, what="archives")
+        receipt = read_model(receipt_path, Receipt, what="receipt", follow_symlinks=False)
+        archives = read_model(
+            archives_path, ArchivesManifest, what="archives", follow_symlinks=False
+        )
         recorded_lock = read_model(evidence.consumer_lock, ConsumerLock, what="consumer lock")
         suite = load_suite(project.tasks, graders_dir=project.graders)
     except AgentEvalError as exc:

@@ -755,6 +755,21 @@ def test_a_link_below_runs_rejects_and_is_not_followed(tmp_path: Path) -> None:
     assert "symbolic link" in reasons[0]
 
 
+@pytest.mark.parametrize("name", ["receipt.json", "archives.json"])
+def test_a_receipt_or_archives_that_is_a_link_to_a_copy_elsewhere_rejects(
+    tmp_path: Path, name: str
+) -> None:
+    # The copy is intact: only where it is (outside the run directory, changeable after
+    # the decision) is wrong, and the link is named, not followed.
+    batch = write_batch(tmp_path / "batch")
+    own = batch.root / name
+    outside = tmp_path / f"outside-{name}"
+    os.replace(own, outside)
+    own.symlink_to(outside)
+    reasons = check(batch)
+    assert any("is a symbolic link" in r and name.split(".")[0] in r for r in reasons), reasons
+
+
 def test_every_digest_an_attempt_record_holds_names_a_file_of_its_one_table() -> None:
     """A digest field added to the record without a file in evidence_files fails here."""
     record = attempt("forms-1")
