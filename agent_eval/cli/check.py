@@ -147,16 +147,19 @@ def check_command(
 
 
 def _recorded(receipt: Path) -> Receipt | None:
-    """The receipt as recorded, for the words and the XML; None when it cannot be read
-    (the decision already says why, and the XML then holds the decision alone)."""
+    """The receipt as recorded (a resumed batch's: its chain's union, the runs decided on),
+    for the words and the XML; None when it cannot be read (the decision already says
+    why, and the XML then holds the decision alone)."""
     from agent_eval.errors import AgentEvalError
     from agent_eval.evidence_io import read_model
     from agent_eval.models import Receipt
+    from agent_eval.verdict.chain import counted_receipt
 
     try:
-        return read_model(receipt, Receipt, what="receipt")
+        recorded = read_model(receipt, Receipt, what="receipt", follow_symlinks=False)
     except AgentEvalError:
         return None
+    return counted_receipt(receipt.parent, recorded)
 
 
 def _batch_files(

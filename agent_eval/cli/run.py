@@ -126,6 +126,7 @@ def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str],
     from agent_eval.evidence_io import read_model, write_bytes_atomic
     from agent_eval.models import Receipt
     from agent_eval.project import find_project
+    from agent_eval.verdict.chain import counted_receipt
     from agent_eval.verdict.junit import junit_xml
     from agent_eval.verdict.qualification import qualify_files
 
@@ -133,7 +134,9 @@ def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str],
         decision = qualify_files(
             receipt, receipt.with_name("archives.json"), gate_anchors(find_project(project))
         )
-        write_bytes_atomic(junit, junit_xml(read_model(receipt, Receipt, what="receipt"), decision))
+        recorded = read_model(receipt, Receipt, what="receipt", follow_symlinks=False)
+        counted = counted_receipt(receipt.parent, recorded)
+        write_bytes_atomic(junit, junit_xml(counted, decision))
     except (AgentEvalError, OSError) as exc:
         say(f"warning: no JUnit XML at {junit}: {exc}")
     else:

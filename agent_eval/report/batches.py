@@ -20,6 +20,7 @@ from agent_eval.layout import RunDirectory
 from agent_eval.models import QualificationResult, Receipt
 from agent_eval.models.listing import BatchList, ListedBatch
 from agent_eval.report.summary import attempt_outcome
+from agent_eval.verdict.chain import counted_receipt
 from agent_eval.verdict.junit import lead_finding
 from agent_eval.verdict.qualification import Anchors, qualify_files
 from agent_eval.verdict.words import decision_lines, expected_self_test, plain
@@ -113,12 +114,13 @@ def _decision_word(result: QualificationResult) -> str:
 def _listed(run_dir: Path, anchors: Anchors | None) -> ListedBatch:
     run = RunDirectory(run_dir)
     try:
-        receipt = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
+        own = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
     except AgentEvalError as exc:
         return ListedBatch(
             batchId=run_dir.name, runDir=str(run_dir), status=None, decision="unknown",
             problem=str(exc),
         )  # fmt: skip
+    receipt = counted_receipt(run_dir, own)  # a resumed batch: the runs decided on
     decision, reasons = "unknown", []
     if anchors is not None:
         try:
@@ -217,7 +219,8 @@ def show_lines(run_dir: Path, anchors: Anchors) -> tuple[list[str], bool]:
         EvidenceError: the receipt cannot be read (the message names the file).
     """
     run = RunDirectory(run_dir)
-    receipt = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
+    own = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
+    receipt = counted_receipt(run_dir, own)  # a resumed batch: the runs decided on
     result = qualify_files(run.receipt, run.archives_manifest, anchors)
     lines = decision_lines(result, receipt)
     accepted = {(d.run, d.attempt) for d in receipt.reviewDecisions if d.decision == "accept"}

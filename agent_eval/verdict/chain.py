@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_eval.digests import DigestError, file_sha256
-from agent_eval.errors import EvidenceError
+from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import read_model
 from agent_eval.layout import RunDirectory
 from agent_eval.models import ArchivesManifest, Receipt, RunRecord
 from agent_eval.models.chain import ChainBatch, binding_differences, has_final_verdict
 
-__all__ = ["MAX_CHAIN", "Chain", "ChainLink", "resolve_chain"]
+__all__ = ["MAX_CHAIN", "Chain", "ChainLink", "counted_receipt", "resolve_chain"]
 
 MAX_CHAIN = 64
 """More batches than this in one chain is refused (each resume runs at least one run)."""
@@ -71,6 +71,28 @@ class Chain:
             )
             for link in reversed(self.links)
         ]
+
+
+def counted_receipt(run_dir: Path, receipt: Receipt) -> Receipt:
+    """The runs a decision on the batch in *run_dir* counts, as a receipt: a resumed
+    batch's chain union (each run once, from the batch of its verdict), else *receipt*.
+
+    What a listing, a JUnit file or the words of a decision show of a resumed batch must
+    be the runs the checker decided on, not the resumed batch's own few. A chain that
+    cannot be read gives *receipt* itself: the decision already says why.
+    """
+    if receipt.predecessor is None:
+        return receipt
+    try:
+        archives = read_model(
+            RunDirectory(run_dir).archives_manifest,
+            ArchivesManifest,
+            what="archives",
+            follow_symlinks=False,
+        )
+        return resolve_chain(ChainLink(run_dir, receipt, archives)).union
+    except AgentEvalError:
+        return receipt
 
 
 def resolve_chain(last: ChainLink) -> Chain:

@@ -16,6 +16,7 @@ from agent_eval.cli.check import check_command
 from agent_eval.cli.review import review_command
 from tests.evidence_builders import attempt, receipt, reference_batch, run, write_batch
 from tests.paths import EXAMPLE_SUITE, REPO
+from tests.verdict.test_chain import first_batch, resumed
 
 OLD = "20261201T100000Z-aaaaaaaa-1111-4111-8111-111111111111"
 NEW = "20261202T100000Z-bbbbbbbb-2222-4222-8222-222222222222"
@@ -98,3 +99,27 @@ def test_report_and_review_take_a_batch_name(project: Path) -> None:
     args = ["--run", "forms-2", "--attempt", "1", "--reviewer", "R", "--decision", "accept"]
     neither = CliRunner().invoke(review_command, args)
     assert neither.exit_code == 2
+
+
+def test_a_resumed_batch_is_listed_and_written_as_junit_with_every_run_decided_on(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[tool.agent-eval]\nevidence = "ev"\n')
+    first = first_batch(root / "ev")
+    last = resumed(root / "ev", first)
+    out = tmp_path / "results.xml"
+    checked = CliRunner().invoke(
+        check_command, [str(last.root), "--project", str(root), "--junit", str(out)]
+    )
+    assert checked.exit_code in (0, 1), checked.output
+    SCHEMA.validate(str(out))
+    suites = SCHEMA.to_dict(str(out))["testsuite"]
+    names = [case["@name"] for suite in suites for case in suite.get("testcase", [])]
+    # Nine runs of the resumed batch and nine of the batch it resumed, then the decision.
+    assert sorted(n for n in names if n in EXAMPLE_SUITE.run_ids()) == sorted(
+        EXAMPLE_SUITE.run_ids()
+    ), names
+    shown = CliRunner().invoke(main, ["show", str(last.root), "--project", str(root)])
+    assert "first 18/18, final 18/18" in shown.stdout, shown.output
