@@ -514,9 +514,12 @@ def test_a_killed_batch_is_closed_as_abandoned_by_the_next_one(
     engine: ContainerEngine, tmp_path: Path
 ) -> None:
     batch = Batch(tmp_path, engine, args=slow_oracle(2))
-    # Killed once a run in flight has written files its receipt does not hold yet: they
-    # are the killed batch's state, never read as files added to it.
-    batch.when(lambda: batch.runs_recorded() >= 1 and bool(batch.unrecorded_files()))
+    # Killed once a run in flight has written files its receipt does not hold yet (they
+    # are the killed batch's state, never read as files added to it) while a container of
+    # it is there to reap: between its runner's end and its verifier's start there is none.
+    batch.when(
+        lambda: batch.runs_recorded() >= 1 and bool(batch.unrecorded_files()) and bool(batch.left())
+    )
     batch.process.kill()
     batch.process.communicate(timeout=60)
     killed = batch.run_dir
