@@ -18,7 +18,7 @@ from agent_eval.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from agent_eval.models import Receipt
+    pass
 
 __all__ = ["check_command"]
 
@@ -96,10 +96,11 @@ def check_command(
     receipt, archives = _batch_files(batch, receipt, archives, project)
     junit = junit_path
     from agent_eval.models import QualificationResult
-    from agent_eval.verdict.qualification import qualify_files
+    from agent_eval.verdict.qualification import decide_files
 
     anchors = gate_anchors(located)
-    result = qualify_files(receipt, archives, anchors)
+    decided = decide_files(receipt, archives, anchors)
+    result = decided.result
     if reverify:  # its engine, verifier and consumer code is imported only when asked for
         from agent_eval.batch.signals import Stop, stopping_on_signals
         from agent_eval.cli.compose import recorded_verifier
@@ -126,7 +127,7 @@ def check_command(
         result = QualificationResult(
             qualified=not reasons, reasons=reasons, chain=result.chain, notes=result.notes
         )
-    recorded = _recorded(receipt) if junit is not None or output_format != "json" else None
+    recorded = decided.counted  # a resumed batch's: its chain's union, the runs decided on
     if junit is not None:
         from agent_eval.evidence_io import write_bytes_atomic
         from agent_eval.verdict.junit import junit_xml
@@ -144,22 +145,6 @@ def check_command(
         for line in decision_lines(result, recorded):
             click.echo(line)
     sys.exit(0 if result.qualified else 1)
-
-
-def _recorded(receipt: Path) -> Receipt | None:
-    """The receipt as recorded (a resumed batch's: its chain's union, the runs decided on),
-    for the words and the XML; None when it cannot be read (the decision already says
-    why, and the XML then holds the decision alone)."""
-    from agent_eval.errors import AgentEvalError
-    from agent_eval.evidence_io import read_model
-    from agent_eval.models import Receipt
-    from agent_eval.verdict.chain import counted_receipt
-
-    try:
-        recorded = read_model(receipt, Receipt, what="receipt", follow_symlinks=False)
-    except AgentEvalError:
-        return None
-    return counted_receipt(receipt.parent, recorded)
 
 
 def _batch_files(

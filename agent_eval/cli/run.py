@@ -123,22 +123,22 @@ def _unbroken(say: Callable[[str], None]) -> Callable[[str], None]:
 def _write_junit(receipt: Path, project: Path, junit: Path, say: Callable[[str], None]) -> None:
     """The batch and its decision by check-agent-eval's rules as JUnit XML; a file that
     cannot be written is said, and the batch keeps its exit code."""
-    from agent_eval.evidence_io import read_model, write_bytes_atomic
-    from agent_eval.models import Receipt
+    from agent_eval.evidence_io import write_bytes_atomic
     from agent_eval.project import find_project
-    from agent_eval.verdict.chain import counted_receipt
     from agent_eval.verdict.junit import junit_xml
-    from agent_eval.verdict.qualification import qualify_files
+    from agent_eval.verdict.qualification import decide_files
 
     try:
-        decision = qualify_files(
+        decided = decide_files(
             receipt, receipt.with_name("archives.json"), gate_anchors(find_project(project))
         )
-        recorded = read_model(receipt, Receipt, what="receipt", follow_symlinks=False)
-        counted = counted_receipt(receipt.parent, recorded)
-        write_bytes_atomic(junit, junit_xml(counted, decision))
+        if decided.counted is not None:  # a resumed batch's: its chain's union, as decided
+            write_bytes_atomic(junit, junit_xml(decided.counted, decided.result))
     except (AgentEvalError, OSError) as exc:
         say(f"warning: no JUnit XML at {junit}: {exc}")
+        return
+    if decided.counted is None:
+        say(f"warning: no JUnit XML at {junit}: {'; '.join(decided.result.reasons)}")
     else:
         say(f"junit: {junit}")
 

@@ -22,7 +22,7 @@ from agent_eval.models.listing import BatchList, ListedBatch
 from agent_eval.report.summary import attempt_outcome
 from agent_eval.verdict.chain import counted_receipt
 from agent_eval.verdict.junit import lead_finding
-from agent_eval.verdict.qualification import Anchors, qualify_files
+from agent_eval.verdict.qualification import Anchors, decide_files
 from agent_eval.verdict.words import decision_lines, expected_self_test, plain
 
 __all__ = [
@@ -120,15 +120,18 @@ def _listed(run_dir: Path, anchors: Anchors | None) -> ListedBatch:
             batchId=run_dir.name, runDir=str(run_dir), status=None, decision="unknown",
             problem=str(exc),
         )  # fmt: skip
-    receipt = counted_receipt(run_dir, own)  # a resumed batch: the runs decided on
-    decision, reasons = "unknown", []
-    if anchors is not None:
+    # A resumed batch: the runs decided on, its chain's union.
+    receipt, decision, reasons = own, "unknown", []
+    if anchors is None:
+        receipt = counted_receipt(run_dir, own)
+    else:
         try:
-            result = qualify_files(run.receipt, run.archives_manifest, anchors)
+            decided = decide_files(run.receipt, run.archives_manifest, anchors)
         except AgentEvalError as exc:
             reasons = [f"not decided: {exc}"]
         else:
-            decision, reasons = _decision_word(result), list(result.reasons)
+            receipt = decided.counted or own
+            decision, reasons = _decision_word(decided.result), list(decided.result.reasons)
     return ListedBatch(
         batchId=run_dir.name,
         runDir=str(run_dir),
@@ -220,8 +223,9 @@ def show_lines(run_dir: Path, anchors: Anchors) -> tuple[list[str], bool]:
     """
     run = RunDirectory(run_dir)
     own = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
-    receipt = counted_receipt(run_dir, own)  # a resumed batch: the runs decided on
-    result = qualify_files(run.receipt, run.archives_manifest, anchors)
+    decided = decide_files(run.receipt, run.archives_manifest, anchors)
+    result = decided.result
+    receipt = decided.counted or own  # a resumed batch: the runs decided on
     lines = decision_lines(result, receipt)
     accepted = {(d.run, d.attempt) for d in receipt.reviewDecisions if d.decision == "accept"}
     failed = []

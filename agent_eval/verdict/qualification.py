@@ -68,7 +68,9 @@ from agent_eval.verdict.registry import (
 __all__ = [
     "EVIDENCE_RULES",
     "Anchors",
+    "Decided",
     "current_anchors",
+    "decide_files",
     "evidence_reasons",
     "gateway_records",
     "infrastructure_note",
@@ -172,8 +174,24 @@ def current_anchors(
     return Anchors(suite, evaluator_digest(), rebuild, tuple(problems))
 
 
+@dataclass(frozen=True)
+class Decided:
+    """A decision, and the runs it was taken on."""
+
+    result: QualificationResult
+    counted: Receipt | None
+    """The receipt as decided on (a resumed batch's: its chain's union); None when the
+    receipt cannot be read."""
+
+
 def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> QualificationResult:
     """Load the receipt and archives.json and check every rule."""
+    return decide_files(receipt_path, archives_path, current).result
+
+
+def decide_files(receipt_path: Path, archives_path: Path, current: Anchors) -> Decided:
+    """:func:`qualify_files`, with the receipt the decision counted: what a JUnit file, a
+    listing or the words of the decision show, with the chain resolved once."""
     reasons: list[str] = []
     receipt = archives = None
     try:
@@ -187,20 +205,23 @@ def qualify_files(receipt_path: Path, archives_path: Path, current: Anchors) -> 
     except EvidenceError as exc:
         reasons.append(f"archives-readable: {exc}")
     if receipt is None or archives is None:
-        return QualificationResult(qualified=False, reasons=reasons)
+        return Decided(QualificationResult(qualified=False, reasons=reasons), receipt)
     notes = [
         *cache_notes(receipt_path.parent),
         *in_flight_notes(receipt, receipt_path.parent),
     ] or None
     if receipt.predecessor is None:
         reasons.extend(qualify(receipt, receipt_path.parent, archives, archives_path, current))
-        return QualificationResult(qualified=not reasons, reasons=reasons, notes=notes)
+        return Decided(
+            QualificationResult(qualified=not reasons, reasons=reasons, notes=notes), receipt
+        )
     chain = resolve_chain(ChainLink(receipt_path.parent, receipt, archives))
     reasons += chain.problems
     reasons += qualify(chain.union, receipt_path.parent, archives, archives_path, current, chain)
-    return QualificationResult(
+    result = QualificationResult(
         qualified=not reasons, reasons=reasons, chain=chain.summary(), notes=notes
     )
+    return Decided(result, chain.union)
 
 
 def cache_notes(receipt_dir: Path) -> list[str]:

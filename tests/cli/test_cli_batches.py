@@ -102,11 +102,9 @@ def test_report_and_review_take_a_batch_name(project: Path) -> None:
 
 
 def test_a_resumed_batch_is_listed_and_written_as_junit_with_every_run_decided_on(
-    tmp_path: Path,
+    project: Path, tmp_path: Path
 ) -> None:
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "pyproject.toml").write_text('[tool.agent-eval]\nevidence = "ev"\n')
+    root = project
     first = first_batch(root / "ev")
     last = resumed(root / "ev", first)
     out = tmp_path / "results.xml"
