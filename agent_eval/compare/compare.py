@@ -168,31 +168,31 @@ def refuse_repeats(named: Sequence[tuple[str, Batch]]) -> None:
     receipt's bytes (a copy at another path), or a run two of them hold (a resumed batch
     and a batch of its chain; a copy whose id was edited). Counted twice, its runs would
     look like twice the evidence."""
-    seen: dict[str, tuple[str, Path, bool]] = {}  # key -> (side, batch, by its chain)
+    seen: dict[str, tuple[str, Path]] = {}
     for side, batch in named:
         try:
             content = file_sha256(RunDirectory(batch.root).receipt)
         except DigestError as exc:
             raise EvidenceError(f"{batch.root}: {exc}") from exc
-        links = batch.chain.links if batch.chain is not None else ()
-        own = [f"id {batch.receipt.batchId}", f"receipt {content}"]
-        resumed = sorted({f"id {link.batch_id}" for link in links} - {own[0]})
-        for key, by_chain in [*((k, False) for k in own), *((k, True) for k in resumed)]:
+        for key in (f"id {batch.receipt.batchId}", f"receipt {content}"):
             if key in seen:
-                first_side, first, first_by_chain = seen[key]
-                if by_chain or first_by_chain:
-                    later, earlier = (batch.root, first) if by_chain else (first, batch.root)
-                    raise ConfigError(
-                        f"{later} resumed {earlier} ({key}) and counts its runs: name the "
-                        "batch that resumed it alone, or its runs count twice"
-                    )
+                first_side, first = seen[key]
                 where = "on both sides" if first_side != side else f"twice in the {side}"
                 raise ConfigError(
                     f"{batch.root} is the same batch as {first} ({key}), named {where}: a "
                     "batch may be named once, or its runs count twice"
                 )
-            seen[key] = (side, batch.root, by_chain)
-    _refuse_shared_runs(named)
+            seen[key] = (side, batch.root)
+    batches = [batch for _, batch in named]
+    for later in batches:
+        for earlier in batches:
+            if _resumes(later, earlier):
+                raise ConfigError(
+                    f"{later.root} resumed {earlier.root} (id {earlier.receipt.batchId}) and "
+                    "counts its runs: name the batch that resumed it alone, or its runs "
+                    "count twice"
+                )
+    _refuse_shared_runs(batches)
 
 
 def _run_key(run: RunRecord) -> tuple[object, ...]:
@@ -204,22 +204,27 @@ def _run_key(run: RunRecord) -> tuple[object, ...]:
     )
 
 
-def _refuse_shared_runs(named: Sequence[tuple[str, Batch]]) -> None:
-    holder: dict[tuple[object, ...], tuple[Path, str]] = {}
-    for _, batch in named:
+def _resumes(batch: Batch, other: Batch) -> bool:
+    """Whether *other* is an earlier batch of *batch*'s chain."""
+    links = batch.chain.links[1:] if batch.chain is not None else ()
+    return other.receipt.batchId in {link.batch_id for link in links}
+
+
+def _refuse_shared_runs(batches: Sequence[Batch]) -> None:
+    holder: dict[tuple[object, ...], tuple[Batch, str]] = {}
+    for batch in batches:
         for run in batch.receipt.runs:
             if not run.attempts:
                 continue
-            key = _run_key(run)
-            first = holder.setdefault(key, (batch.root, run.runId))
-            if first[0] != batch.root:
-                raise ConfigError(
-                    f"{batch.root} holds run {run.runId} and {first[0]} holds it as "
-                    f"{first[1]} (its attempts started at the same instants and submitted "
-                    "the same files): a batch copied under another id, or a resumed batch "
-                    "beside one of its chain; name each run's batch once, or its runs "
-                    "count twice"
-                )
+            other, other_run = holder.setdefault(_run_key(run), (batch, run.runId))
+            if other.root == batch.root:
+                continue
+            raise ConfigError(
+                f"{batch.root} holds run {run.runId} and {other.root} holds it as "
+                f"{other_run} (its attempts started at the same instants and submitted "
+                "the same files): a batch copied under another id; name each run's batch "
+                "once, or its runs count twice"
+            )
 
 
 def pooled_identity(batches: Sequence[Batch], name: str) -> dict[str, Any]:
