@@ -112,9 +112,9 @@ class Zygote:
     def __init__(self, sock: socket.socket, timeout_s: float, pid: int) -> None:
         self.sock = sock
         self.timeout_s = timeout_s
+        """How long an answer may take (the zygote is trusted; a crowded machine is slow)."""
         self.pid = pid
         """The zygote's process: its time forking the solution's is the harness's."""
-        """How long an answer may take (the zygote is trusted; a crowded machine is slow)."""
         self._exits: dict[int, tuple[int, int]] = {}
 
     @classmethod
@@ -293,11 +293,10 @@ def _become_child(
             del sys.modules[name]
         # A fresh child calls the kit from its first frame; this one has the zygote's
         # below it, which must not cost the solution any recursion depth.
-        depth, frame = 0, sys._getframe()
+        below, frame = 0, sys._getframe()
         while frame.f_back is not None:
-            depth, frame = depth + 1, frame.f_back
-        depth += 1
-        sys.setrecursionlimit(sys.getrecursionlimit() + depth - 1)
+            below, frame = below + 1, frame.f_back
+        sys.setrecursionlimit(sys.getrecursionlimit() + below)
         code = _kit.main(sys.argv[3:])
     except BaseException as exc:  # nothing submitted has run: this is the verifier's
         with contextlib.suppress(BaseException):
