@@ -179,6 +179,22 @@ class Batch:
             time.sleep(0.1)
         raise AssertionError("the batch never got there")
 
+    def kill_when(self, condition: Callable[[], bool], timeout_s: float = 300) -> None:
+        """SIGKILL the batch in a state where *condition* holds.
+
+        The batch is stopped before *condition* is read again, so what it saw is what the
+        kill leaves: a batch still at work could record a run between the look and the kill."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.when(condition, timeout_s=max(deadline - time.monotonic(), 0.1))
+            self.process.send_signal(signal.SIGSTOP)
+            threads_stopped(self.process.pid)
+            if condition():
+                self.process.kill()
+                self.process.communicate(timeout=60)
+                return
+            self.process.send_signal(signal.SIGCONT)
+
     def mid_run(self, finished: int = 1) -> None:
         """Wait until *finished* runs are recorded and a runner container is running."""
         self.when(lambda: self.runs_recorded() >= finished and self.runner_running())
@@ -517,11 +533,9 @@ def test_a_killed_batch_is_closed_as_abandoned_by_the_next_one(
     # Killed once a run in flight has written files its receipt does not hold yet (they
     # are the killed batch's state, never read as files added to it) while a container of
     # it is there to reap: between its runner's end and its verifier's start there is none.
-    batch.when(
+    batch.kill_when(
         lambda: batch.runs_recorded() >= 1 and bool(batch.unrecorded_files()) and bool(batch.left())
     )
-    batch.process.kill()
-    batch.process.communicate(timeout=60)
     killed = batch.run_dir
     assert batch.receipt().status == "running" and batch.unrecorded_files()
     assert batch.left(), "SIGKILL left no container to reap"
@@ -553,10 +567,14 @@ def test_a_killed_batch_is_closed_as_abandoned_by_the_next_one(
 
 
 def stopped(engine: PrivateEngine, within_s: float = 10.0) -> None:
-    """Wait until every thread of the engine's process is stopped: SIGSTOP reaches each
-    thread in its turn, and one already at work may answer first."""
     assert engine.process is not None
-    tasks = Path(f"/proc/{engine.process.pid}/task")
+    threads_stopped(engine.process.pid, within_s)
+
+
+def threads_stopped(pid: int, within_s: float = 10.0) -> None:
+    """Wait until every thread of *pid* is stopped: SIGSTOP reaches each thread in its
+    turn, and one already at work may answer first."""
+    tasks = Path(f"/proc/{pid}/task")
     deadline = time.monotonic() + within_s
     while True:
         states = set()
@@ -565,7 +583,7 @@ def stopped(engine: PrivateEngine, within_s: float = 10.0) -> None:
                 states.add((task / "stat").read_text().rpartition(")")[2].split()[0])
         if states <= {"T", "t"}:
             return
-        assert time.monotonic() < deadline, f"the engine's threads are {states}"
+        assert time.monotonic() < deadline, f"the threads of {pid} are {states}"
         time.sleep(0.05)
 
 
