@@ -353,6 +353,19 @@ def chaos(proxy: EngineProxy, *, drop_every_s: float, refuse_every_s: float) -> 
         thread.join(timeout=10)
 
 
+def remove_containers(engine_socket: Path | str, label: str) -> None:
+    """Force-remove the engine's containers carrying *label*; an engine that is gone has none."""
+    client = docker.APIClient(base_url=f"unix://{engine_socket}", version="auto", timeout=30)
+    try:
+        for container in client.containers(all=True, filters={"label": [label]}):
+            with contextlib.suppress(docker.errors.NotFound):
+                client.remove_container(container["Id"], force=True)
+    except docker.errors.DockerException:
+        pass
+    finally:
+        client.close()
+
+
 def containers_of(engine_socket: Path | str, label: str) -> list[dict[str, object]]:
     """The engine's containers carrying *label*, running or not."""
     client = docker.APIClient(base_url=f"unix://{engine_socket}", version="auto", timeout=30)

@@ -34,7 +34,13 @@ from agent_eval.engine.policy import LABEL_BATCH, LABEL_ROLE
 from agent_eval.images.build import image_for_checkout
 from agent_eval.models import Receipt
 from tests.batches import BIN, check, project_copy, write_config
-from tests.faults.engines import EngineProxy, PrivateEngine, chaos, containers_of
+from tests.faults.engines import (
+    EngineProxy,
+    PrivateEngine,
+    chaos,
+    containers_of,
+    remove_containers,
+)
 from tests.paths import REPO
 
 pytestmark = pytest.mark.docker
@@ -87,14 +93,15 @@ def running_engine(private_engine: PrivateEngine) -> Iterator[PrivateEngine]:
         private_engine.start()
 
 
-_LAUNCHED: list[subprocess.Popen[str]] = []
+_LAUNCHED: list[Batch] = []
 
 
 @pytest.fixture(autouse=True)
 def no_batch_outlives_its_test() -> Iterator[None]:
     yield
     while _LAUNCHED:
-        process = _LAUNCHED.pop()
+        batch = _LAUNCHED.pop()
+        process = batch.process
         if process.poll() is None:
             process.terminate()  # it closes its receipt and removes its containers
             try:
@@ -104,6 +111,10 @@ def no_batch_outlives_its_test() -> Iterator[None]:
                 process.communicate(timeout=60)
         else:
             process.communicate(timeout=60)
+        # A test that failed before its batch's containers were reaped leaves them to no
+        # one: on a shared engine a later test would find them.
+        for run_dir in batch._run_dirs():
+            remove_containers(batch.socket, f"{LABEL_BATCH}={run_dir.name}")
 
 
 class Batch:
@@ -127,7 +138,7 @@ class Batch:
             stderr=subprocess.PIPE,
             text=True,
         )
-        _LAUNCHED.append(self.process)
+        _LAUNCHED.append(self)
         self.stderr = ""
 
     @property
