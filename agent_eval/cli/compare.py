@@ -34,6 +34,7 @@ from agent_eval.compare.statistics import BeyondPlanning, runs_needed
 from agent_eval.consumer.wheels import catalog_of_wheels
 from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import write_model_atomic
+from agent_eval.layout import RunDirectory
 from agent_eval.models.receipt import MAX_REPETITIONS
 from agent_eval.project import find_project
 from agent_eval.suite.tasks import read_suite_spec
@@ -75,6 +76,17 @@ def _dirs(value: str) -> list[Path]:
     return [Path(part) for part in value.split(",") if part]
 
 
+def _refuse_batch_file(what: str, file: Path) -> None:
+    """A batch's own evidence file is no matrix record: read as one, it would be refused
+    for the record's missing fields, which says nothing of the mistake."""
+    run = RunDirectory(file.parent)
+    if file.name in (run.receipt.name, run.archives_manifest.name):
+        raise click.UsageError(
+            f"{what}: {file} is the {file.name} of the batch in {file.parent}, not a matrix "
+            f"record: name the batch by its run directory ({file.parent})"
+        )
+
+
 def _records(sides: list[tuple[str, str]]) -> list[Path] | None:
     """The matrix records the *sides* (what the argument is called, what it says) name,
     or None when they name batches. A side naming an existing file is a matrix record; a
@@ -84,6 +96,8 @@ def _records(sides: list[tuple[str, str]]) -> list[Path] | None:
     for what, value in sides:
         parts = [part for part in value.split(",") if part]
         files = [Path(part) for part in parts if Path(part).is_file()]
+        for file in files:
+            _refuse_batch_file(what, file)
         if files and len(parts) > 1:
             raise click.UsageError(
                 f"{what}: {files[0]} is a matrix record (a file): a side is one matrix "

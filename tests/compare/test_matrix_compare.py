@@ -278,6 +278,24 @@ def test_the_cli_prints_what_its_json_says_and_refuses_a_mix_of_kinds(tmp_path: 
 
 
 @pytest.mark.usefixtures("anchored")
+@pytest.mark.parametrize("name", ["receipt.json", "archives.json"])
+def test_a_batchs_evidence_file_named_as_a_side_is_refused_naming_its_run_directory(
+    tmp_path: Path, name: str
+) -> None:
+    s = Setup(tmp_path)
+    baseline, candidate = s.before_dirs[0] / name, s.after_dirs[0] / name
+    for args, named in (
+        (["compare", str(baseline), str(candidate)], s.before_dirs[0]),
+        (["summary", str(candidate), "--compare", str(baseline)], s.after_dirs[0]),
+    ):
+        result = CliRunner().invoke(main, [*args, "--project", str(tmp_path)])
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        said = " ".join(result.output.split())
+        assert f"is the {name} of the batch in {named}, not a matrix record" in said, said
+        assert "Field required" not in said
+
+
+@pytest.mark.usefixtures("anchored")
 def test_summary_shares_the_matrix_comparison_redacted_as_a_batch_comparison(
     tmp_path: Path,
 ) -> None:
