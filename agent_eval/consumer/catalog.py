@@ -42,7 +42,8 @@ What counts as public:
   it or its bases (methods, properties, class attributes; an Enum's too, which
   ``dir`` hides), a named tuple's ``_asdict``/``_replace``/``_make``/``_fields``,
   its dataclass fields and annotations, and attributes its library methods
-  assign on ``self`` (in any module of the library, private ones too). Its
+  assign on ``self`` (in any module of the library, private ones too; a class
+  or method under an ``if``/``try``/``with`` block, a positional-only ``self``). Its
   constructor signature (``__init__``) is the class entry's signature, and a
   ``__getattr__`` defined in the library is listed (its instances answer any
   attribute);
@@ -72,7 +73,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -456,7 +457,7 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
     visit(tree.body)
 
     def collect_classes(body: Sequence[ast.stmt], prefix: str) -> None:
-        for stmt in body:
+        for stmt in _in_blocks(body):
             if isinstance(stmt, ast.ClassDef):
                 qualname = f"{prefix}{stmt.name}"
                 facts.classes[qualname] = stmt
@@ -466,18 +467,35 @@ def _module_source(module: types.ModuleType) -> _ModuleSource:
     return facts
 
 
+def _in_blocks(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of *body* and of the ``if``/``try``/``with`` blocks in it (a class
+    or a method defined under ``if sys.version_info >= ...:`` or in a ``try``), not of
+    the functions and classes it defines."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.If):
+            yield from _in_blocks([*stmt.body, *stmt.orelse])
+        elif isinstance(stmt, ast.With | ast.AsyncWith):
+            yield from _in_blocks(stmt.body)
+        elif isinstance(stmt, ast.Try | ast.TryStar):
+            handlers = [s for h in stmt.handlers for s in h.body]
+            yield from _in_blocks([*stmt.body, *handlers, *stmt.orelse, *stmt.finalbody])
+
+
 def _self_attributes(node: ast.ClassDef) -> dict[str, str | None]:
     """Public attributes assigned on ``self`` in a class's methods, with annotation text."""
     found: dict[str, str | None] = {}
-    for stmt in node.body:
-        if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) or not stmt.args.args:
+    for stmt in _in_blocks(node.body):
+        if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
-        if any(
+        positional = [*stmt.args.posonlyargs, *stmt.args.args]
+        if not positional or any(
             isinstance(d, ast.Name) and d.id in {"staticmethod", "classmethod"}
             for d in stmt.decorator_list
         ):
             continue
-        self_name = stmt.args.args[0].arg
+        # ``def __init__(self, value, /)``: the first parameter may be positional-only.
+        self_name = positional[0].arg
         params = {
             arg.arg: ast.unparse(arg.annotation)
             for arg in [*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs]

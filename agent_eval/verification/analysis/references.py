@@ -26,9 +26,11 @@ resolved after their enclosing scope, against its final bindings.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from agent_eval.verification.analysis.symbols import CALLABLE_KINDS, SymbolIndex
 
@@ -246,13 +248,26 @@ class _Analyser:
             self._block(node.body)
         elif isinstance(node, ast.If):
             self._expr(node.test, "load")
-            if _is_type_checking(node.test):
-                saved, self.type_only = self.type_only, True
-                self._block(node.body)
-                self.type_only = saved
-            else:
-                self._block(node.body)
-            self._block(node.orelse)
+            checked = self._narrowed_names(node.test)
+            with self._narrowed(self._narrowing(node.test, True), checked):
+                if _is_type_checking(node.test):
+                    saved, self.type_only = self.type_only, True
+                    self._block(node.body)
+                    self.type_only = saved
+                else:
+                    self._block(node.body)
+            with self._narrowed(self._narrowing(node.test, False), checked):
+                self._block(node.orelse)
+            # ``if not isinstance(x, C): return``: what the test leaves holds after it.
+            if _ends(node.body) and not _ends(node.orelse):
+                self._rebind(self._narrowing(node.test, False), checked)
+            elif _ends(node.orelse) and not _ends(node.body):
+                self._rebind(self._narrowing(node.test, True), checked)
+        elif isinstance(node, ast.Assert):
+            self._expr(node.test, "load")
+            if node.msg is not None:
+                self._expr(node.msg, "load")
+            self._rebind(self._narrowing(node.test, True), self._narrowed_names(node.test))
         elif isinstance(node, ast.Try | ast.TryStar):
             self._block(node.body)
             for handler in node.handlers:
@@ -275,6 +290,7 @@ class _Analyser:
             self._block(node.orelse)
         elif isinstance(node, ast.Match):
             self._expr(node.subject, "load")
+            subject = node.subject.id if isinstance(node.subject, ast.Name) else None
             for case in node.cases:
                 self._set_fingerprint(case)
                 for sub in ast.walk(case.pattern):
@@ -282,9 +298,25 @@ class _Analyser:
                         self._expr(sub.cls, "load")
                     elif isinstance(sub, ast.MatchAs | ast.MatchStar) and sub.name:
                         self._bind(sub.name, None)
-                if case.guard is not None:
-                    self._expr(case.guard, "load")
-                self._block(case.body)
+                # ``case C(...)`` / ``case C() as y``: the subject (and y) is a C there.
+                pattern: ast.pattern = case.pattern
+                alias: str | None = None
+                if isinstance(pattern, ast.MatchAs) and pattern.pattern is not None:
+                    alias, pattern = pattern.name, pattern.pattern
+                matched = (
+                    self._instance_of(pattern.cls) if isinstance(pattern, ast.MatchClass) else None
+                )
+                if alias is not None:
+                    self._bind(alias, matched)
+                narrowing = (
+                    {subject: matched}
+                    if subject is not None and isinstance(pattern, ast.MatchClass)
+                    else {}
+                )
+                with self._narrowed(narrowing, set(narrowing)):
+                    if case.guard is not None:
+                        self._expr(case.guard, "load")
+                    self._block(case.body)
         elif isinstance(node, ast.Global | ast.Nonlocal):
             return
         else:
@@ -358,6 +390,11 @@ class _Analyser:
                     self._bind(name, PathRef(symbol))
                 continue
             symbol = f"{module}.{alias.name}"
+            if _dunder(alias.name) and not self.index.exists(symbol):
+                # ``from jinja2 import __version__``: a module's dunders are not catalogued
+                # names, as ``jinja2.__version__`` is not (see :meth:`_step`).
+                self._bind(alias.asname or alias.name, None)
+                continue
             if not self.index.exists(symbol) and self.index.exists(f"{module}.__getattr__"):
                 # The module's ``__getattr__`` (PEP 562) serves it: not a name to check.
                 self._bind(alias.asname or alias.name, None)
@@ -509,6 +546,61 @@ class _Analyser:
     def _is_class(self, path: str) -> bool:
         return self.index.kind(path) == "class" and not self.index.is_external(path)
 
+    # ---- narrowing
+
+    def _instance_of(self, node: ast.expr) -> Ref | None:
+        """An instance of the library class *node* names; None when it names anything else
+        (a class outside the library, a tuple of classes)."""
+        _, result = self._resolve_silently(node)
+        if isinstance(result, PathRef) and self._is_class(result.path):
+            return InstanceRef(self.index.canonical(result.path))
+        return None
+
+    def _narrowed_names(self, test: ast.expr) -> set[str]:
+        """The names *test* checks with ``isinstance``: a branch it guards sees them as
+        what it narrows them to, or as unknown (``isinstance(x, A) or isinstance(x, B)``
+        leaves x an A or a B, whose common members no one name describes)."""
+        return {
+            sub.args[0].id
+            for sub in ast.walk(test)
+            if _isinstance_call(sub) and isinstance(sub.args[0], ast.Name)
+        }
+
+    def _narrowing(self, test: ast.expr, holds: bool) -> dict[str, Ref | None]:
+        """What the names of ``isinstance(NAME, C)`` in *test* are where *test* is *holds*."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self._narrowing(test.operand, not holds)
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) == holds:
+            # All of an ``and`` hold; none of an ``or`` does.
+            found: dict[str, Ref | None] = {}
+            for value in test.values:
+                found.update(self._narrowing(value, holds))
+            return found
+        if holds and _isinstance_call(test) and isinstance(test.args[0], ast.Name):
+            return {test.args[0].id: self._instance_of(test.args[1])}
+        return {}
+
+    @contextlib.contextmanager
+    def _narrowed(self, narrowing: dict[str, Ref | None], names: set[str]) -> Iterator[None]:
+        """Within: each of *names* bound to what *narrowing* says (else unknown); after, to
+        what it was, unless the block bound it again."""
+        before = {name: self._lookup(name) for name in names}
+        bound = self._rebind(narrowing, names)
+        try:
+            yield
+        finally:
+            scope = self.chain[-1].bindings
+            for name, ref in bound.items():
+                if scope.get(name, _UNBOUND) is ref:
+                    scope[name] = before[name]
+
+    def _rebind(self, narrowing: dict[str, Ref | None], names: set[str]) -> dict[str, Ref | None]:
+        bound: dict[str, Ref | None] = {}
+        for name in names:
+            bound[name] = narrowing.get(name)
+            self._bind(name, bound[name])
+        return bound
+
     # ---- expressions
 
     def _resolve_silently(self, node: ast.expr) -> tuple[str | None, Ref | None]:
@@ -551,7 +643,7 @@ class _Analyser:
         return None, None
 
     def _step(self, base: Ref | None, attr: str) -> tuple[str | None, Ref | None]:
-        if base is None or (attr.startswith("__") and attr.endswith("__")):
+        if base is None or _dunder(attr):
             return None, None
         index = self.index
         if isinstance(base, InstanceRef):
@@ -659,6 +751,25 @@ class _Analyser:
         if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
             self._comprehension(node)
             return
+        if isinstance(node, ast.BoolOp):
+            # ``isinstance(x, C) and x.attr``; ``not isinstance(x, C) or x.attr``.
+            names: set[str] = set()
+            narrowing: dict[str, Ref | None] = {}
+            with contextlib.ExitStack() as narrowed:
+                for value in node.values:
+                    narrowed.enter_context(self._narrowed(narrowing, names))
+                    self._expr(value, "load")
+                    names = self._narrowed_names(value)
+                    narrowing = self._narrowing(value, isinstance(node.op, ast.And))
+            return
+        if isinstance(node, ast.IfExp):
+            self._expr(node.test, "load")
+            names = self._narrowed_names(node.test)
+            with self._narrowed(self._narrowing(node.test, True), names):
+                self._expr(node.body, context)
+            with self._narrowed(self._narrowing(node.test, False), names):
+                self._expr(node.orelse, context)
+            return
         if isinstance(node, ast.NamedExpr):
             symbol, result = self._resolve(node.value)
             if symbol is not None:
@@ -719,3 +830,25 @@ def analyse_module(tree: ast.Module, *, index: SymbolIndex, path: str, module: s
     """
     is_package = path.endswith("__init__.py")
     return _Analyser(index, path, module, is_package).run(tree)
+
+
+def _dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+_UNBOUND = object()
+
+
+def _isinstance_call(node: ast.AST) -> TypeGuard[ast.Call]:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "isinstance"
+        and len(node.args) == 2
+        and not node.keywords
+    )
+
+
+def _ends(body: Sequence[ast.stmt]) -> bool:
+    """Whether *body* never falls through to what follows it."""
+    return bool(body) and isinstance(body[-1], ast.Return | ast.Raise | ast.Continue | ast.Break)

@@ -81,6 +81,75 @@ def main(exc: StatusError) -> list[object]:
 """
 
 
+NARROWED = """\
+from shapekit import Argument, Notice, Option, Param, StatusError, __version__
+
+
+def flag(param: Param) -> object:
+    if isinstance(param, Option):
+        return param.is_flag
+    return param.name
+
+
+def nargs(param: Param) -> int:
+    if not isinstance(param, Argument):
+        return 0
+    return param.nargs
+
+
+def either(param: Param) -> object:
+    if isinstance(param, (Option, Argument)):
+        return param.name
+    return param.is_flag if isinstance(param, Option) else param.name
+
+
+def checked(param: Param) -> bool:
+    assert isinstance(param, Option)
+    return param.is_flag
+
+
+def matched(param: Param) -> object:
+    match param:
+        case Option() as option:
+            return option.is_flag
+        case Argument():
+            return param.nargs
+    return isinstance(param, Option) and param.is_flag
+
+
+def caught() -> object:
+    try:
+        raise StatusError("refused", 503)
+    except Exception as exc:
+        if isinstance(exc, StatusError):
+            return exc.code
+        raise
+
+
+def main() -> list[object]:
+    params = [Option("--v", is_flag=True), Argument("path", 2), Param("p")]
+    seen: list[object] = [flag(p) for p in params]
+    seen += [nargs(p) for p in params] + [either(p) for p in params]
+    seen += [checked(params[0]), matched(params[0]), matched(params[1]), matched(params[2])]
+    notice = Notice("moved", level=2)
+    seen += [caught(), notice.message, notice.level, __version__]
+    return seen
+"""
+
+NARROWED_WRONGLY = """\
+from shapekit import Option, Param
+
+
+def main(param: Param) -> list[object]:
+    seen: list[object] = []
+    if isinstance(param, Option):
+        seen.append(param.is_flagg)
+    seen.append(param.is_flag)
+    seen.append(isinstance(param, Option) or param.is_flag)
+    return seen
+"""
+
+
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return generate_catalog(
@@ -159,3 +228,39 @@ def test_the_catalog_lists_the_members_dir_and_public_modules_hide(
     assert "shapekit.StatusError._raw" not in names
     assert "shapekit.plain._scale" not in names
     assert not catalog.get("unresolved"), catalog["unresolved"]
+
+
+def test_code_that_narrows_with_isinstance_or_match_gets_no_finding_and_runs(
+    tmp_path: Path, catalog: dict[str, Any]
+) -> None:
+    """A subclass's members where ``isinstance``/``match`` narrowed a name to it (in an
+    ``if``, after an early return, an ``assert``, an ``and``, a conditional expression, a
+    ``case``, an ``except`` clause's name), a class defined under a version check with a
+    positional-only ``self``, and a module's ``__version__`` imported by name."""
+    result, solution = analyse(tmp_path, catalog, NARROWED)
+    assert result["diagnostics"] == []
+    assert result["hallucinatedApi"] == [] and result["unsupportedApi"] == []
+    ran = subprocess.run(
+        [sys.executable, "-c", "import solution; print(solution.main())"],
+        cwd=solution,
+        env=dict(os.environ, PYTHONPATH=str(SHAPEKIT_SRC)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip() == (
+        "[True, 'path', 'p', 0, 2, 0, '--v', 'path', 'p', True, True, 2, False, "
+        "503, 'moved', 2, '1.0']"
+    )
+
+
+def test_a_narrowing_holds_only_where_its_test_does(
+    tmp_path: Path, catalog: dict[str, Any]
+) -> None:
+    """A member the narrowed class lacks is still hallucinated, and the base class is
+    what the name is again after the ``if`` and where an ``or`` found it not narrowed."""
+    result, _ = analyse(tmp_path, catalog, NARROWED_WRONGLY)
+    assert result["hallucinatedApi"] == ["shapekit.Option.is_flagg", "shapekit.Param.is_flag"]
+    flagged = sorted(d["line"] for d in result["diagnostics"] if d["category"] == "unsupported-api")
+    assert flagged == [7, 8, 9], result["diagnostics"]
