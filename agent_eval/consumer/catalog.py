@@ -68,6 +68,7 @@ import importlib.metadata
 import inspect
 import itertools
 import json
+import os
 import pkgutil
 import re
 import sys
@@ -614,6 +615,7 @@ class _Walker:
         self._exports: dict[str, frozenset[str]] = {}
         self._exporting: set[str] = set()
         self._cuts = 0
+        self._files: dict[str, str] | None = None  # a module's file -> its name
 
     # ---- modules
 
@@ -923,7 +925,31 @@ class _Walker:
         # Any module, private ones of the library too (a public class is often defined
         # in one, ``httpx._exceptions``) and a base's outside it (``returncode`` of a
         # ``subprocess.CalledProcessError`` subclass is assigned in the standard library).
-        return self._source(cls.__module__).classes.get(cls.__qualname__)
+        node = self._source(cls.__module__).classes.get(cls.__qualname__)
+        if node is None and (defined := self._defining_module(cls)) is not None:
+            node = self._source(defined).classes.get(cls.__qualname__)
+        return node
+
+    def _defining_module(self, cls: type[Any]) -> str | None:
+        """The module whose file defines *cls*, read from its methods' code: a library
+        may set ``__module__`` to where it is documented (numpy's ``set_module``)."""
+        for value in vars(cls).values():
+            if isinstance(value, staticmethod | classmethod):
+                value = value.__func__
+            elif isinstance(value, property):
+                value = value.fget
+            code = getattr(value, "__code__", None)
+            if isinstance(code, types.CodeType):
+                if self._files is None:
+                    self._files = {
+                        os.path.realpath(file): name
+                        for name, module in list(sys.modules.items())
+                        if isinstance(file := getattr(module, "__file__", None), str)
+                    }
+                found = self._files.get(os.path.realpath(code.co_filename))
+                if found is not None and found != cls.__module__:
+                    return found
+        return None
 
     def _add_members(self, class_name: str, cls: type[Any]) -> None:
         members: dict[str, tuple[str, Any, type[Any] | None, str | None]] = {}

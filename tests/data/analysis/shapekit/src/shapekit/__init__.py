@@ -1,10 +1,12 @@
 """A library laid out as large real ones are: classes defined in private modules and
 re-exported, an Enum, a named tuple, classic attrs fields, a stdlib base's
 attributes, a public module bound under a second name, a class hierarchy code narrows
-with isinstance, and a class defined under a version check."""
+with isinstance, a class defined under a version check, and one whose ``__module__``
+names where it is documented."""
 
 from shapekit._client import Client as Client
 from shapekit._errors import StatusError as StatusError
+from shapekit._moved import Gauge as Gauge
 from shapekit._params import Argument as Argument
 from shapekit._params import Notice as Notice
 from shapekit._params import Option as Option
@@ -22,6 +24,7 @@ __all__ = [
     "Client",
     "CmdError",
     "Color",
+    "Gauge",
     "Legacy",
     "Notice",
     "Option",
