@@ -301,6 +301,7 @@ STAGED_HARNESS: dict[str, tuple[str, ...]] = {
         "errors.py",
         "digests.py",
         "layout.py",
+        "syntax.py",
         "grading",
         "suite/__init__.py",
         "suite/contract.py",

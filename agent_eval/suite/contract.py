@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_eval.errors import AgentEvalError
+from agent_eval.syntax import parse_expression, parse_module
 
 __all__ = [
     "CHECK_MODULE",
@@ -85,7 +86,7 @@ def load_contract(path: Path) -> Contract:
     """
     try:
         text = path.read_text(encoding="utf-8")
-        tree = ast.parse(text, filename=str(path))
+        tree = parse_module(text, filename=str(path))
     except (OSError, UnicodeDecodeError, SyntaxError) as exc:
         raise ContractError(f"{path}: cannot read the contract stub: {exc}") from exc
     declared: list[str] | None = None
@@ -367,7 +368,7 @@ class _Builder:
                 args=arguments,
                 body=_stub_body(),
                 decorator_list=[],
-                returns=ast.parse(_parameterised(name, count), mode="eval").body,
+                returns=parse_expression(_parameterised(name, count)),
             )
             call.args.posonlyargs.insert(0, ast.arg(arg="self"))
             protocol = ast.ClassDef(

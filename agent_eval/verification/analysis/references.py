@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
+from agent_eval.syntax import parse_expression
 from agent_eval.verification.analysis.symbols import CALLABLE_KINDS, SymbolIndex
 
 __all__ = ["VALUE_CONTEXTS", "ModuleFacts", "Occurrence", "analyse_module"]
@@ -524,7 +525,7 @@ class _Analyser:
         node: ast.expr | None = annotation
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             try:
-                node = ast.parse(node.value, mode="eval").body
+                node = parse_expression(node.value)
             except SyntaxError:
                 return None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
@@ -784,7 +785,7 @@ class _Analyser:
     def _string_annotation(self, node: ast.Constant) -> None:
         assert isinstance(node.value, str)
         try:
-            parsed = ast.parse(node.value.strip(), mode="eval").body
+            parsed = parse_expression(node.value.strip())
         except SyntaxError:
             return
         for sub in ast.walk(parsed):

@@ -37,6 +37,7 @@ from agent_eval.suite.contract import (
     load_contract,
     readable,
 )
+from agent_eval.syntax import compile_module, parse_module
 from agent_eval.verification.analysis.references import (
     VALUE_CONTEXTS,
     ModuleFacts,
@@ -262,10 +263,10 @@ def _read_solution(root: Path, outputs: Sequence[str], diagnostics: _Diagnostics
 
 def _parse(source: _Source, diagnostics: _Diagnostics) -> ast.Module | None:
     try:
-        tree = ast.parse(source.text, filename=source.path)
+        tree = parse_module(source.text, filename=source.path)
         # Compiling (not running) catches what the parser lets through, e.g.
         # 'return' outside a function or a misplaced 'nonlocal'.
-        compile(tree, source.path, "exec", dont_inherit=True)
+        compile_module(tree, source.path)
     except SyntaxError as exc:
         where = f" (column {exc.offset})" if exc.offset else ""
         diagnostics.add("syntax", f"{exc.msg}{where}", source.path, exc.lineno)
@@ -287,7 +288,7 @@ def _starter_occurrences(
         if not path.is_file():
             continue
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+            tree = parse_module(path.read_text(encoding="utf-8"), filename=rel)
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             raise AnalysisInputError(f"starter file {rel} cannot be parsed: {exc}") from exc
         found.extend(

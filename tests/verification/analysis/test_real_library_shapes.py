@@ -17,9 +17,13 @@ runtime's word, not ours.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +271,34 @@ def test_a_narrowing_holds_only_where_its_test_does(
     assert result["hallucinatedApi"] == ["shapekit.Option.is_flagg", "shapekit.Param.is_flag"]
     flagged = sorted(d["line"] for d in result["diagnostics"] if d["category"] == "unsupported-api")
     assert flagged == [7, 8, 9], result["diagnostics"]
+
+
+def test_analyses_in_several_threads_never_build_two_syntax_trees_at_once(
+    tmp_path: Path, catalog: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local verifier analyses from one thread per slot, and CPython 3.11 shares the
+    counter that builds a parse's ast objects between threads: a correct solution then
+    failed with ``SystemError: AST constructor recursion depth mismatch``."""
+    real = ast.parse
+    guard = threading.Lock()
+    inside = most = 0
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        nonlocal inside, most
+        with guard:
+            inside += 1
+            most = max(most, inside)
+        try:
+            time.sleep(0.002)  # the window another thread's parse would need
+            return real(*args, **kwargs)
+        finally:
+            with guard:
+                inside -= 1
+
+    monkeypatch.setattr(ast, "parse", watched)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(
+            pool.map(lambda n: analyse(tmp_path / f"slot-{n}", catalog, NARROWED)[0], range(8))
+        )
+    assert [r["diagnostics"] for r in results] == [[]] * 8
+    assert most == 1
