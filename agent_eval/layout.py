@@ -17,6 +17,7 @@ __all__ = [
     "CATALOG_FILE",
     "CONSUMER_MOUNT",
     "DEPENDENCY_LOCK",
+    "EVIDENCE_ENTRIES",
     "GATEWAY_MODELS_ENV",
     "GATEWAY_MOUNT",
     "GATEWAY_RECIPE",
@@ -45,6 +46,7 @@ __all__ = [
     "RunDirectory",
     "ShippedFiles",
     "attempt_folder",
+    "evidence_holding",
     "staged_files",
 ]
 
@@ -224,6 +226,29 @@ class RunDirectory:
     def attempt(self, run_id: str, attempt: int) -> AttemptDirectory:
         """One attempt's evidence."""
         return AttemptDirectory(self.runs / attempt_folder(run_id, attempt))
+
+
+EVIDENCE_ENTRIES = frozenset(
+    {"receipt.json", "archives.json", "consumer-lock.json", "archives", "runs", "lease.json",
+     ".reserve"}
+)  # fmt: skip
+"""What of a run directory is the batch's evidence (or its state): never written by a
+command that only reads the batch (its report.html, an export's atif/ are not)."""
+
+
+def evidence_holding(path: Path) -> Path | None:
+    """The run directory whose evidence *path* is or lies in (links followed), or None.
+
+    A command's output there would replace a file the checker holds the batch to, or add
+    one no record accounts for."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a link loop: nothing anyone could write
+        return None
+    for inner, folder in zip((resolved, *resolved.parents), resolved.parents, strict=False):
+        if inner.name in EVIDENCE_ENTRIES and RunDirectory(folder).receipt.is_file():
+            return folder
+    return None
 
 
 def attempt_folder(run_id: str, attempt: int) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agent_eval.errors import AgentEvalError
+from agent_eval.layout import evidence_holding
 
 if TYPE_CHECKING:
     from agent_eval.engine import ContainerEngine
@@ -34,6 +35,7 @@ __all__ = [
     "batch_dir",
     "gate_anchors",
     "located_project",
+    "not_evidence",
     "output_path",
     "project_option",
     "report_anchors",
@@ -67,6 +69,8 @@ class _OutputFile(click.Path):
         parent = Path(os.path.abspath(os.fsdecode(path))).parent
         if not parent.is_dir():
             self.fail(f"{parent} is not a directory (it is not created)", param, ctx)
+        if (why := not_evidence(Path(os.fsdecode(path)))) is not None:
+            self.fail(why, param, ctx)
         try:
             mode = os.lstat(path).st_mode
         except FileNotFoundError:
@@ -77,6 +81,18 @@ class _OutputFile(click.Path):
             # A FIFO would block the write, a device or a link would take it elsewhere.
             self.fail(f"{os.fsdecode(path)!r} is there and is not a regular file", param, ctx)
         return path
+
+
+def not_evidence(path: Path) -> str | None:
+    """Why *path* may not be written: it is (or lies in) a batch's evidence. None: it may."""
+    held = evidence_holding(path)
+    if held is None:
+        return None
+    return (
+        f"{path} is part of the evidence of the batch in {held}: written there, it would "
+        "replace or add a file the checker holds that batch to; write outside its "
+        "receipt, archives and runs/"
+    )
 
 
 OUTPUT_FILE = _OutputFile()

@@ -15,6 +15,7 @@ from agent_eval.cli.common import (
     batch_dir,
     gate_anchors,
     located_project,
+    not_evidence,
     reported_errors,
 )
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
@@ -48,6 +49,8 @@ def _output(option: str, path: Path | None) -> None:
     created), as a usage error before anything is computed."""
     if path is None:
         return
+    if (why := not_evidence(path)) is not None:
+        raise click.UsageError(f"{option}: {why}")
     try:
         mode = path.lstat().st_mode
     except FileNotFoundError:

@@ -28,7 +28,12 @@ from pydantic import ValidationError
 from agent_eval.digests import sha256_bytes
 from agent_eval.errors import ConfigError, EvidenceError
 from agent_eval.evidence_io import read_bounded, read_model, write_bytes_atomic
-from agent_eval.layout import MAX_TRANSCRIPT_BYTES, TRANSCRIPT_FILE, RunDirectory
+from agent_eval.layout import (
+    MAX_TRANSCRIPT_BYTES,
+    TRANSCRIPT_FILE,
+    RunDirectory,
+    evidence_holding,
+)
 from agent_eval.models import AttemptRecord, Receipt, RunRecord
 from agent_eval.models.atif import (
     ATIF_VERSION,
@@ -456,18 +461,19 @@ def _attempts(receipt: Receipt) -> Iterator[tuple[RunRecord, AttemptRecord]]:
             yield run, attempt
 
 
-def _refuse_evidence_target(output: Path) -> None:
-    """Files written below a batch's ``runs/`` would be files its records do not account
-    for: the checker then rejects that batch (this one, or any other)."""
-    resolved = output.resolve()
-    for folder in (resolved, *resolved.parents):
-        if folder.name == "runs" and RunDirectory(folder.parent).receipt.is_file():
-            raise ConfigError(
-                f"--output {output}: inside {folder}, a batch's evidence; a file written "
-                "there is one no attempt's record accounts for, and the batch would fail "
-                "check-agent-eval's evidence-integrity rule; write outside its runs/ "
-                "(default: RUN/atif)"
-            )
+def _refuse_evidence_target(output: Path, target: Path | None = None) -> None:
+    """Files written in a batch's evidence (its ``runs/``, receipt, archives) would replace
+    or add files its records do not account for: the checker then rejects that batch
+    (this one, or any other). *target*, a file below *output*: reached through a link in
+    an earlier export's folders, it may lie in another batch's evidence."""
+    held = evidence_holding(target or output)
+    if held is not None:
+        raise ConfigError(
+            f"--output {output}: {target or output} lies in the evidence of the batch in "
+            f"{held}; a file written there is one no attempt's record accounts for, and "
+            "that batch would fail check-agent-eval's evidence-integrity rule; write "
+            "outside its runs/, receipt and archives (default: RUN/atif)"
+        )
 
 
 def export_atif(run_dir: Path, output: Path, prompts: dict[str, str] | None = None) -> list[Path]:
@@ -483,7 +489,7 @@ def export_atif(run_dir: Path, output: Path, prompts: dict[str, str] | None = No
     _refuse_evidence_target(output)
     run = RunDirectory(run_dir)
     receipt = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
-    written = []
+    written: list[Path] = []
     for record, attempt in _attempts(receipt):
         where = run.root / "runs" / record.runId / f"attempt-{attempt.attempt}" / TRANSCRIPT_FILE
         transcript = None
@@ -500,8 +506,15 @@ def export_atif(run_dir: Path, output: Path, prompts: dict[str, str] | None = No
                 )
         made = trajectory(receipt, record, attempt, transcript, (prompts or {}).get(record.taskId))
         target = output / record.runId / f"attempt-{attempt.attempt}" / "trajectory.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Absent, not null: the format's optional fields are left out when unknown.
-        write_bytes_atomic(target, made.model_dump_json(exclude_none=True, indent=2).encode())
+        _refuse_evidence_target(output, target)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # Absent, not null: the format's optional fields are left out when unknown.
+            write_bytes_atomic(target, made.model_dump_json(exclude_none=True, indent=2).encode())
+        except OSError as exc:
+            raise EvidenceError(
+                f"{target}: cannot be written ({exc.strerror or exc}); "
+                f"{len(written)} trajectories were written before it"
+            ) from exc
         written.append(target)
     return written

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
 
@@ -111,7 +110,7 @@ class GatewayRecord(WireModel):
 
     schemaVersion: SchemaVersion
     """Format version of a record."""
-    at: datetime
+    at: AwareDatetime
     """When the gateway recorded it."""
     upstream: str | None
     """The upstream's name (None: the request reached no known listener)."""

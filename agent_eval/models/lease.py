@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from agent_eval.models.base import BatchId, NonEmptyStr, SchemaVersion, WireModel
 
@@ -35,9 +34,9 @@ class Lease(WireModel):
     """The machine's boot id: after a reboot no owner of an earlier boot is alive."""
     host: NonEmptyStr
     """The machine's name, for people reading the lease."""
-    startedAt: datetime
+    startedAt: AwareDatetime
     """When the batch took the lease."""
-    heartbeatAt: datetime
+    heartbeatAt: AwareDatetime
     """When the owner last said it was alive."""
     engine: NonEmptyStr | None = None
     """Where the engine the batch started containers on listens; None before it connected."""

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from agent_eval.models.base import SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
@@ -31,8 +30,8 @@ class ListedBatch(WireModel):
     firstSuccesses: int | None = Field(default=None, ge=0)
     finalSuccesses: int | None = Field(default=None, ge=0)
     scheduledRuns: int | None = Field(default=None, ge=0)
-    createdAt: datetime | None = None
-    updatedAt: datetime | None = None
+    createdAt: AwareDatetime | None = None
+    updatedAt: AwareDatetime | None = None
     decision: Literal["qualified", "rejected", "expected-self-test", "unknown"]
     """check-agent-eval's decision now; ``expected-self-test``: rejected only because a
     built-in reference runner made it, as it always is; ``unknown``: not decided (the

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, AwareDatetime, Field, model_validator
 
 from agent_eval.layout import (
     ANALYSIS_FILE,
@@ -285,7 +285,7 @@ class InfrastructureTry(WireModel):
 
     tryNumber: int = Field(ge=1, le=MAX_TRIES_PER_ATTEMPT - 1)
     """Which try (the recorded attempt is the try after the last of these)."""
-    startedAt: datetime
+    startedAt: AwareDatetime
     """When the try started."""
     durationMs: int = Field(ge=0)
     """Its wall time."""
@@ -319,7 +319,7 @@ class AttemptRecord(WireModel):
 
     attempt: int = Field(ge=1, le=2)
     """1 for the first submission, 2 for the repair."""
-    startedAt: datetime
+    startedAt: AwareDatetime
     """When the runner container was started."""
     durationMs: int = Field(ge=0)
     """Wall time of runner plus verification."""
@@ -532,7 +532,7 @@ class ReviewDecision(WireModel):
     """The decision."""
     reviewer: ReviewerName
     """Who decided."""
-    reviewedAt: datetime
+    reviewedAt: AwareDatetime
     """When."""
 
 
@@ -581,9 +581,9 @@ class Receipt(WireModel):
     """Why the batch did not run or stopped early."""
     selfTest: bool
     """Produced by a built-in reference runner; can never qualify."""
-    createdAt: datetime
+    createdAt: AwareDatetime
     """When the batch started."""
-    updatedAt: datetime
+    updatedAt: AwareDatetime
     """When this receipt was last written."""
     suiteDigest: Digest | None
     """Digest of the task suite and shared graders used."""

@@ -8,10 +8,9 @@ the registry as it was committed at the batch's source commit.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.gateway import RecordedUpstream
@@ -45,7 +44,7 @@ class RegistryEntry(WireModel):
     """The model APIs the runner may reach, and the model names each may serve."""
     reviewer: ReviewerName
     """Who approved it."""
-    reviewedAt: datetime
+    reviewedAt: AwareDatetime
     """When."""
     note: str = Field(min_length=1, max_length=2000)
     """What was inspected (the image's recipe and digest: the CLI and the adapter only)."""

@@ -20,13 +20,24 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "agent_eval"
 
 LEAVES = frozenset(
-    {"errors", "digests", "layout", "models", "evidence_io", "processes", "project", "anchored"}
+    {
+        "errors",
+        "digests",
+        "layout",
+        "syntax",
+        "models",
+        "evidence_io",
+        "processes",
+        "project",
+        "anchored",
+    }
 )
 ALLOWED: dict[str, frozenset[str]] = {
     "__init__": frozenset(),
     "errors": frozenset(),
     "digests": frozenset(),
     "layout": frozenset(),
+    "syntax": frozenset(),
     "models": frozenset({"digests", "errors", "layout"}),
     "evidence_io": frozenset({"errors"}),
     "processes": frozenset(),

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from agent_eval.cli import main
 from agent_eval.cli.common import EXISTING_DIR, EXISTING_FILE, OUTPUT_FILE, SOCKET
+from tests.evidence_builders import receipt, write_batch
 
 
 def _walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -250,3 +251,43 @@ def test_the_engine_s_own_socket_passes_runtime_path_and_the_command_runs(
     )
     assert result.exit_code == 0, result.output
     assert "nothing to clean up" in result.output
+
+
+OUTPUT_PARAMS = [
+    (path, param.name) for path in COMMANDS for param in _params(path) if param.type is OUTPUT_FILE
+]
+
+
+@pytest.mark.parametrize(("path", "name"), OUTPUT_PARAMS, ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    "inside", ["receipt.json", "archives.json", "runs/forms-1/attempt-1/solution/solution.py"]
+)
+def test_an_output_in_a_batchs_evidence_is_a_usage_error_and_writes_nothing(
+    path: tuple[str, ...],
+    name: str,
+    inside: str,
+    short_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Any command's output named into a batch's receipt, archives or runs/ would replace
+    or add evidence the checker holds that batch to (exit 0 before, the batch then failed
+    check-agent-eval)."""
+    root = short_dir
+    (root / "dir").mkdir()
+    (root / "file.json").write_text("{}")
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    batch = write_batch(root / "evidence", receipt()).root
+    monkeypatch.chdir(root)
+    args = list(path)
+    for param in _params(path):
+        if param.name == name:
+            given = _valid(param, root)
+            given[-1] = str(batch / inside)
+            args += given
+        elif param.required:
+            args += _valid(param, root)
+    before = {p: p.read_bytes() for p in batch.rglob("*") if p.is_file()}
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, (args, result.output)
+    assert "part of the evidence of the batch in" in " ".join(result.output.split())
+    assert {p: p.read_bytes() for p in batch.rglob("*") if p.is_file()} == before

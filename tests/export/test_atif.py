@@ -186,9 +186,41 @@ def test_export_into_a_batchs_runs_is_refused_and_writes_nothing(tmp_path: Path)
     batch = write_batch(tmp_path / "b", receipt())
     other = write_batch(tmp_path / "other", receipt(batchId="other"))
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    for target in (batch.root / "runs", batch.root / "runs" / "forms-1", other.root / "runs"):
-        with pytest.raises(ConfigError, match="a batch's evidence"):
+    for target in (
+        batch.root / "runs",
+        batch.root / "runs" / "forms-1",
+        other.root / "runs",
+        other.root / "archives",
+    ):
+        with pytest.raises(ConfigError, match="lies in the evidence of the batch in"):
             export_atif(batch.root, target)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     # Beside the evidence, in the run directory itself, is where the default goes.
     assert len(export_atif(batch.root, batch.root / "atif")) == 18
+
+
+def test_export_through_a_link_into_another_batchs_evidence_is_refused(tmp_path: Path) -> None:
+    """A folder of an earlier export replaced by a link into another batch's runs/: the
+    files are checked where they land, not only the output folder named."""
+    batch = write_batch(tmp_path / "b", receipt())
+    other = write_batch(tmp_path / "other", receipt(batchId="other"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "forms-1").symlink_to(other.root / "runs" / "forms-1")
+    before = sorted(p.relative_to(tmp_path) for p in other.root.rglob("*"))
+    with pytest.raises(
+        ConfigError, match=r"forms-1/attempt-1/trajectory.json lies in the evidence"
+    ):
+        export_atif(batch.root, out)
+    assert sorted(p.relative_to(tmp_path) for p in other.root.rglob("*")) == before
+
+
+def test_an_export_that_cannot_write_says_where_and_how_many_it_wrote(tmp_path: Path) -> None:
+    batch = write_batch(tmp_path / "b", receipt())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "forms-1").write_text("a file where a folder goes")
+    with pytest.raises(
+        EvidenceError, match=r"forms-1/attempt-1/trajectory.json: cannot be written"
+    ):
+        export_atif(batch.root, out)

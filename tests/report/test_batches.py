@@ -93,6 +93,25 @@ def test_the_list_decides_each_batch_and_says_an_unreadable_one(tmp_path: Path) 
     assert [b.decision for b in list_batches(tmp_path, None).batches] == ["unknown"] * 3
 
 
+@pytest.mark.parametrize("field", ["createdAt", "updatedAt"])
+def test_a_time_without_its_utc_offset_is_one_unreadable_batch_not_a_broken_list(
+    tmp_path: Path, field: str
+) -> None:
+    """Every time the harness writes carries its offset; one without it cannot be ordered
+    against the others (the listing crashed on every batch), so its receipt is refused."""
+    write_batch(tmp_path / NEW)
+    naive = write_batch(tmp_path / OLD)
+    naive.edit_receipt(lambda data: data.update({field: "2026-11-30T12:00:00"}))
+    listing = list_batches(tmp_path, CURRENT)
+    assert [b.batchId for b in listing.batches] == [NEW, OLD]
+    assert listing.batches[0].decision == "qualified"
+    refused = listing.batches[1]
+    assert refused.decision == "unknown" and field in (refused.problem or "")
+    assert "timezone" in (refused.problem or "")
+    lines = listing_lines(listing, datetime(2026, 12, 3, tzinfo=UTC))
+    assert "unreadable" in lines[2]
+
+
 def test_a_name_with_control_characters_cannot_move_the_terminal(tmp_path: Path) -> None:
     data = receipt(runner={"name": "evil\n\x1b[2J\u202eQUALIFIED", "version": "1"})
     write_batch(tmp_path / NEW, data)
