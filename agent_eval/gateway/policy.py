@@ -399,10 +399,15 @@ def _objects(value: Any, strict: bool = False) -> Iterator[dict[str, Any]]:
             pending.extend((child, depth + 1) for child in item)
 
 
+_MAX_COUNT = 2**53 - 1
+"""The largest token count a record holds (``agent_eval.models.base.MAX_COUNT``; this
+module imports nothing of the harness): a provider's larger figure is no count."""
+
+
 def _count(usage: dict[str, Any], keys: Iterable[str]) -> int | None:
     for key in keys:
         value = usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
             return value
     return None
 

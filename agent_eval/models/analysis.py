@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent_eval.models.base import Digest, SchemaVersion, WireModel
+from agent_eval.models.base import MAX_COUNT, Digest, SchemaVersion, WireModel
 
 __all__ = [
     "MAX_DIAGNOSTIC_CHARS",
@@ -47,7 +47,7 @@ class Diagnostic(WireModel):
     """Human-readable text (compiler output, analysis finding)."""
     path: str | None = Field(default=None, max_length=255)
     """Solution-relative file the finding is in, when known."""
-    line: int | None = Field(default=None, ge=0)
+    line: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """1-based line number, when known."""
 
 
@@ -79,11 +79,11 @@ class Analysis(WireModel):
     """Every required-integration entry is satisfied by a value use."""
     unsupportedApi: list[str]
     """Distinct library references that do not exist in the API catalog."""
-    unsupportedApiCount: int = Field(ge=0)
+    unsupportedApiCount: int = Field(ge=0, le=MAX_COUNT)
     """len(unsupportedApi)."""
     hallucinatedApi: list[str]
     """unsupportedApi minus seed references left exactly as seeded."""
-    hallucinatedApiCount: int = Field(ge=0)
+    hallucinatedApiCount: int = Field(ge=0, le=MAX_COUNT)
     """len(hallucinatedApi)."""
     missingDependencies: list[str]
     """Imported modules outside the task's allowedImports."""

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, model_validator
 
-from agent_eval.models.base import WireModel
+from agent_eval.models.base import MAX_COUNT, WireModel
 
 __all__ = [
     "ATIF_VERSION",
@@ -73,11 +73,11 @@ class AtifObservation(WireModel):
 class AtifMetrics(WireModel):
     """A step's model usage, as the model API reported it."""
 
-    prompt_tokens: int | None = Field(default=None, ge=0)
+    prompt_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """Every input token of the turn, cached ones included."""
-    completion_tokens: int | None = Field(default=None, ge=0)
+    completion_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """Tokens the model generated."""
-    cached_tokens: int | None = Field(default=None, ge=0)
+    cached_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """The part of ``prompt_tokens`` served from a cache."""
     cost_usd: float | None = Field(default=None, ge=0)
     """The turn's cost, when the agent reported one."""
@@ -122,15 +122,15 @@ class AtifStep(WireModel):
 class AtifFinalMetrics(WireModel):
     """The trajectory's totals."""
 
-    total_prompt_tokens: int | None = Field(default=None, ge=0)
+    total_prompt_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """Every prompt token of every step."""
-    total_completion_tokens: int | None = Field(default=None, ge=0)
+    total_completion_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """Every completion token of every step."""
-    total_cached_tokens: int | None = Field(default=None, ge=0)
+    total_cached_tokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """Every cached prompt token of every step."""
     total_cost_usd: float | None = Field(default=None, ge=0)
     """The whole cost, when known."""
-    total_steps: int | None = Field(default=None, ge=0)
+    total_steps: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """The number of steps."""
     extra: dict[str, JsonValue] | None = None
     """Totals the format has no field for (what the model gateway measured)."""

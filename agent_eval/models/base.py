@@ -10,7 +10,20 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from agent_eval.digests import is_sha256_digest
 
-__all__ = ["BatchId", "Digest", "NonEmptyStr", "RelativePath", "SchemaVersion", "WireModel"]
+__all__ = [
+    "MAX_COUNT",
+    "BatchId",
+    "Digest",
+    "NonEmptyStr",
+    "RelativePath",
+    "SchemaVersion",
+    "WireModel",
+]
+
+MAX_COUNT = 2**53 - 1
+"""The largest count, size or duration a record holds: every JSON reader (a browser's
+too) reads it exactly, and sums and means of such numbers stay finite floats. A
+larger one (a provider's reported token count among them) is refused, never summed."""
 
 
 class WireModel(BaseModel):

@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import Field
 
 from agent_eval.models.archives import ArchivesManifest
-from agent_eval.models.base import BatchId, WireModel
+from agent_eval.models.base import MAX_COUNT, BatchId, WireModel
 from agent_eval.models.receipt import RUN_ID, Receipt, RunRecord
 
 __all__ = [
@@ -90,7 +90,7 @@ class ChainBatch(WireModel):
     """The batch."""
     runs: list[Annotated[str, Field(pattern=RUN_ID.pattern)]]
     """The runs whose verdict the decision takes from this batch."""
-    tokens: int = Field(ge=0)
+    tokens: int = Field(ge=0, le=MAX_COUNT)
     """Tokens the gateway recorded for every attempt of this batch (counted or not)."""
-    durationMs: int = Field(ge=0)
+    durationMs: int = Field(ge=0, le=MAX_COUNT)
     """The time of every attempt of this batch (counted or not)."""

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
-from agent_eval.models.base import NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.base import MAX_COUNT, NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.catalog import CatalogKind
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
@@ -115,13 +115,13 @@ class ApiChanges(WireModel):
 class RateComparison(WireModel):
     """One rate on both sides, their difference, the exact test and the verdict."""
 
-    baselineSuccesses: int = Field(ge=0)
+    baselineSuccesses: int = Field(ge=0, le=MAX_COUNT)
     """Successes among the baseline's graded runs."""
-    baselineRuns: int = Field(ge=0)
+    baselineRuns: int = Field(ge=0, le=MAX_COUNT)
     """The baseline's graded runs."""
-    candidateSuccesses: int = Field(ge=0)
+    candidateSuccesses: int = Field(ge=0, le=MAX_COUNT)
     """Successes among the candidate's graded runs."""
-    candidateRuns: int = Field(ge=0)
+    candidateRuns: int = Field(ge=0, le=MAX_COUNT)
     """The candidate's graded runs."""
     difference: float | None
     """Candidate rate minus baseline rate (None: a side has no graded run)."""
@@ -201,17 +201,17 @@ class SharedTask(WireModel):
 
     taskId: NonEmptyStr
     """The task."""
-    runs: int = Field(ge=0)
+    runs: int = Field(ge=0, le=MAX_COUNT)
     """Its runs in the batch."""
-    firstSuccesses: int = Field(ge=0)
+    firstSuccesses: int = Field(ge=0, le=MAX_COUNT)
     """Runs whose first attempt succeeded."""
-    finalSuccesses: int = Field(ge=0)
+    finalSuccesses: int = Field(ge=0, le=MAX_COUNT)
     """Runs whose last attempt succeeded."""
-    unsafeAttempts: int = Field(ge=0)
+    unsafeAttempts: int = Field(ge=0, le=MAX_COUNT)
     """Attempts with an observed safety violation."""
-    unsupportedApi: int = Field(ge=0)
+    unsupportedApi: int = Field(ge=0, le=MAX_COUNT)
     """Runs whose final attempt referenced an unsupported or hallucinated API."""
-    infrastructure: int = Field(ge=0)
+    infrastructure: int = Field(ge=0, le=MAX_COUNT)
     """Runs an infrastructure failure touched (nobody's result)."""
 
 
@@ -235,11 +235,11 @@ class SharedSummary(WireModel):
     """The rules it failed (their names only: the reasons' words may quote files)."""
     measurement: bool
     """A measurement batch (``eval-agent --repetitions``), which never qualifies."""
-    scheduledRuns: int = Field(ge=0)
+    scheduledRuns: int = Field(ge=0, le=MAX_COUNT)
     """The denominator of the totals."""
-    firstSuccesses: int = Field(ge=0)
+    firstSuccesses: int = Field(ge=0, le=MAX_COUNT)
     """Runs whose first attempt succeeded."""
-    finalSuccesses: int = Field(ge=0)
+    finalSuccesses: int = Field(ge=0, le=MAX_COUNT)
     """Runs whose last attempt succeeded."""
     minFirstSuccesses: int | None
     """The suite's first-try threshold (None: no declaration at hand)."""

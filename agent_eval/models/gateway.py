@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from agent_eval.models.base import Digest, NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.base import MAX_COUNT, Digest, NonEmptyStr, SchemaVersion, WireModel
 
 __all__ = [
     "GatewayRecord",
@@ -120,17 +120,17 @@ class GatewayRecord(WireModel):
     """Request path (with its query)."""
     status: int | None = Field(ge=100, le=599)
     """The status returned to the runner; None when no response came."""
-    requestBytes: int = Field(ge=0)
+    requestBytes: int = Field(ge=0, le=MAX_COUNT)
     """Request body size."""
-    responseBytes: int = Field(ge=0)
+    responseBytes: int = Field(ge=0, le=MAX_COUNT)
     """Response body size (decoded)."""
-    durationMs: int = Field(ge=0)
+    durationMs: int = Field(ge=0, le=MAX_COUNT)
     """From the request reaching the gateway to its response."""
     servedModel: str | None = Field(max_length=200)
     """The model the provider says it served."""
-    inputTokens: int | None = Field(ge=0)
+    inputTokens: int | None = Field(ge=0, le=MAX_COUNT)
     """Input tokens the provider reports."""
-    outputTokens: int | None = Field(ge=0)
+    outputTokens: int | None = Field(ge=0, le=MAX_COUNT)
     """Output tokens the provider reports."""
     failure: GatewayFailure | None
     """Why it failed, when it did."""
@@ -141,15 +141,15 @@ class GatewayRecord(WireModel):
 class GatewayUse(WireModel):
     """What the gateway saw of one attempt, summarised in the receipt."""
 
-    requests: int = Field(ge=0)
+    requests: int = Field(ge=0, le=MAX_COUNT)
     """Requests attributed to the attempt."""
-    answered: int = Field(ge=0)
+    answered: int = Field(ge=0, le=MAX_COUNT)
     """Of those, the ones the upstream answered with a success (2xx)."""
     servedModels: list[str]
     """Every model name the provider said it served, sorted."""
-    inputTokens: int = Field(ge=0)
+    inputTokens: int = Field(ge=0, le=MAX_COUNT)
     """Input tokens reported in all."""
-    outputTokens: int = Field(ge=0)
+    outputTokens: int = Field(ge=0, le=MAX_COUNT)
     """Output tokens reported in all."""
     failures: list[GatewayFailure]
     """Every kind of failure seen, sorted."""

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field
 
-from agent_eval.models.base import BatchId, NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.base import MAX_COUNT, BatchId, NonEmptyStr, SchemaVersion, WireModel
 
 __all__ = ["Lease", "LeaseKind", "LeaseToken"]
 
@@ -28,7 +28,7 @@ class Lease(WireModel):
     """The batch held."""
     pid: int = Field(ge=1)
     """The owner's process id."""
-    processStart: int = Field(ge=0)
+    processStart: int = Field(ge=0, le=MAX_COUNT)
     """The owner's start time in clock ticks since boot (a reused pid has another one)."""
     bootId: NonEmptyStr
     """The machine's boot id: after a reboot no owner of an earlier boot is alive."""

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from agent_eval.models.base import SchemaVersion, WireModel
+from agent_eval.models.base import MAX_COUNT, SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = ["BatchList", "ListedBatch"]
@@ -27,9 +27,9 @@ class ListedBatch(WireModel):
     """The receipt says a built-in reference runner made it (None: unreadable)."""
     runner: RunnerIdentity | None = None
     model: ModelIdentity | None = None
-    firstSuccesses: int | None = Field(default=None, ge=0)
-    finalSuccesses: int | None = Field(default=None, ge=0)
-    scheduledRuns: int | None = Field(default=None, ge=0)
+    firstSuccesses: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    finalSuccesses: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    scheduledRuns: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     createdAt: AwareDatetime | None = None
     updatedAt: AwareDatetime | None = None
     decision: Literal["qualified", "rejected", "expected-self-test", "unknown"]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent_eval.models.base import BatchId, Digest, NonEmptyStr, SchemaVersion, WireModel
+from agent_eval.models.base import MAX_COUNT, BatchId, Digest, NonEmptyStr, SchemaVersion, WireModel
 from agent_eval.models.compare import ApiChanges, Comparison, RateComparison
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
@@ -30,9 +30,9 @@ change against itself before), after Holm's correction for every comparison made
 class MatrixRate(WireModel):
     """Successes over graded runs, with the Wilson score 95 % interval of the rate."""
 
-    successes: int = Field(ge=0)
+    successes: int = Field(ge=0, le=MAX_COUNT)
     """Successes among the graded runs."""
-    runs: int = Field(ge=0)
+    runs: int = Field(ge=0, le=MAX_COUNT)
     """Graded runs (an infrastructure failure is nobody's, so not counted)."""
     rate: float | None
     """successes / runs (None: no graded run)."""
@@ -73,9 +73,9 @@ class MatrixRow(WireModel):
     """Runs that succeeded in the end, over every task."""
     tasks: list[MatrixTask]
     """Per task, in the matrix's task order."""
-    unsafeAttempts: int = Field(ge=0)
+    unsafeAttempts: int = Field(ge=0, le=MAX_COUNT)
     """Attempts with an unsafe action, graded or not."""
-    unsafeRuns: int = Field(ge=0)
+    unsafeRuns: int = Field(ge=0, le=MAX_COUNT)
     """Runs with at least one unsafe attempt."""
     meanTokensPerRun: float | None
     """Gateway tokens (input and output) of a run's attempts, averaged over the runs the

@@ -19,6 +19,7 @@ from agent_eval.layout import (
 )
 from agent_eval.models.analysis import MAX_DIAGNOSTIC_CHARS, Diagnostic, DiagnosticCategory
 from agent_eval.models.base import (
+    MAX_COUNT,
     BatchId,
     Digest,
     RelativePath,
@@ -156,7 +157,7 @@ class SolutionFile(WireModel):
     """Path relative to the attempt's solution directory."""
     sha256: Digest
     """Digest of the file's bytes."""
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_COUNT)
     """Size in bytes."""
 
 
@@ -186,15 +187,15 @@ with the host's pressure, or (its threads not measured) the host's pressure alon
 class RunnerResources(WireModel):
     """What the runner container had, and what it used of it."""
 
-    memoryLimitBytes: int = Field(ge=0)
+    memoryLimitBytes: int = Field(ge=0, le=MAX_COUNT)
     """Its memory limit (memory and swap together: no swap)."""
     cpus: float = Field(gt=0)
     """Its CPU quota, in CPUs."""
-    pidsLimit: int = Field(ge=0)
+    pidsLimit: int = Field(ge=0, le=MAX_COUNT)
     """Its process and thread limit."""
-    tmpBytes: int = Field(ge=0)
+    tmpBytes: int = Field(ge=0, le=MAX_COUNT)
     """The size of its ``/tmp``."""
-    peakMemoryBytes: int | None = Field(default=None, ge=0)
+    peakMemoryBytes: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """Its peak memory use (page cache included) as last sampled while it ran: a lower
     bound; None when the engine's cgroups could not be read."""
     oomKilled: bool = False
@@ -287,7 +288,7 @@ class InfrastructureTry(WireModel):
     """Which try (the recorded attempt is the try after the last of these)."""
     startedAt: AwareDatetime
     """When the try started."""
-    durationMs: int = Field(ge=0)
+    durationMs: int = Field(ge=0, le=MAX_COUNT)
     """Its wall time."""
     kind: InfrastructureKind
     """What failed."""
@@ -321,7 +322,7 @@ class AttemptRecord(WireModel):
     """1 for the first submission, 2 for the repair."""
     startedAt: AwareDatetime
     """When the runner container was started."""
-    durationMs: int = Field(ge=0)
+    durationMs: int = Field(ge=0, le=MAX_COUNT)
     """Wall time of runner plus verification."""
     runnerStatus: Literal["completed", "failed"] | None
     """Status the runner reported; None when its response was invalid or missing."""
@@ -345,9 +346,9 @@ class AttemptRecord(WireModel):
     """From analysis; None if analysis did not run."""
     integrationOk: bool | None
     """From analysis; None if analysis did not run."""
-    unsupportedApiCount: int = Field(ge=0)
+    unsupportedApiCount: int = Field(ge=0, le=MAX_COUNT)
     """Distinct unsupported library references (0 when not analysed)."""
-    hallucinatedApiCount: int = Field(ge=0)
+    hallucinatedApiCount: int = Field(ge=0, le=MAX_COUNT)
     """Unsupported references not left as seeded (0 when not analysed)."""
     assertions: list[AssertionOutcome]
     """Behavioural assertions recorded by the trusted grader."""
@@ -601,7 +602,7 @@ class Receipt(WireModel):
     """Pinned runner image reference."""
     verifierImage: str | None
     """Pinned verifier image reference."""
-    scheduledRuns: int = Field(ge=0)
+    scheduledRuns: int = Field(ge=0, le=MAX_COUNT)
     """Denominator of the totals."""
     suite: SuiteSpec | None = None
     """The suite the batch ran, as the repository declared it (its task ids, schedule and
@@ -615,9 +616,9 @@ class Receipt(WireModel):
     """The runs a partial batch (``eval-agent --only``) ran; None for a whole batch.
 
     A partial batch is for debugging a runner config and never qualifies."""
-    firstSuccesses: int = Field(ge=0)
+    firstSuccesses: int = Field(ge=0, le=MAX_COUNT)
     """Runs whose first attempt succeeded."""
-    finalSuccesses: int = Field(ge=0)
+    finalSuccesses: int = Field(ge=0, le=MAX_COUNT)
     """Runs whose last attempt succeeded."""
     runs: list[RunRecord]
     """Runs in schedule order (finished or not yet started)."""

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from agent_eval.models.analysis import Diagnostic
-from agent_eval.models.base import NonEmptyStr, RelativePath, SchemaVersion, WireModel
+from agent_eval.models.base import MAX_COUNT, NonEmptyStr, RelativePath, SchemaVersion, WireModel
 from agent_eval.models.identity import ModelIdentity, RunnerIdentity
 
 __all__ = [
@@ -69,9 +69,9 @@ class RunnerRequest(WireModel):
 class ReportedUsage(WireModel):
     """What the CLI itself says it used, when it says so (the gateway's count is the evidence)."""
 
-    inputTokens: int | None = Field(default=None, ge=0)
+    inputTokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """Tokens sent to the model, cache reads included, as the CLI counts them."""
-    outputTokens: int | None = Field(default=None, ge=0)
+    outputTokens: int | None = Field(default=None, ge=0, le=MAX_COUNT)
     """Tokens the model produced, as the CLI counts them."""
     costUsd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """What the CLI priced the attempt at, in US dollars (its own price list)."""

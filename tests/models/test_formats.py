@@ -564,3 +564,39 @@ def test_wildcard_imports_allow_subpackages_only_of_that_package() -> None:
     assert spec.allows_import("appkit") and spec.allows_import("appkit.validation")
     assert spec.allows_import("appkit_forms") and not spec.allows_import("appkit_forms.render")
     assert not spec.allows_import("appkitx")
+
+
+def _int_fields() -> list[tuple[str, str, object]]:
+    found = []
+    for model in ALL_MODELS:
+        for name, info in model.model_fields.items():
+            kinds = {info.annotation} | set(getattr(info.annotation, "__args__", ()))
+            if int in kinds and bool not in kinds:
+                lowest = [m.ge for m in info.metadata if getattr(m, "ge", None) is not None]
+                if lowest == [0]:
+                    found.append((model.__name__, name, info))
+    return found
+
+
+@pytest.mark.parametrize(("model", "name", "info"), _int_fields(), ids=lambda v: str(v))
+def test_every_count_is_bounded_so_sums_and_means_stay_finite(
+    model: str, name: str, info: object
+) -> None:
+    """A count (tokens, bytes, milliseconds) above 2**53 - 1 is refused: a provider's
+    10**400 input tokens passed the checker and then crashed compare and matrix."""
+    from agent_eval.models.base import MAX_COUNT
+
+    highest = [m.le for m in getattr(info, "metadata", []) if getattr(m, "le", None) is not None]
+    assert highest and highest[0] <= MAX_COUNT, (model, name)
+
+
+def test_a_provider_s_absurd_token_count_is_no_count_and_the_bound_is_the_models() -> None:
+    import json
+
+    from agent_eval.gateway import policy
+    from agent_eval.models.base import MAX_COUNT
+
+    assert policy._MAX_COUNT == MAX_COUNT
+    body = {"model": "m", "usage": {"input_tokens": 10**400, "output_tokens": MAX_COUNT}}
+    seen = policy.observe("application/json", json.dumps(body).encode())
+    assert (seen.input_tokens, seen.output_tokens) == (None, MAX_COUNT)
