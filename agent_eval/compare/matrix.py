@@ -11,6 +11,7 @@ only when its p-value survives Holm's correction for the number of pairs tested.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -89,13 +90,25 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return adjusted
 
 
+MAX_LABEL_CHARS = 200
+"""A row's label at most: a page's row header, and twice over in a pair's sentence (whose
+model holds 1,000 characters)."""
+
+
 def _label(batch: Batch) -> str:
     runner, model = batch.receipt.runner, batch.receipt.model
     who = f"{runner.name} {runner.version}" if runner else "unknown runner"
     what = model.id if model else "unknown model"
     if model and model.settings:
         what += " " + json.dumps(model.settings, sort_keys=True, separators=(",", ":"))
-    return f"{who} / {what}"
+    label = f"{who} / {what}"
+    if len(label) <= MAX_LABEL_CHARS:
+        return label
+    # Names and settings each within their own bounds can make a label past that: it
+    # is cut, and the digest of the whole keeps two agents that differ only at the end
+    # two rows.
+    digest = hashlib.sha256(label.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{label[: MAX_LABEL_CHARS - 30]}… (sha256 {digest})"
 
 
 def _key(batch: Batch) -> str:

@@ -343,3 +343,18 @@ def test_a_resumed_batch_in_a_record_counts_as_its_chain_s_union(tmp_path: Path)
     # Every run once, from the batch of its verdict: the first batch's and the resumed one's.
     assert agent.final.comparison.baselineRuns == 18
     assert agent.final.verdict == "no-detectable-difference"
+
+
+def test_agents_whose_names_make_a_label_past_a_rows_bound_stay_two_rows(tmp_path: Path) -> None:
+    """A runner name and a model id each within the receipt's bounds made a label (and a
+    pair's sentence) past its model's bound: the matrix crashed with a validation error.
+    The label is cut, and the digest of the whole keeps agents that differ only past the
+    cut apart."""
+    evidence = tmp_path / "evidence"
+    long = "r" * 990
+    dirs = [agent_batch(evidence, "a", long + "-a"), agent_batch(evidence, "b", long + "-b")]
+    matrix = matrix_of_batches(dirs, CURRENT)
+    labels = [row.label for row in matrix.rows]
+    assert len(labels) == 2 and len(set(labels)) == 2
+    assert all(len(label) <= 200 and "(sha256 " in label for label in labels)
+    assert [pair.higher for pair in matrix.pairs] in ([labels[0]], [labels[1]])
