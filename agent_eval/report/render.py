@@ -28,7 +28,7 @@ from agent_eval.errors import AgentEvalError, EvidenceError
 from agent_eval.evidence_io import write_bytes_atomic
 from agent_eval.layout import RunDirectory
 from agent_eval.project import find_project
-from agent_eval.report.text import segments
+from agent_eval.report.text import one_line, segments
 from agent_eval.report.view import BatchView, load_batch
 from agent_eval.verdict.qualification import Anchors, current_anchors
 
@@ -115,6 +115,7 @@ def _environment() -> Environment:
         "tojson_text": _json_text,
         "shquote": shlex.quote,
         "outcome_label": _OUTCOME_LABELS.__getitem__,
+        "one_line": one_line,
     }
     env.filters.update(filters)
     return env

@@ -904,3 +904,39 @@ def test_the_checkout_s_titles_come_from_each_task_json() -> None:
     titles = current_anchors(find_project(REPO)).titles
     assert set(titles) == set(EXAMPLE_SUITE.taskIds)
     assert titles["forms"].startswith("A server-rendered sign-up form")
+
+
+_SHOWN_AS_CODE_POINTS = "\x1b\x01\u202e\u2066\u200b"
+
+
+def test_no_control_or_bidi_character_reaches_the_page_unmarked(tmp_path: Path) -> None:
+    """Whatever an agent, a provider or a node chose (an assertion id, a diagnostic note on
+    a source line, the receipt's reasons, the node's name, a reason of the decision) is
+    shown with each control and bidirectional character marked by its code point, in
+    text and in attributes alike: none is in the page as itself outside a mark."""
+    hostile = "x\x1b[2J\x01\u202eevil\u2066\u200b"
+    ids = EXAMPLE_SUITE.run_ids()
+    first = attempt(ids[0], success=False)
+    first["node"] = "node-" + hostile
+    first["assertions"][0]["id"] = "behaves" + hostile
+    first["diagnostics"] = [
+        {"category": "type-error", "message": "note " + hostile, "path": "solution.py", "line": 1}
+    ]
+    data = receipt([run(ids[0], [first])] + [run(i) for i in ids[1:]])
+    data["reasons"] = ["the batch said " + hostile]
+    data["status"] = "infrastructure-failure"
+    doc = report(write_batch(tmp_path, data))
+    unmarked = []
+    for element in [doc, *doc.iter()]:
+        for name, value in element.attrs.items():
+            if any(c in value for c in _SHOWN_AS_CODE_POINTS):
+                unmarked.append((element, name, value))
+        if "ctl" in element.classes:
+            continue
+        for child in element.children:
+            if isinstance(child, str) and any(c in child for c in _SHOWN_AS_CODE_POINTS):
+                unmarked.append((element, "text", child))
+    assert unmarked == []
+    marks = [m.attrs["data-cp"] for m in doc.find_all(class_="ctl")]
+    # The reasons, the node, the assertion id and the note each marked (some shown twice).
+    assert marks.count("U+202E") >= 4, marks
