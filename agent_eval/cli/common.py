@@ -146,11 +146,17 @@ def located_project(project: Path | None, what: str = "batch") -> Project:
 
 @contextmanager
 def reported_errors(exit_code: int = EXIT_FAILURE) -> Iterator[None]:
-    """Print an AgentEvalError as one line on stderr (no traceback) and exit."""
+    """Print an AgentEvalError as one line on stderr (no traceback) and exit.
+
+    The message may quote what a batch recorded (a node's name, a checker's reason):
+    each control or formatting character is written as its code point, so none can move
+    the terminal or forge a line."""
     try:
         yield
     except AgentEvalError as exc:
-        click.echo(f"error: {exc}", err=True)
+        from agent_eval.report.text import one_line
+
+        click.echo(f"error: {one_line(str(exc))}", err=True)
         raise SystemExit(exit_code) from exc
 
 

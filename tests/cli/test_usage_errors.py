@@ -291,3 +291,21 @@ def test_an_output_in_a_batchs_evidence_is_a_usage_error_and_writes_nothing(
     assert result.exit_code == 2, (args, result.output)
     assert "part of the evidence of the batch in" in " ".join(result.output.split())
     assert {p: p.read_bytes() for p in batch.rglob("*") if p.is_file()} == before
+
+
+def test_an_error_quoting_a_batch_is_one_line_whatever_the_batch_holds() -> None:
+    """An error may quote what a batch recorded (a node's name in a checker's reason):
+    a terminal gets no escape sequence, no bidi override and no second line from it."""
+    from agent_eval.cli.common import reported_errors
+    from agent_eval.errors import EvidenceError
+
+    @click.command()
+    def failing() -> None:
+        with reported_errors():
+            raise EvidenceError("node-binding: n\x1b[2J\x07\nFAKE LINE: qualified\u202e")
+
+    result = CliRunner().invoke(failing, [])
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1 and "\x1b" not in result.output
+    assert "\u202e" not in result.output and "\x07" not in result.output
+    assert "U+001B[2JU+0007U+000AFAKE LINE" in result.output
