@@ -105,7 +105,9 @@ def load_batch(run_dir: Path, current: Anchors) -> Batch:
     receipt = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
     if not receipt.runs:
         raise EvidenceError(f"{run_dir}: the batch ran nothing ({receipt.status})")
-    archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
+    archives = read_model(
+        run.archives_manifest, ArchivesManifest, what="archives", follow_symlinks=False
+    )
     if receipt.predecessor is None:
         batch = Batch(receipt, archives, run_dir)
     else:

@@ -50,8 +50,10 @@ def share_summary(
     run = RunDirectory(run_dir)
     if not run_dir.is_dir():
         raise EvidenceError(f"{run_dir}: not a run directory")
-    receipt = read_model(run.receipt, Receipt, what="receipt")
-    archives = read_model(run.archives_manifest, ArchivesManifest, what="archives")
+    receipt = read_model(run.receipt, Receipt, what="receipt", follow_symlinks=False)
+    archives = read_model(
+        run.archives_manifest, ArchivesManifest, what="archives", follow_symlinks=False
+    )
     decision = qualify_files(run.receipt, run.archives_manifest, current)
     if receipt.predecessor is not None:
         # A resumed batch is summarised as its chain's union, as the checker decides on it.

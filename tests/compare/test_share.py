@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agent_eval.cli import main
 from agent_eval.compare.share import as_markdown, share_summary
 from agent_eval.digests import sha256_bytes, solution_digest
-from agent_eval.errors import InfrastructureError
+from agent_eval.errors import EvidenceError, InfrastructureError
 from agent_eval.models import ApiCatalog, SharedSummary
 from agent_eval.models.identity import RunnerIdentity
 from tests.compare.test_symbols import AFTER, BEFORE, Catalogs, batch_with
@@ -61,6 +61,23 @@ def test_a_summary_holds_the_counts_and_identities(tmp_path: Path) -> None:
     text = as_markdown(shared)
     assert "first-attempt successes: 18/18 (at least 15 needed)" in text
     assert "| forms | 3 | 3 | 3 | 0 | 0 | 0 |" in text
+
+
+def test_a_summary_of_a_run_directory_whose_receipt_is_a_link_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A linked receipt.json summarised another batch as this one, exit 0; show, report,
+    export and the checker refuse a link there."""
+    other = write_batch(tmp_path / "other", receipt()).root
+    root = write_batch(tmp_path / "b", receipt()).root
+    for name in ("receipt.json", "archives.json"):
+        target = root / name
+        target.unlink()
+        target.symlink_to(other / name)
+        with pytest.raises(EvidenceError, match="link"):
+            share_summary(root, CURRENT)
+        target.unlink()
+        target.write_bytes((other / name).read_bytes())
 
 
 @settings(
