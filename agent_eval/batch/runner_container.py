@@ -124,6 +124,8 @@ class ContainerRunner:
             # No network at all: its only way out is the gateway's sockets.
             stdin=True,
         )
+        if self._cancelled.is_set():  # a stop while the workspace was handed over
+            return RunnerOutcome(b"", False, False, None, "the batch was interrupted")
         pressure = PressureWindow.open()
         began = time.monotonic()
         try:

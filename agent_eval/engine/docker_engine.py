@@ -360,6 +360,12 @@ class _CgroupCounter:
                 return
 
 
+_SIGKILLED = 128 + 9
+"""A container's exit status when SIGKILL ended its first process."""
+_PAGE_SLACK = 1 << 20
+"""How far below the limit a sampled peak may be at an OOM kill (charges move by pages)."""
+
+
 class _UsageWatch:
     """Samples a running container's peak memory and CPU time from its cgroup, and its
     threads' scheduler counters.
@@ -662,6 +668,14 @@ class DockerEngine(ContainerEngine):
                 raise NotStartedError(str(exc)) from None
             raise
 
+    def _memory_limit(self, container_id: str) -> int | None:
+        """The container's memory limit in bytes; None when it has none."""
+        limit = _again(
+            f"inspecting container {container_id[:12]}",
+            lambda: self._api.inspect_container(container_id)["HostConfig"].get("Memory"),
+        )
+        return int(limit) if isinstance(limit, int) and limit > 0 else None
+
     def _state(self, container_id: str) -> dict[str, Any]:
         """The container's ``State``, asked again while the engine is unreachable."""
         return cast(
@@ -756,10 +770,18 @@ class DockerEngine(ContainerEngine):
                 f"the engine was unreachable while container {short} ran and it ended with "
                 f"exit status {state['ExitCode']}; its outcome is not trusted"
             )
+        exit_code = int(state["ExitCode"])
+        oom_killed = bool(state.get("OOMKilled"))
+        if not oom_killed and not timed_out and exit_code == _SIGKILLED and usage.peak is not None:
+            # The engine learns of an OOM kill from an event that can come after the exit
+            # it caused (cgroup v1): a container no one here killed, ended by SIGKILL with
+            # its memory at the limit, was killed for memory.
+            limit = self._memory_limit(container_id)
+            oom_killed = limit is not None and usage.peak >= limit - _PAGE_SLACK
         return WaitResult(
-            exit_code=int(state["ExitCode"]),
+            exit_code=exit_code,
             timed_out=timed_out,
-            oom_killed=bool(state.get("OOMKilled")),
+            oom_killed=oom_killed,
             peak_memory_bytes=usage.peak,
             cpu_seconds=usage.cpu_s,
             engine_lost=lost,

@@ -241,16 +241,19 @@ def test_a_gateway_killed_while_the_agent_waits_for_its_model_stops_the_batch_at
     def kill_the_gateway_once_a_runner_waits() -> None:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not killed:
-            runners = docker_client.containers.list(filters={"label": [f"{LABEL_ROLE}=runner"]})
-            batches = {c.labels.get(LABEL_BATCH, "") for c in runners}
-            for gateway in docker_client.containers.list(
-                filters={"label": [f"{LABEL_ROLE}=gateway"]}
-            ):
-                batch = gateway.labels.get(LABEL_BATCH, "")
-                if batch.startswith("aider-never-") and batch in batches:
-                    time.sleep(3)  # the agent is waiting on its model by now
-                    gateway.kill()
-                    killed.append(batch)
+            try:
+                runners = docker_client.containers.list(filters={"label": [f"{LABEL_ROLE}=runner"]})
+                batches = {c.labels.get(LABEL_BATCH, "") for c in runners}
+                for gateway in docker_client.containers.list(
+                    filters={"label": [f"{LABEL_ROLE}=gateway"]}
+                ):
+                    batch = gateway.labels.get(LABEL_BATCH, "")
+                    if batch.startswith("aider-never-") and batch in batches:
+                        time.sleep(3)  # the agent is waiting on its model by now
+                        gateway.kill()
+                        killed.append(batch)
+            except docker.errors.NotFound:
+                pass  # a container listed and gone before it was read (another test's)
             time.sleep(0.5)
 
     thread = threading.Thread(target=kill_the_gateway_once_a_runner_waits, daemon=True)

@@ -231,3 +231,19 @@ def test_a_wait_reports_the_containers_own_wait_for_a_cpu_from_its_thread_counte
     assert clocks.reads["abc"] == 2
     assert measured is not None and (measured.on_cpu_s, measured.waiting_s) == (3.0, 5.0)
     assert made.wait("def", timeout_s=30).run_queue is None
+
+
+@pytest.mark.parametrize(
+    ("code", "peak", "oom"),
+    [(137, 64 << 20, True), (137, (64 << 20) - 4096, True), (137, 32 << 20, False),
+     (1, 64 << 20, False)],
+)  # fmt: skip
+def test_a_sigkill_at_the_memory_limit_is_an_oom_kill_when_the_engine_has_not_said_so(
+    monkeypatch: pytest.MonkeyPatch, code: int, peak: int, oom: bool
+) -> None:
+    """The engine sets OOMKilled from an event that can come after the exit it caused
+    (cgroup v1): a hog killed at its 64 MiB limit once read as no OOM kill."""
+    monkeypatch.setattr(docker_engine._UsageWatch, "peak", property(lambda self: peak))
+    inspected = {**state(code), "HostConfig": {"Memory": 64 << 20}}
+    api = StubApi(wait=[{"StatusCode": code}], inspect_container=[inspected, inspected])
+    assert engine(api).wait("abc", timeout_s=30).oom_killed is oom
