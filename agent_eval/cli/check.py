@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -16,9 +15,6 @@ from agent_eval.cli.common import (
     gate_anchors,
     located_project,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["check_command"]
 

@@ -36,7 +36,6 @@ __all__ = [
     "gate_anchors",
     "located_project",
     "not_evidence",
-    "output_path",
     "project_option",
     "report_anchors",
     "reported_errors",
@@ -178,27 +177,6 @@ def batch_dir(spec: str, project: Path | None) -> Path:
         return find_batch(spec, located.evidence)
     except UnknownBatch as exc:
         raise click.BadParameter(str(exc), param_hint="RUN") from None
-
-
-def output_path(path: Path, option: str) -> Path:
-    """*path* as a file a command may write: its directory exists, and it is a regular
-    file or nothing yet (a directory, a FIFO or a device is a usage error, never written
-    to or waited on); the directory is never created."""
-    import stat
-
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise click.BadParameter(f"{path}: {exc.strerror}", param_hint=option) from None
-    if mode is not None and not stat.S_ISREG(mode):
-        raise click.BadParameter(f"{path} is not a regular file", param_hint=option)
-    if not path.parent.is_dir():
-        raise click.BadParameter(
-            f"{path.parent} is not a directory (it is never created)", param_hint=option
-        )
-    return path
 
 
 def gate_anchors(located: Project) -> Anchors:

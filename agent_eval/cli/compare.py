@@ -3,7 +3,6 @@ would show it."""
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 import click
@@ -15,7 +14,6 @@ from agent_eval.cli.common import (
     batch_dir,
     gate_anchors,
     located_project,
-    not_evidence,
     reported_errors,
 )
 from agent_eval.compare.compare import ALLOWABLE, as_text, compare_batches
@@ -41,31 +39,6 @@ from agent_eval.project import find_project
 from agent_eval.suite.tasks import read_suite_spec
 
 __all__ = ["compare_command", "matrix_command", "plan_command", "summary_command"]
-
-
-def _output(option: str, path: Path | None) -> None:
-    """Refuse an output *path* that is not a regular file to be (a FIFO, a device, a
-    directory: it would block, or be replaced) or whose directory is missing (it is never
-    created), as a usage error before anything is computed."""
-    if path is None:
-        return
-    if (why := not_evidence(path)) is not None:
-        raise click.UsageError(f"{option}: {why}")
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        if not path.parent.is_dir():
-            raise click.UsageError(
-                f"{option}: {path}: its directory does not exist (it is not created)"
-            ) from None
-        return
-    except OSError as exc:
-        raise click.UsageError(f"{option}: {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(mode):
-        raise click.UsageError(
-            f"{option}: {path} exists and is not a regular file (a FIFO, a device or a "
-            "directory is never written to or replaced)"
-        )
 
 
 def _write(path: Path, model: BaseModel) -> None:
@@ -188,8 +161,6 @@ def compare_command(
         return
     base = [batch_dir(str(p), project) for p in _dirs(baseline)]
     cand = [batch_dir(str(p), project) for p in _dirs(candidate)]
-    _output("--json", json_path)
-    _output("--html", html_path)
     if not base or not cand:
         raise click.UsageError("name at least one run directory on each side")
     for path in (*base, *cand):
@@ -216,7 +187,6 @@ def _compare_records(
     allow: tuple[str, ...],
     project: Path | None,
 ) -> None:
-    _output("--json", json_path)
     if html_path is not None:
         raise click.UsageError(
             "--html: the page draws a comparison of batches; for matrix records use --json"
@@ -277,8 +247,6 @@ def matrix_command(
       agent-eval matrix .verification/agent-eval/A .verification/agent-eval/B
     """
     dirs = [batch_dir(run, project) for run in runs]
-    _output("--json", json_path)
-    _output("--html", html_path)
     for path in dirs:
         if not path.is_dir():
             raise click.UsageError(f"{path}: no such run directory")
@@ -423,7 +391,6 @@ def summary_command(
                 f"RUN: {records[0]} is a matrix record: it is summarised against another "
                 "(--compare BASELINE_RECORD)"
             )
-        _output("--json", json_path)
         located = located_project(project, "matrix records' batches")
         with reported_errors():
             compared = share_matrix_comparison(
@@ -443,7 +410,6 @@ def summary_command(
     for path in (run_dir, *([other] if other is not None else [])):
         if not path.is_dir():
             raise click.UsageError(f"{path}: no such run directory")
-    _output("--json", json_path)
     if allow and other is None:
         raise click.UsageError("--allow-different needs --compare")
     located = located_project(project)
